@@ -1,0 +1,94 @@
+"""IBM Spectrum LSF: ``#BSUB`` directives, ``bsub < script``/``bkill``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hpcgpu.dialects.base import Dialect
+from hpcgpu.resources import GPUJobShape
+
+__all__ = ["LSFDialect", "LSF_UNITS"]
+
+LSF_UNITS = {"KB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}
+
+
+@dataclass(frozen=True)
+class LSFDialect(Dialect):
+    """LSF directives: ``-n`` tasks, ``span[ptile=G]``, ``-gpu "num=G:..."``.
+
+    Parameters
+    ----------
+    memory_unit : {"KB", "MB", "GB", "TB"}
+        The site's ``LSF_UNIT_FOR_LIMITS`` (LSF's own default is KB; most sites set MB).
+    gpu_mode : str
+        The ``mode=`` of the ``-gpu`` request (``exclusive_process`` by default).
+
+    Examples
+    --------
+    >>> from hpcgpu.resources import GPUJobShape
+    >>> shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=8,
+    ...                            memory_per_gpu="60GiB", walltime="01:30:00")
+    >>> for line in LSFDialect().directives(shape, "logs"):
+    ...     print(line)
+    #BSUB -J hpcgpu
+    #BSUB -n 8
+    #BSUB -R "span[ptile=4]"
+    #BSUB -R "affinity[core(8)]"
+    #BSUB -gpu "num=4:mode=exclusive_process"
+    #BSUB -R "rusage[mem=61440]"
+    #BSUB -M 61440
+    #BSUB -W 1:30
+    #BSUB -o logs/%J.out
+    #BSUB -e logs/%J.err
+    """
+
+    name: ClassVar[str] = "lsf"
+    prefix: ClassVar[str] = "#BSUB"
+    submit_executable: ClassVar[str] = "bsub"
+    cancel_executable: ClassVar[str] = "bkill"
+    default_launcher: ClassVar[str] = "jsrun"
+    job_id_variable: ClassVar[str] = "LSB_JOBID"
+    job_id_pattern: ClassVar[str] = r"Job <(\d+)>"
+
+    memory_unit: str = "MB"
+    gpu_mode: str = "exclusive_process"
+
+    def __post_init__(self) -> None:
+        if self.memory_unit not in LSF_UNITS:
+            raise ValueError(
+                f"memory_unit={self.memory_unit!r}: use one of {', '.join(LSF_UNITS)} "
+                "(the site's LSF_UNIT_FOR_LIMITS)"
+            )
+
+    def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
+        self.validate(shape)
+        gpu = f"num={shape.gpus_per_node}:mode={self.gpu_mode}"
+        if shape.gpu_type:
+            gpu += f":gmodel={shape.gpu_type}"
+        lines = [
+            f"-J {shape.job_name}",
+            f"-n {shape.total_gpus}",
+            f'-R "span[ptile={shape.gpus_per_node}]"',
+            f'-R "affinity[core({shape.cpus_per_gpu})]"',
+            f'-gpu "{gpu}"',
+        ]
+        if shape.gpu_memory is not None:
+            # rusage[mem] and -M are per task (slot) on current LSF.
+            per_task = math.ceil(shape.gpu_memory / LSF_UNITS[self.memory_unit])
+            lines += [f'-R "rusage[mem={per_task}]"', f"-M {per_task}"]
+        minutes = math.ceil(shape.walltime / 60)
+        lines.append(f"-W {minutes // 60}:{minutes % 60:02d}")
+        if shape.queue:
+            lines.append(f"-q {shape.queue}")
+        if shape.account:
+            lines.append(f"-P {shape.account}")
+        if shape.exclusive:
+            lines.append("-x")
+        lines += [f"-o {log_directory}/%J.out", f"-e {log_directory}/%J.err"]
+        return [f"{self.prefix} {line}" for line in lines]
+
+    def submit_argv(self, script_path: str) -> list[str]:
+        # bsub reads #BSUB directives only from a script on standard input.
+        return ["sh", "-c", 'exec bsub < "$0"', script_path]

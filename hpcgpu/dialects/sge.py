@@ -1,0 +1,118 @@
+"""(Son of) Grid Engine: ``#$`` directives, a parallel environment, ``qsub``/``qdel``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from hpcgpu.dialects.base import Dialect
+from hpcgpu.resources import GPUJobShape
+from hpcgpu.units import format_hms, format_memory
+
+__all__ = ["SGEDialect", "SGE_MEMORY_UNITS"]
+
+SGE_MEMORY_UNITS = (("G", 2**30), ("M", 2**20), ("K", 2**10))
+
+
+@dataclass(frozen=True)
+class SGEDialect(Dialect):
+    """Grid Engine directives: one slot per GPU in a parallel environment.
+
+    Parameters
+    ----------
+    parallel_environment : str
+        PE for single-node jobs (``$pe_slots`` allocation, ``smp`` on most sites).
+    multi_node_parallel_environment : str or None
+        PE that spans hosts with exactly ``gpus_per_node`` slots per host (an
+        ``allocation_rule`` of G); needed when ``nodes > 1``.
+    gpu_complex : str
+        Name of the consumable complex that counts GPUs.
+    gpu_consumable : {"slot", "job"}
+        ``slot`` when the complex is consumable per slot (``YES``): ``-l gpu=1`` with G slots
+        takes G GPUs. ``job`` when it is consumable per job (``JOB``): ``-l gpu=G``.
+    memory_resource : {"h_vmem", "mem_free"}
+        The per-slot memory request.
+
+    Examples
+    --------
+    >>> from hpcgpu.resources import GPUJobShape
+    >>> shape = GPUJobShape.create(gpus_per_node=4, memory_per_gpu="16GiB")
+    >>> for line in SGEDialect().directives(shape, "logs"):
+    ...     print(line)
+    #$ -N hpcgpu
+    #$ -S /bin/bash
+    #$ -pe smp 4
+    #$ -l gpu=1
+    #$ -l h_vmem=16G
+    #$ -l h_rt=01:00:00
+    #$ -cwd
+    #$ -j y
+    #$ -o logs/
+    >>> SGEDialect().directives(GPUJobShape.create(nodes=2, gpus_per_node=4), "logs")
+    Traceback (most recent call last):
+    ...
+    ValueError: nodes=2 needs a parallel environment that spans hosts with 4 slots per host: \
+set multi_node_parallel_environment (ask your admins which PE has allocation_rule 4), or use nodes=1
+    """
+
+    name: ClassVar[str] = "sge"
+    prefix: ClassVar[str] = "#$"
+    submit_executable: ClassVar[str] = "qsub"
+    cancel_executable: ClassVar[str] = "qdel"
+    default_launcher: ClassVar[str] = "direct"
+    job_id_variable: ClassVar[str] = "JOB_ID"
+    job_id_pattern: ClassVar[str] = r"(?:^|Your job )(\d+)"
+
+    parallel_environment: str = "smp"
+    multi_node_parallel_environment: str | None = None
+    gpu_complex: str = "gpu"
+    gpu_consumable: Literal["slot", "job"] = "slot"
+    memory_resource: Literal["h_vmem", "mem_free"] = "h_vmem"
+
+    def __post_init__(self) -> None:
+        if self.gpu_consumable not in ("slot", "job"):
+            raise ValueError(f"gpu_consumable={self.gpu_consumable!r}: use 'slot' or 'job'")
+        if self.memory_resource not in ("h_vmem", "mem_free"):
+            raise ValueError(
+                f"memory_resource={self.memory_resource!r}: use 'h_vmem' or 'mem_free'"
+            )
+
+    def validate(self, shape: GPUJobShape) -> None:
+        super().validate(shape)
+        if shape.nodes > 1 and not self.multi_node_parallel_environment:
+            raise ValueError(
+                f"nodes={shape.nodes} needs a parallel environment that spans hosts with "
+                f"{shape.gpus_per_node} slots per host: set multi_node_parallel_environment "
+                f"(ask your admins which PE has allocation_rule {shape.gpus_per_node}), "
+                "or use nodes=1"
+            )
+
+    def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
+        self.validate(shape)
+        pe = self.parallel_environment if shape.nodes == 1 else self.multi_node_parallel_environment
+        gpus = 1 if self.gpu_consumable == "slot" else shape.gpus_per_node
+        lines = [
+            f"-N {shape.job_name}",
+            "-S /bin/bash",
+            f"-pe {pe} {shape.total_gpus}",
+            f"-l {self.gpu_complex}={gpus}",
+        ]
+        if shape.gpu_memory is not None:
+            memory = format_memory(shape.gpu_memory, SGE_MEMORY_UNITS)
+            lines.append(f"-l {self.memory_resource}={memory}")
+        lines.append(f"-l h_rt={format_hms(shape.walltime)}")
+        if shape.exclusive:
+            lines.append("-l exclusive=true")
+        if shape.queue:
+            lines.append(f"-q {shape.queue}")
+        if shape.account:
+            lines.append(f"-P {shape.account}")
+        lines += ["-cwd", "-j y", f"-o {log_directory}/"]
+        return [f"{self.prefix} {line}" for line in lines]
+
+    def submit_argv(self, script_path: str) -> list[str]:
+        return ["qsub", "-terse", script_path]
+
+    def check_argv(self, script_path: str) -> list[str]:
+        # -w v: verify the request against an empty cluster, schedule nothing.
+        return ["qsub", "-w", "v", script_path]

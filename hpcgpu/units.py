@@ -1,0 +1,171 @@
+"""Parse the walltime and memory forms users write, and format them back.
+
+Parsing raises :class:`ValueError` naming the field, the value and the accepted
+forms, so that bad input is refused before anything is rendered or submitted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+
+__all__ = [
+    "WALLTIME_FORMS",
+    "MEMORY_FORMS",
+    "parse_walltime",
+    "parse_memory",
+    "format_hms",
+    "format_memory",
+]
+
+WALLTIME_FORMS = (
+    "minutes as a number (90), 'MM:SS', 'HH:MM:SS', 'D-HH', 'D-HH:MM' or 'D-HH:MM:SS' "
+    "(e.g. '01:00:00', '1-00:00:00')"
+)
+MEMORY_FORMS = "a number of bytes or a size with a unit such as '512MB', '60GB', '60GiB', '1.5TB'"
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+    "t": 10**12, "tb": 10**12, "p": 10**15, "pb": 10**15,
+    "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
+    "ti": 2**40, "tib": 2**40, "pi": 2**50, "pib": 2**50,
+}
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_WALLTIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def _bad(field: str, value: object, forms: str) -> ValueError:
+    return ValueError(f"{field}={value!r} is not understood: use {forms}")
+
+
+def parse_walltime(value: str | int | float | timedelta, field: str = "walltime") -> int:
+    """Return a walltime in seconds, from the forms SLURM accepts.
+
+    Examples
+    --------
+    >>> parse_walltime("01:00:00")
+    3600
+    >>> parse_walltime("1-00:00:00")
+    86400
+    >>> parse_walltime(90)
+    5400
+    >>> parse_walltime("1 hour")
+    Traceback (most recent call last):
+    ...
+    ValueError: walltime='1 hour' is not understood: use minutes as a number (90), 'MM:SS', \
+'HH:MM:SS', 'D-HH', 'D-HH:MM' or 'D-HH:MM:SS' (e.g. '01:00:00', '1-00:00:00')
+    """
+    if isinstance(value, timedelta):
+        seconds = int(value.total_seconds())
+    elif isinstance(value, bool):
+        raise _bad(field, value, WALLTIME_FORMS)
+    elif isinstance(value, (int, float)):
+        seconds = int(round(value * 60))
+    elif isinstance(value, str):
+        seconds = _parse_walltime_text(value.strip(), field)
+    else:
+        raise _bad(field, value, WALLTIME_FORMS)
+    if seconds <= 0:
+        raise ValueError(f"{field}={value!r} must be longer than zero: use {WALLTIME_FORMS}")
+    return seconds
+
+
+def _parse_walltime_text(text: str, field: str) -> int:
+    match = _WALLTIME_RE.match(text)
+    if not match:
+        raise _bad(field, text, WALLTIME_FORMS)
+    days, a, b, c = match.groups()
+    parts = [int(p) for p in (a, b, c) if p is not None]
+    if days is not None:
+        # D-HH, D-HH:MM, D-HH:MM:SS
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        if minutes >= 60 or seconds >= 60:
+            raise _bad(field, text, WALLTIME_FORMS)
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if len(parts) == 1:  # minutes
+        return parts[0] * 60
+    if len(parts) == 2:  # MM:SS
+        minutes, seconds = parts
+        if seconds >= 60:
+            raise _bad(field, text, WALLTIME_FORMS)
+        return minutes * 60 + seconds
+    hours, minutes, seconds = parts
+    if minutes >= 60 or seconds >= 60:
+        raise _bad(field, text, WALLTIME_FORMS)
+    return (hours * 60 + minutes) * 60 + seconds
+
+
+def parse_memory(value: str | int, field: str = "memory_per_gpu") -> int:
+    """Return a memory size in bytes; ``GB`` is 10**9 and ``GiB`` 2**30, as in Dask.
+
+    Examples
+    --------
+    >>> parse_memory("60GB")
+    60000000000
+    >>> parse_memory("60GiB")
+    64424509440
+    >>> parse_memory("512MB")
+    512000000
+    >>> parse_memory("60XB")
+    Traceback (most recent call last):
+    ...
+    ValueError: memory_per_gpu='60XB' is not understood: use a number of bytes or a size \
+with a unit such as '512MB', '60GB', '60GiB', '1.5TB'
+    """
+    if isinstance(value, bool):
+        raise _bad(field, value, MEMORY_FORMS)
+    if isinstance(value, int):
+        number, unit = float(value), 1
+    elif isinstance(value, str):
+        match = _MEMORY_RE.match(value)
+        if not match or match.group(2).lower() not in _UNITS:
+            raise _bad(field, value, MEMORY_FORMS)
+        number, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
+    else:
+        raise _bad(field, value, MEMORY_FORMS)
+    size = int(number * unit)
+    if size <= 0:
+        raise ValueError(f"{field}={value!r} must be larger than zero: use {MEMORY_FORMS}")
+    return size
+
+
+def format_hms(seconds: int, *, days: bool = False) -> str:
+    """Format seconds as ``HH:MM:SS`` (hours may pass 24) or ``D-HH:MM:SS``.
+
+    Examples
+    --------
+    >>> format_hms(5400)
+    '01:30:00'
+    >>> format_hms(90000)
+    '25:00:00'
+    >>> format_hms(90000, days=True)
+    '1-01:00:00'
+    """
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if days and hours >= 24:
+        d, hours = divmod(hours, 24)
+        return f"{d}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def format_memory(size: int, units: tuple[tuple[str, int], ...]) -> str:
+    """Format bytes in the largest of ``units`` that holds it exactly, else round the smallest up.
+
+    ``units`` runs from the largest to the smallest, each a (suffix, bytes) pair.
+
+    Examples
+    --------
+    >>> SLURM = (("T", 2**40), ("G", 2**30), ("M", 2**20))
+    >>> format_memory(64424509440, SLURM)
+    '60G'
+    >>> format_memory(60 * 10**9, SLURM)
+    '57221M'
+    """
+    for suffix, unit in units:
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    suffix, unit = units[-1]
+    return f"{math.ceil(size / unit)}{suffix}"

@@ -1,0 +1,101 @@
+"""The command line of one GPU worker: ``python -m hpcgpu.worker <scheduler> [options]``.
+
+Cluster mode, batch mode and ``hpcgpu jobscript`` all render it from this one value,
+and :mod:`hpcgpu.worker` parses exactly these options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["WorkerCommand"]
+
+
+@dataclass(frozen=True)
+class WorkerCommand:
+    """Options of the worker entry point.
+
+    Attributes
+    ----------
+    scheduler : str or None
+        Scheduler address (``tls://host:port``); or give ``scheduler_file``.
+    scheduler_file : str or None
+        JSON file written by the scheduler, on a filesystem the nodes share.
+    name : str or None
+        Worker name prefix; each worker appends ``-<node>-<gpu>``. Default: the job id.
+    nthreads : int
+        Threads per worker.
+    memory_limit : str
+        Host memory limit per worker (Dask's ``--memory-limit``).
+    protocol, interface : str or None
+        Communication protocol (``tcp``, ``tls``, ``ucx``) and network interface.
+    tls_ca_file, tls_cert, tls_key : str or None
+        TLS files; required when the scheduler speaks ``tls://``.
+    local_directory : str or None
+        Scratch directory for spilled data.
+    death_timeout : int
+        Seconds a worker waits for an unreachable scheduler before it exits.
+    lifetime : int or None
+        Seconds after which the worker retires gracefully (set from the walltime).
+    gpus_per_node : int
+        With ``launcher="direct"``: processes to spawn, one per GPU.
+    launcher : str
+        The launcher that started it; ``direct`` makes the entry point spawn.
+    extra : tuple of str
+        More ``dask worker``-style arguments passed through.
+
+    Examples
+    --------
+    >>> cmd = WorkerCommand(scheduler="tls://10.0.0.1:8786", name="job-3", nthreads=2,
+    ...                     tls_ca_file="ca.pem", tls_cert="c.pem", tls_key="k.pem")
+    >>> " ".join(cmd.argv("python3"))  # doctest: +NORMALIZE_WHITESPACE
+    'python3 -m hpcgpu.worker tls://10.0.0.1:8786 --name job-3 --nthreads 2 --memory-limit auto
+     --death-timeout 120 --tls-ca-file ca.pem --tls-cert c.pem --tls-key k.pem'
+    """
+
+    scheduler: str | None = None
+    scheduler_file: str | None = None
+    name: str | None = None
+    nthreads: int = 1
+    memory_limit: str = "auto"
+    protocol: str | None = None
+    interface: str | None = None
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    local_directory: str | None = None
+    death_timeout: int = 120
+    lifetime: int | None = None
+    gpus_per_node: int | None = None
+    launcher: str | None = None
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if (self.scheduler is None) == (self.scheduler_file is None):
+            raise ValueError("give exactly one of scheduler (an address) and scheduler_file")
+        if self.nthreads < 1:
+            raise ValueError(f"nthreads={self.nthreads!r} must be at least 1")
+
+    def argv(self, python: str) -> list[str]:
+        """The full argv, starting with the ``python`` executable."""
+        argv = [python, "-m", "hpcgpu.worker"]
+        argv += [self.scheduler] if self.scheduler else ["--scheduler-file", self.scheduler_file]
+        options = [
+            ("--name", self.name),
+            ("--nthreads", self.nthreads),
+            ("--memory-limit", self.memory_limit),
+            ("--death-timeout", self.death_timeout),
+            ("--protocol", self.protocol),
+            ("--interface", self.interface),
+            ("--tls-ca-file", self.tls_ca_file),
+            ("--tls-cert", self.tls_cert),
+            ("--tls-key", self.tls_key),
+            ("--local-directory", self.local_directory),
+            ("--lifetime", self.lifetime),
+            ("--launcher", self.launcher),
+            ("--gpus-per-node", self.gpus_per_node),
+        ]
+        for flag, value in options:
+            if value is not None:
+                argv += [flag, str(value)]
+        return argv + list(self.extra)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+#BSUB -J hpcgpu
+#BSUB -n 12
+#BSUB -R "span[ptile=6]"
+#BSUB -R "affinity[core(7)]"
+#BSUB -gpu "num=6:mode=exclusive_process:gmodel=TeslaV100_SXM2_16GB"
+#BSUB -R "rusage[mem=60]"
+#BSUB -M 60
+#BSUB -W 1:00
+#BSUB -P abc123
+#BSUB -o logs/%J.out
+#BSUB -e logs/%J.err
+
+# hpcgpu: 2 node(s) x 6 GPU(s), one Dask worker per GPU, started by jsrun
+jsrun --nrs 12 --rs_per_host 6 --tasks_per_rs 1 --gpu_per_rs 1 --cpu_per_rs 7 --bind packed:7 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 7 --memory-limit auto --death-timeout 120 --launcher jsrun

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+#$ -N hpcgpu
+#$ -S /bin/bash
+#$ -pe smp 4
+#$ -l gpu=1
+#$ -l h_vmem=60G
+#$ -l h_rt=01:00:00
+#$ -cwd
+#$ -j y
+#$ -o logs/
+
+# hpcgpu: 1 node(s) x 4 GPU(s), one Dask worker per GPU, started by direct
+python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher direct --gpus-per-node 4

@@ -1,0 +1,63 @@
+"""Shared fixtures: the real local SLURM and Grid Engine that scripts/test starts.
+
+Real-scheduler tests skip, with the reason, only where they cannot run (not Linux, not
+root, or the set-up was not run). Under CI=true a missing scheduler is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _unavailable(probe: list[str], name: str) -> str | None:
+    if platform.system() != "Linux":
+        return f"{name} tests need Linux"
+    if os.geteuid() != 0 and shutil.which(probe[0]) is None:
+        return f"{name} tests need root to install and start {name} (scripts/setup-schedulers)"
+    if shutil.which(probe[0]) is None:
+        return f"{probe[0]} not found: run scripts/setup-schedulers (bash scripts/test does)"
+    done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        return f"{name} is not answering ({' '.join(probe)}: {done.stderr.strip()}): run scripts/setup-schedulers"
+    return None
+
+
+def _require(probe: list[str], name: str) -> None:
+    reason = _unavailable(probe, name)
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the real {name} tests: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def slurm() -> None:
+    """The real local SLURM (4 fake nodes x 4 fake GPUs)."""
+    _require(["sinfo", "-h"], "SLURM")
+
+
+@pytest.fixture(scope="session")
+def sge() -> None:
+    """The real local Grid Engine (8 slots, consumable 'gpu' complex with 4)."""
+    _require(["qstat"], "Grid Engine")
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.25, what: str = "condition"):
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
