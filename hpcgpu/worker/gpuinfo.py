@@ -1,0 +1,65 @@
+"""What GPU a process owns: index, UUID and model, from NVML when it is there.
+
+Import is lazy: on a CPU-only login node nothing CUDA-related is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+__all__ = ["GPUInfo", "describe_gpu", "count_gpus"]
+
+
+@dataclass(frozen=True)
+class GPUInfo:
+    """The GPU of one worker; ``uuid``/``model`` are None where no GPU could be seen."""
+
+    index: str
+    uuid: str | None = None
+    model: str | None = None
+    memory: int | None = None
+
+    def as_dict(self) -> dict:
+        """Plain dict, for worker metadata."""
+        return asdict(self)
+
+
+def _nvml():
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # no library, no driver, no GPU
+        return None
+
+
+def count_gpus() -> int:
+    """GPUs this process can see (0 without a driver)."""
+    nvml = _nvml()
+    if nvml is None:
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([v for v in visible.split(",") if v.strip()])
+    return nvml.nvmlDeviceGetCount()
+
+
+def describe_gpu(index: str) -> GPUInfo:
+    """Describe the GPU named ``index`` (a physical index or a UUID) as NVML sees it."""
+    nvml = _nvml()
+    if nvml is None:
+        return GPUInfo(index=index)
+    try:
+        if index.startswith(("GPU-", "MIG-")):
+            handle = nvml.nvmlDeviceGetHandleByUUID(index)
+        else:
+            handle = nvml.nvmlDeviceGetHandleByIndex(int(index))
+        uuid = nvml.nvmlDeviceGetUUID(handle)
+        model = nvml.nvmlDeviceGetName(handle)
+        memory = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except Exception:
+        return GPUInfo(index=index)
+    decode = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+    return GPUInfo(index=index, uuid=decode(uuid), model=decode(model), memory=memory)

@@ -1,0 +1,92 @@
+"""Where a worker process stands: its node, its node-local rank, its GPU and its name.
+
+Pure functions of the process environment, so they are tested without a launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Mapping
+
+from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
+
+__all__ = ["Placement", "placement_from_env", "JOB_ID_VARIABLES"]
+
+#: Job id variables of the four schedulers, for the default worker name.
+JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
+_LOCAL_SIZE_VARIABLES = (
+    "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE",
+    "PALS_LOCAL_SIZE", "MPI_LOCALNRANKS", "JSM_NAMESPACE_LOCAL_SIZE",
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One worker's place in its job.
+
+    Attributes
+    ----------
+    node : int
+        Index of the node within the job (0 for the first).
+    local_rank : int
+        Index of the worker on its node; also its GPU slot.
+    gpu : str or None
+        What this process puts in ``CUDA_VISIBLE_DEVICES`` (an index or a UUID), or None
+        when nothing tells it which GPU is its own.
+    name : str
+        ``<prefix>-<node>-<local_rank>``.
+    """
+
+    node: int
+    local_rank: int
+    gpu: str | None
+    name: str
+
+
+def _first_int(env: Mapping[str, str], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = env.get(name, "")
+        # SLURM_NTASKS_PER_NODE can be "4" or "4(x2)"
+        head = value.split("(")[0].split(",")[0]
+        if head.isdigit():
+            return int(head)
+    return None
+
+
+def placement_from_env(prefix: str | None, env: Mapping[str, str] | None = None) -> Placement:
+    """Work out this process's placement from the launcher's environment.
+
+    The GPU: a single entry in ``CUDA_VISIBLE_DEVICES`` (the launcher bound one GPU to
+    the task) is kept; several entries (the job's GPUs, not bound per task) are indexed by
+    the local rank; none is the local rank itself.
+
+    Examples
+    --------
+    >>> env = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "1", "SLURM_LOCALID": "2",
+    ...        "CUDA_VISIBLE_DEVICES": "2"}
+    >>> placement_from_env(None, env)
+    Placement(node=1, local_rank=2, gpu='2', name='77-1-2')
+    >>> env = {"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+    ...        "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    >>> placement_from_env("job", env)
+    Placement(node=1, local_rank=1, gpu='1', name='job-1-1')
+    """
+    env = os.environ if env is None else env
+    local = _first_int(env, ("HPCGPU_LOCAL_RANK",) + LOCAL_RANK_VARIABLES) or 0
+    node = _first_int(env, ("HPCGPU_NODE_RANK", "SLURM_NODEID"))
+    if node is None:
+        rank = _first_int(env, RANK_VARIABLES)
+        size = _first_int(env, _LOCAL_SIZE_VARIABLES)
+        node = rank // size if rank is not None and size else 0
+    visible = [v for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if len(visible) == 1:
+        gpu: str | None = visible[0]
+    elif visible:
+        gpu = visible[local % len(visible)]
+    else:
+        gpu = str(local)
+    if prefix is None:
+        prefix = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), socket.gethostname())
+    return Placement(node=node, local_rank=local, gpu=gpu, name=f"{prefix}-{node}-{local}")

@@ -1,0 +1,53 @@
+"""The worker entry point against a real local scheduler (no batch system, no GPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from distributed import Client, LocalCluster
+
+from conftest import wait_for
+from hpcgpu.worker.placement import placement_from_env
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"SLURM_JOB_ID": "9", "SLURM_NODEID": "0", "SLURM_LOCALID": "3", "CUDA_VISIBLE_DEVICES": "3"},
+         ("9-0-3", "3")),
+        ({"PMI_RANK": "6", "PMI_LOCAL_RANK": "2", "PMI_LOCAL_SIZE": "4"}, ("p-1-2", "2")),
+        ({"PALS_RANKID": "3", "PALS_LOCAL_RANKID": "3", "PALS_LOCAL_SIZE": "4",
+          "CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c,GPU-d"}, ("p-0-3", "GPU-d")),
+        ({"JSM_NAMESPACE_RANK": "4", "JSM_NAMESPACE_LOCAL_RANK": "0", "JSM_NAMESPACE_LOCAL_SIZE": "4",
+          "CUDA_VISIBLE_DEVICES": "0"}, ("p-1-0", "0")),
+    ],
+)
+def test_placement_from_each_launcher(env, expected):
+    place = placement_from_env(None if "SLURM_JOB_ID" in env else "p", env)
+    assert (place.name, place.gpu) == expected
+
+
+def test_direct_worker_spawns_one_pinned_worker_per_gpu():
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, Client(cluster) as client:
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="2,3", SLURM_JOB_ID="")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "job7",
+             "--launcher", "direct", "--gpus-per-node", "2", "--death-timeout", "30"], env=env,
+        )
+        try:
+            client.wait_for_workers(2, timeout=60)
+            extra = client.run_on_scheduler(
+                lambda dask_scheduler: {ws.name: (ws.resources, ws.extra["hpcgpu"]["cuda_visible_devices"])
+                                        for ws in dask_scheduler.workers.values()}
+            )
+            assert extra == {"job7-0-0": ({"GPU": 1.0}, "2"), "job7-0-1": ({"GPU": 1.0}, "3")}
+            seen = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
+            assert sorted(seen.values()) == ["2", "3"]
+            assert client.submit(sum, [1, 2, 3], resources={"GPU": 1}).result() == 6
+        finally:
+            proc.terminate()
+            proc.wait(30)
+        wait_for(lambda: not client.scheduler_info()["workers"], 30, what="workers to leave")
