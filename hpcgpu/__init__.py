@@ -1,12 +1,34 @@
 """hpcgpu: Dask on HPC batch systems for GPU work.
 
 One Dask worker per GPU, on SLURM, PBS Pro, LSF and Grid Engine, through the
-scheduler's launcher or MPI.
+scheduler's launcher or MPI. Names are imported lazily, so that ``import hpcgpu`` stays
+cheap on a login node and loads nothing CUDA-related.
 """
 
 from __future__ import annotations
 
-from hpcgpu.resources import GPUJobShape, NodeLimits
+import importlib
 
-__all__ = ["GPUJobShape", "NodeLimits", "__version__"]
 __version__ = "0.1.0"
+
+#: public name -> module that defines it
+_EXPORTS = {
+    "GPUJobShape": "hpcgpu.resources",
+    "NodeLimits": "hpcgpu.resources",
+    "GPUCluster": "hpcgpu.cluster",
+    "SLURMCluster": "hpcgpu.cluster",
+    "PBSCluster": "hpcgpu.cluster",
+    "LSFCluster": "hpcgpu.cluster",
+    "SGECluster": "hpcgpu.cluster",
+    "LocalGPUCluster": "hpcgpu.local",
+    "GPURunner": "hpcgpu.runner",
+    "get_client": "hpcgpu.runner",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'hpcgpu' has no attribute {name!r}")
