@@ -1,7 +1,8 @@
 """The example job scripts in ``jobscripts/``, rendered from the package's one template.
 
-Regenerate them with ``python -m hpcgpu.examples jobscripts``; a test renders them
-again and compares byte for byte.
+``jobscripts/cluster/`` holds the worker jobs that cluster mode submits; ``jobscripts/``
+itself the ready-to-submit batch-mode scripts that run ``hpcgpu run``. Regenerate both with
+``python -m hpcgpu.examples jobscripts``; a test renders them again and compares byte for byte.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from pathlib import Path
 
 from hpcgpu.dialects import get_dialect
 from hpcgpu.launchers import get_launcher
-from hpcgpu.render import render, worker_job_script
+from hpcgpu.render import JobScript, render, worker_job_script
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.worker_command import WorkerCommand
 
-__all__ = ["EXAMPLES", "render_examples", "write_examples"]
+__all__ = [
+    "EXAMPLES", "render_examples", "write_examples",
+    "BATCH_EXAMPLES", "render_batch_examples", "write_batch_examples",
+]
 
 _WORKER = WorkerCommand(scheduler_file="hpcgpu-scheduler.json", nthreads=8)
 _SHAPE = dict(cpus_per_gpu=8, memory_per_gpu="60GiB", walltime="01:00:00", job_name="hpcgpu")
@@ -81,6 +85,71 @@ def write_examples(directory: str | Path) -> list[Path]:
     return paths
 
 
+#: file name -> (scheduler, submit command, launcher, shape options, extra directives)
+BATCH_EXAMPLES: dict[str, tuple[str, str, str, dict, tuple[str, ...]]] = {
+    "slurm-2x4.sbatch": ("slurm", "sbatch", "srun", dict(nodes=2, gpus_per_node=4),
+                         ("--signal=B:USR1@120",)),
+    "slurm-2x4-mpirun.sbatch": ("slurm", "sbatch", "mpirun", dict(nodes=2, gpus_per_node=4),
+                                ("--signal=B:USR1@120",)),
+    "pbs-2x4.pbs": ("pbs", "qsub", "mpiexec", dict(nodes=2, gpus_per_node=4), ()),
+    "lsf-2x4.lsf": ("lsf", "bsub <", "jsrun", dict(nodes=2, gpus_per_node=4),
+                    ("-wa USR1", "-wt 2")),
+    "sge-1x4.sge": ("sge", "qsub", "direct", dict(nodes=1, gpus_per_node=4), ()),
+}
+
+#: Where each batch system starts the job, if not in the submission directory.
+_CHANGE_DIRECTORY = {"pbs": ('cd "${PBS_O_WORKDIR:-.}"',)}
+
+
+def _batch_header(filename: str, submit: str, launcher: str, shape: GPUJobShape) -> tuple[str, ...]:
+    takes_args = not submit.endswith("<") and not filename.startswith("pbs")
+    usage = (f"{submit} {filename} my_script.py [arguments...]" if takes_args
+             else f"HPCGPU_SCRIPT='my_script.py [arguments...]' {submit} {filename}")
+    if filename.startswith("pbs"):
+        usage = f"qsub -v HPCGPU_SCRIPT='my_script.py [arguments...]' {filename}"
+    return (
+        f"hpcgpu batch mode: {shape.nodes} node(s) x {shape.gpus_per_node} GPU(s), one Dask "
+        f"worker per GPU, started by {launcher}.",
+        f"Submit:  {usage}",
+        "`hpcgpu run` starts the Dask scheduler on the first node (it takes no GPU), the workers,",
+        "then the script with DASK_SCHEDULER_ADDRESS set (hpcgpu.get_client() connects to it);",
+        "the job's exit code is the script's, and everything stops at the end or on a signal.",
+        "HPCGPU_PYTHON: the python that has hpcgpu installed (default python3). Edit the",
+        "directives for your site (hpcgpu jobscript --help shows the options). Guide: docs/batch.md",
+    )
+
+
+def render_batch_examples() -> dict[str, str]:
+    """Render every batch-mode example; returns file name -> text."""
+    texts = {}
+    for filename, (scheduler, submit, launcher, shape_options, extra) in BATCH_EXAMPLES.items():
+        shape = GPUJobShape.create(**{**_SHAPE, **shape_options})
+        script = JobScript(
+            shape, get_dialect(scheduler), get_launcher(launcher),
+            f'exec "${{HPCGPU_PYTHON:-python3}}" -m hpcgpu run --launcher {launcher} "$@"',
+            launch=False, log_directory=".", job_extra_directives=extra,
+            job_script_prologue=_CHANGE_DIRECTORY.get(scheduler, ()) + (
+                '[ $# -gt 0 ] || set -- ${HPCGPU_SCRIPT:?"name the script to run: see Submit above"}',
+            ),
+            header=_batch_header(filename, submit, launcher, shape),
+        )
+        texts[filename] = render(script)
+    return texts
+
+
+def write_batch_examples(directory: str | Path) -> list[Path]:
+    """Write every batch-mode example into ``directory``; returns the paths written."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for filename, text in render_batch_examples().items():
+        path = directory / filename
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
 if __name__ == "__main__":  # pragma: no cover - the regeneration command
-    for written in write_examples(sys.argv[1] if len(sys.argv) > 1 else "jobscripts"):
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "jobscripts")
+    for written in write_examples(root / "cluster") + write_batch_examples(root):
         print(written)

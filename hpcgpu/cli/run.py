@@ -1,0 +1,74 @@
+"""``hpcgpu run [options] script.py [args...]``: batch mode inside one allocation."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hpcgpu.launchers import LAUNCHERS
+
+__all__ = ["run"]
+
+
+@click.command(context_settings=dict(allow_interspersed_args=False))
+@click.argument("script")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--launcher", type=click.Choice(sorted(LAUNCHERS)), default=None,
+              help="How workers start (default: srun on SLURM, mpiexec on PBS, jsrun on LSF, "
+                   "mpirun on multi-node SGE, direct on one node).")
+@click.option("--launcher-args", default=None, metavar="'ARGS'",
+              help="More launcher arguments, shell-quoted, e.g. '--oversubscribe'.")
+@click.option("--nodes", type=int, default=None, help="Nodes (default: the allocation's).")
+@click.option("--gpus-per-node", type=int, default=None,
+              help="GPUs per node (default: from the batch system, CUDA_VISIBLE_DEVICES or nvidia-smi).")
+@click.option("--min-workers", type=int, default=None,
+              help="Workers to wait for before the script starts (default: one per GPU).")
+@click.option("--timeout", type=float, default=300.0, show_default=True,
+              help="Seconds to wait for --min-workers.")
+@click.option("--tls/--no-tls", default=True, show_default=True,
+              help="Encrypt and authenticate with a job-private temporary certificate.")
+@click.option("--protocol", default=None, help="Without TLS: tcp (default) or ucx.")
+@click.option("--interface", default=None, help="Network interface, e.g. ib0.")
+@click.option("--dashboard-address", default=":8787", show_default=True,
+              help="Dashboard address ('' turns it off).")
+@click.option("--nthreads", type=int, default=1, show_default=True, help="Threads per worker.")
+@click.option("--memory-limit", default="auto", show_default=True, help="Host memory per worker.")
+@click.option("--worker-args", default=None, metavar="'ARGS'",
+              help="More worker arguments, shell-quoted (passed to dask worker).")
+@click.option("--work-dir", default=".hpcgpu", show_default=True,
+              help="Parent of the job-private directory (certificates, scheduler file); "
+                   "must be on a filesystem every node sees.")
+@click.option("--keep-work-dir", is_flag=True, help="Keep the job directory at the end.")
+@click.option("--grace", type=float, default=10.0, show_default=True,
+              help="Seconds processes get to stop before SIGKILL.")
+def run(script: str, args: tuple[str, ...], **kw) -> None:
+    """Run SCRIPT with a Dask cluster of one worker per GPU of this allocation.
+
+    Run it once, in the batch script (not under srun/mpirun): it starts the scheduler on
+    this node, the workers through the launcher, waits for them, runs SCRIPT with
+    DASK_SCHEDULER_ADDRESS set (hpcgpu.get_client() or distributed.Client() connect),
+    stops everything and exits with SCRIPT's exit code.
+
+    \b
+    Example (in an sbatch script):
+      hpcgpu run --min-workers 6 analysis.py --input data/
+    """
+    from hpcgpu.runner.batch import BatchOptions, run_batch
+    from hpcgpu.runner.launch import split_args
+
+    try:
+        options = BatchOptions(
+            script=script, args=args, launcher=kw["launcher"],
+            launcher_args=split_args(kw["launcher_args"]), nodes=kw["nodes"],
+            gpus_per_node=kw["gpus_per_node"], min_workers=kw["min_workers"],
+            timeout=kw["timeout"], tls=kw["tls"], protocol=kw["protocol"],
+            interface=kw["interface"], dashboard_address=kw["dashboard_address"] or None,
+            nthreads=kw["nthreads"], memory_limit=kw["memory_limit"],
+            worker_args=split_args(kw["worker_args"]), work_dir=kw["work_dir"],
+            keep_work_dir=kw["keep_work_dir"], grace=kw["grace"],
+        )
+        code = run_batch(options)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    sys.exit(code)

@@ -1,0 +1,27 @@
+"""Batch mode: a Dask cluster of one worker per GPU inside one allocation.
+
+``hpcgpu run script.py`` (:mod:`hpcgpu.runner.batch`) for the batch script's shell;
+:class:`GPURunner` for scripts that the launcher starts on every rank; :func:`get_client`
+inside either. Names are imported lazily: ``get_client`` does not load the runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "GPURunner": "hpcgpu.runner.api",
+    "get_client": "hpcgpu.runner.client",
+    "BatchOptions": "hpcgpu.runner.batch",
+    "run_batch": "hpcgpu.runner.batch",
+    "Allocation": "hpcgpu.runner.allocation",
+    "detect_allocation": "hpcgpu.runner.allocation",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'hpcgpu.runner' has no attribute {name!r}")

@@ -1,0 +1,246 @@
+"""Batch mode: scheduler, one worker per GPU and the user's script inside one allocation.
+
+:func:`run_batch` is what ``hpcgpu run`` does, once, in the batch script's shell:
+
+1. read the allocation (:mod:`hpcgpu.runner.allocation`);
+2. make a job-private directory (0700) with a temporary TLS certificate;
+3. start the Dask scheduler as an extra process on this (the first) node, with no GPU;
+4. start one worker per GPU through the launcher (srun, mpirun, mpiexec, jsrun, direct);
+5. wait for ``min_workers``, then run the script with ``DASK_SCHEDULER_ADDRESS`` set;
+6. shut the workers and the scheduler down, remove the directory, return the script's code.
+
+SIGTERM, SIGINT, SIGUSR1, SIGUSR2 and SIGHUP (what batch systems send at walltime or on
+cancel) are forwarded to the script; the cluster is then stopped the same way, and the
+exit code is ``128 + signal``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcgpu.launchers import get_launcher
+from hpcgpu.runner.allocation import Allocation, detect_allocation
+from hpcgpu.runner.launch import workers_argv
+from hpcgpu.runner.processes import Child, start_child
+from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
+from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
+from hpcgpu.worker_command import WorkerCommand
+
+__all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv"]
+
+#: Signals that stop a batch run: cancel (TERM), walltime warnings (USR1/USR2), Ctrl-C, hang-up.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
+#: Exit code when the cluster could not be started (the script never ran).
+SETUP_FAILED = 1
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """What ``hpcgpu run`` was asked to do; see ``hpcgpu run --help`` for each field."""
+
+    script: str
+    args: tuple[str, ...] = ()
+    launcher: str | None = None
+    launcher_args: tuple[str, ...] = ()
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    min_workers: int | None = None
+    timeout: float = 300.0
+    tls: bool = True
+    protocol: str | None = None
+    interface: str | None = None
+    dashboard_address: str | None = ":8787"
+    nthreads: int = 1
+    memory_limit: str = "auto"
+    worker_args: tuple[str, ...] = ()
+    work_dir: str = ".hpcgpu"
+    keep_work_dir: bool = False
+    grace: float = 10.0
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def protocol_name(self) -> str:
+        """``tls`` with TLS on; else the protocol asked for, ``tcp`` by default."""
+        if self.tls:
+            if self.protocol not in (None, "tls"):
+                raise ValueError(f"protocol={self.protocol!r} does not carry TLS: "
+                                 "use --protocol tls, or --no-tls")
+            return "tls"
+        return self.protocol or "tcp"
+
+
+def script_argv(python: str, script: str, args: tuple[str, ...]) -> list[str]:
+    """``python script.py args`` for a ``.py`` file, the command itself otherwise.
+
+    Examples
+    --------
+    >>> script_argv("py", "a.py", ("1",)), script_argv("py", "./run.sh", ())
+    (['py', 'a.py', '1'], ['./run.sh'])
+    """
+    return [python, script, *args] if script.endswith(".py") else [script, *args]
+
+
+def _say(message: str) -> None:
+    print(f"hpcgpu run: {message}", file=sys.stderr, flush=True)
+
+
+class _Stop:
+    """Records the first stop signal and forwards every one to the running script."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.script: Child | None = None
+        self.forwarded = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "_Stop":
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, _frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self.script is not None and self.script.running():
+            self.script.signal_group(signum)
+            self.forwarded = True
+
+
+@dataclass
+class _Session:
+    options: BatchOptions
+    allocation: Allocation
+    directory: Path
+    stop: _Stop
+    tls: TLSFiles | None = None
+    scheduler: Child | None = None
+    workers: Child | None = None
+    address: str | None = None
+
+    @property
+    def expected(self) -> int:
+        return self.options.min_workers or self.allocation.total_gpus
+
+
+def _start_cluster(s: _Session) -> None:
+    o = s.options
+    s.tls = write_tls_files(s.directory) if o.tls else None
+    scheduler_file = str(s.directory / "scheduler.json")
+    sched_options = SchedulerOptions(o.protocol_name(), o.interface, o.dashboard_address)
+    s.scheduler, info = start_scheduler(o.python, scheduler_file, sched_options, s.tls, os.environ)
+    s.address = info["address"]
+    dashboard = info.get("services", {}).get("dashboard") if o.dashboard_address else None
+    _say(f"scheduler {s.address} (pid {s.scheduler.pid})"
+         + (f", dashboard on port {dashboard}" if dashboard else ""))
+    worker = WorkerCommand(
+        scheduler=s.address, nthreads=o.nthreads, memory_limit=o.memory_limit,
+        interface=o.interface, death_timeout=60, extra=o.worker_args,
+        **({"tls_ca_file": s.tls.ca_file, "tls_cert": s.tls.cert, "tls_key": s.tls.key} if s.tls else {}),
+    )
+    launcher = get_launcher(o.launcher or s.allocation.default_launcher)
+    argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
+    s.workers = start_child("workers", argv, env=os.environ)
+    _say(f"{s.allocation.total_gpus} worker(s) on {s.allocation.nodes} node(s) x "
+         f"{s.allocation.gpus_per_node} GPU(s) through {launcher.name} (pid {s.workers.pid})")
+
+
+def _wait_for_workers(s: _Session, client) -> bool:
+    """Poll until enough workers are there; False if stopped, raise if it cannot happen."""
+    deadline = time.monotonic() + s.options.timeout
+    seen = -1
+    while s.stop.signum is None:
+        count = len(client.nthreads())
+        if count != seen:
+            _say(f"{count}/{s.expected} worker(s) connected")
+            seen = count
+        if count >= s.expected:
+            return True
+        if not s.workers.running():
+            raise RuntimeError(f"the launcher exited with code {s.workers.popen.returncode} "
+                               f"after {count} of {s.expected} worker(s) connected")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {count} of {s.expected} worker(s) connected within "
+                               f"{s.options.timeout:g} s: see the workers' messages above, or "
+                               "lower --min-workers / raise --timeout")
+        time.sleep(0.2)
+    return False
+
+
+def _run_script(s: _Session) -> int:
+    o = s.options
+    env = {**os.environ, "DASK_SCHEDULER_ADDRESS": s.address,
+           "HPCGPU_SCHEDULER_FILE": str(s.directory / "scheduler.json"),
+           "HPCGPU_N_WORKERS": str(s.allocation.total_gpus)}
+    if s.tls is not None:
+        env.update(s.tls.environment())
+    # Its own process group: a forwarded signal reaches whatever the script started too.
+    s.stop.script = start_child("script", script_argv(o.python, o.script, o.args), env=env)
+    code = None
+    while code is None:
+        code = s.stop.script.wait(0.2)
+        if code is None and s.stop.signum is not None:
+            # The handler forwarded the signal already, unless it came just before the start.
+            first = 0 if s.stop.forwarded else s.stop.signum
+            code = s.stop.script.stop(grace=o.grace, first=first)
+    _say(f"{o.script} exited with code {code}")
+    return 128 - code if code < 0 else code
+
+
+def _shutdown(s: _Session, client) -> None:
+    grace = s.options.grace
+    if client is not None:
+        try:  # the scheduler closes every worker (and nanny), then itself
+            client.shutdown()
+        except Exception as exc:  # already gone: the launcher and scheduler are stopped below
+            _say(f"scheduler shutdown: {exc!r}")
+    for child in (s.workers, s.scheduler):
+        if child is None:
+            continue
+        if not child.wait_group(grace):
+            _say(f"stopping the {child.name} (pid {child.pid}) with SIGTERM")
+            child.stop(grace=grace)
+    if not s.options.keep_work_dir:
+        remove_job_directory(s.directory)
+
+
+def run_batch(options: BatchOptions) -> int:
+    """Run ``options.script`` on a Dask cluster of this allocation; return its exit code."""
+    allocation = detect_allocation(nodes=options.nodes, gpus_per_node=options.gpus_per_node)
+    get_launcher(options.launcher or allocation.default_launcher).validate(allocation.shape())
+    options.protocol_name()
+    if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
+        raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "
+                         f"allocation's {allocation.total_gpus} GPU(s)")
+    directory = make_job_directory(options.work_dir, allocation.job_id)
+    with _Stop() as stop:
+        session = _Session(options, allocation, directory, stop)
+        client = None
+        try:
+            _start_cluster(session)
+            from distributed import Client
+
+            security = session.tls.security() if session.tls else None
+            client = Client(session.address, security=security, timeout="60s")
+            if _wait_for_workers(session, client) and stop.signum is None:
+                code = _run_script(session)
+            else:
+                code = SETUP_FAILED
+        except (RuntimeError, TimeoutError, OSError, ImportError) as exc:
+            _say(f"error: {exc}")
+            code = SETUP_FAILED
+        finally:
+            _shutdown(session, client)
+            if client is not None:
+                client.close()
+    if stop.signum is not None:
+        _say(f"stopped by {signal.Signals(stop.signum).name}")
+        return 128 + stop.signum
+    return code

@@ -1,0 +1,110 @@
+"""Job-private TLS: one temporary certificate, written where every node of the job can read it.
+
+distributed's :meth:`Security.temporary` makes the key and certificate in memory only;
+workers started by a launcher on other nodes need files. They go into a directory that
+only the job's user can enter (``0700``; files ``0600``), on the shared filesystem, and
+are removed with it at the end of the job.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from distributed.security import Security
+
+__all__ = ["TLSFiles", "make_job_directory", "write_tls_files", "remove_job_directory"]
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """Paths of the CA, certificate and key (one certificate for every role, as in
+    :meth:`Security.temporary`).
+
+    Examples
+    --------
+    >>> files = TLSFiles("/j/ca.pem", "/j/cert.pem", "/j/key.pem")
+    >>> sorted(files.environment())[:2]
+    ['DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION', 'DASK_DISTRIBUTED__COMM__TLS__CA_FILE']
+    >>> files.security().require_encryption
+    True
+    """
+
+    ca_file: str
+    cert: str
+    key: str
+
+    def security(self) -> Security:
+        """A :class:`~distributed.security.Security` for a client (or any role)."""
+        return Security(
+            require_encryption=True, tls_ca_file=self.ca_file,
+            tls_client_cert=self.cert, tls_client_key=self.key,
+            tls_scheduler_cert=self.cert, tls_scheduler_key=self.key,
+            tls_worker_cert=self.cert, tls_worker_key=self.key,
+        )
+
+    def environment(self) -> dict[str, str]:
+        """Dask configuration as environment variables: ``Client()`` then finds them."""
+        prefix = "DASK_DISTRIBUTED__COMM__"
+        return {
+            prefix + "REQUIRE_ENCRYPTION": "True",
+            prefix + "TLS__CA_FILE": self.ca_file,
+            prefix + "TLS__CLIENT__CERT": self.cert,
+            prefix + "TLS__CLIENT__KEY": self.key,
+            prefix + "TLS__WORKER__CERT": self.cert,
+            prefix + "TLS__WORKER__KEY": self.key,
+            prefix + "TLS__SCHEDULER__CERT": self.cert,
+            prefix + "TLS__SCHEDULER__KEY": self.key,
+        }
+
+
+def make_job_directory(parent: str | os.PathLike, job_id: str | None) -> Path:
+    """Create ``parent/<job id>-<random>`` with mode 0700 (``parent`` too, if new).
+
+    Examples
+    --------
+    >>> import tempfile, stat
+    >>> d = make_job_directory(tempfile.mkdtemp(), "42")
+    >>> d.name.startswith("42-"), oct(stat.S_IMODE(d.stat().st_mode))
+    (True, '0o700')
+    """
+    parent = Path(parent).resolve()  # workers on other nodes may start elsewhere
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = parent / f"{job_id or 'local'}-{secrets.token_hex(4)}"
+    path.mkdir(mode=0o700)  # fails if it exists: never reuse another run's directory
+    os.chmod(path, 0o700)  # the umask may have removed bits, never added: make it exact
+    return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def write_tls_files(directory: str | os.PathLike) -> TLSFiles:
+    """Make a temporary certificate (distributed's own recipe) and write it into ``directory``.
+
+    Needs the ``cryptography`` package, as :meth:`Security.temporary` does.
+    """
+    try:
+        temporary = Security.temporary()
+    except ImportError:
+        raise ImportError(
+            "TLS needs the 'cryptography' package: pip install cryptography "
+            "(or 'hpcgpu[tls]'), or turn TLS off (hpcgpu run --no-tls)"
+        ) from None
+    directory = Path(directory)
+    files = TLSFiles(str(directory / "ca.pem"), str(directory / "cert.pem"), str(directory / "key.pem"))
+    _write_private(Path(files.ca_file), temporary.tls_ca_file)
+    _write_private(Path(files.cert), temporary.tls_client_cert)
+    _write_private(Path(files.key), temporary.tls_client_key)
+    return files
+
+
+def remove_job_directory(path: str | os.PathLike) -> None:
+    """Remove the job directory and everything in it (certificates, scheduler file)."""
+    shutil.rmtree(path, ignore_errors=True)
