@@ -197,7 +197,7 @@ def _run_script(s: _Session) -> int:
 def _shutdown(s: _Session, client) -> None:
     grace = s.options.grace
     if client is not None:
-        try:  # the scheduler closes every worker (and nanny), then itself
+        try:  # the scheduler closes every worker (and its nanny), then itself
             client.shutdown()
         except Exception as exc:  # already gone: the launcher and scheduler are stopped below
             _say(f"scheduler shutdown: {exc!r}")

@@ -1,0 +1,44 @@
+"""Helpers for the batch-mode tests: find processes by an environment marker, wait for jobs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECK = ROOT / "examples" / "check_gpu_workers.py"
+OMPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def processes_with(marker: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose environment holds ``marker``
+    (``NAME=value``), this test process excepted."""
+    needle = marker.encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            if needle not in environ and not environ.endswith(needle[:-1]):
+                continue
+            if (entry / "stat").read_text().split(")")[-1].split()[0] == "Z":
+                continue  # a zombie has exited: only its parent's wait is pending
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        found.append((int(entry.name), cmdline))
+    return found
+
+
+def slurm_state(job_id: str) -> tuple[str, str]:
+    """(JobState, ExitCode) from scontrol; ('', '') when the job is unknown."""
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
+    fields = dict(word.split("=", 1) for word in out.split() if "=" in word)
+    return fields.get("JobState", ""), fields.get("ExitCode", "")
+
+
+def slurm_finished(job_id: str) -> tuple[str, str] | None:
+    state = slurm_state(job_id)
+    return state if state[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") else None

@@ -1,0 +1,61 @@
+"""``hpcgpu run`` outside a batch system (direct launcher, fake GPU ids), real Dask."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+from batchtools import CHECK, processes_with
+from conftest import wait_for
+
+
+def run_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hpcgpu", "run", "--dashboard-address", "", "--grace", "5", *args]
+
+
+def test_direct_run_checks_workers_and_propagates_the_exit_code(tmp_path):
+    marker = f"HPCGPU_TEST_MARKER={uuid.uuid4().hex}"
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", HPCGPU_TEST_MARKER=marker.split("=")[1])
+    done = subprocess.run(
+        run_argv("--work-dir", str(tmp_path / "work"), str(CHECK), "--expect", "2",
+                 "--json", str(tmp_path / "r.json"), "--exit-code", "3"),
+        env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path,
+    )
+    assert done.returncode == 3, done.stderr[-3000:]
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert all(result["checks"].values()), result
+    assert result["scheduler"].startswith("tls://")
+    assert sorted(w["cuda_visible_devices"] for w in result["workers"].values()) == ["0", "1"]
+    assert list((tmp_path / "work").iterdir()) == []  # certificates and scheduler file removed
+    assert processes_with(marker) == []
+
+
+def test_sigterm_stops_script_workers_and_scheduler(tmp_path):
+    marker = f"HPCGPU_TEST_MARKER={uuid.uuid4().hex}"
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0", HPCGPU_TEST_MARKER=marker.split("=")[1])
+    proc = subprocess.Popen(
+        run_argv("--work-dir", str(tmp_path / "work"), str(CHECK), "--marker",
+                 str(tmp_path / "started"), "--sleep", "300"),
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+    )
+    wait_for(lambda: (tmp_path / "started").exists() or proc.poll() is not None, 120, what="script")
+    assert len(processes_with(marker)) >= 4  # hpcgpu run, scheduler, worker (+nanny), script
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert "stopped by SIGTERM" in output
+    assert processes_with(marker) == []
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_refuses_bad_input_before_starting_anything(tmp_path):
+    done = subprocess.run(run_argv("--min-workers", "5", str(CHECK)), capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path,
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1"))
+    assert done.returncode == 2
+    assert "min_workers=5 must be between 1 and the allocation's 2 GPU(s)" in done.stderr
+    assert not (tmp_path / ".hpcgpu").exists()
