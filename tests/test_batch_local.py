@@ -14,7 +14,7 @@ from conftest import wait_for
 
 
 def run_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "hpcgpu", "run", "--dashboard-address", "", "--grace", "5", *args]
+    return [sys.executable, "-m", "hpcgpu", "run", "--dashboard-address", ":0", "--grace", "5", *args]
 
 
 def test_direct_run_checks_workers_and_propagates_the_exit_code(tmp_path):

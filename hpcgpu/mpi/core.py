@@ -1,0 +1,205 @@
+"""The MPI bootstrap: ``hpcgpu.mpi.initialize()``, with dask-mpi's signature and roles improved.
+
+dask-mpi spends rank 0 on the scheduler and rank 1 on the client, two GPUs idle
+(dask-mpi#29), and its ranks do not exit with the script's exit code (dask-mpi#58).
+Here rank 0 runs the client code, the scheduler (in a background event-loop thread) and a
+worker on its own GPU (a child process); every other rank runs one worker on its GPU.
+The scheduler address and the temporary TLS certificate travel over MPI; each worker
+pins its GPU by its node-local rank (``MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)``).
+When rank 0 is done, :func:`shutdown` closes the cluster and broadcasts the exit code, and
+every rank exits with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import dask
+
+from hpcgpu.runner import ranks
+from hpcgpu.runner.security import TLSFiles, write_tls_files
+from hpcgpu.worker_command import WorkerCommand
+
+__all__ = ["initialize", "shutdown", "node_placement"]
+
+#: What rank 0 holds while the cluster runs (None elsewhere and before initialize()).
+_STATE: dict = {}
+
+
+def node_placement(comm) -> tuple[int, int]:
+    """(node index, node-local rank) of this rank, from MPI alone.
+
+    Ranks that share memory are one node; nodes are numbered in the order of their
+    lowest world rank.
+    """
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    local_rank = local.Get_rank()
+    leaders = comm.Split(0 if local_rank == 0 else MPI.UNDEFINED, key=comm.Get_rank())
+    node = leaders.Get_rank() if leaders != MPI.COMM_NULL else None
+    node = local.bcast(node, root=0)
+    if leaders != MPI.COMM_NULL:
+        leaders.Free()
+    local.Free()
+    return node, local_rank
+
+
+def _security(pems: dict | None):
+    if pems is None:
+        return None
+    from distributed.security import Security
+
+    return Security(require_encryption=True, tls_ca_file=pems["ca"],
+                    tls_client_cert=pems["cert"], tls_client_key=pems["key"],
+                    tls_worker_cert=pems["cert"], tls_worker_key=pems["key"],
+                    tls_scheduler_cert=pems["cert"], tls_scheduler_key=pems["key"])
+
+
+async def _run_worker(address: str, options: dict, worker_class: str) -> None:
+    from distributed.utils import import_term
+
+    async with import_term(worker_class)(address, **options) as worker:
+        await worker.finished()
+
+
+def _start_rank0(files: TLSFiles | None, security, options: dict):
+    """Scheduler on a background event loop (this thread keeps the client code)."""
+    from distributed import Scheduler
+    from distributed.utils import LoopRunner, sync
+
+    loop_runner = LoopRunner(asynchronous=False)
+    loop_runner.start()
+
+    async def start():
+        return await Scheduler(security=security, **options)
+
+    scheduler = sync(loop_runner.loop, start)
+    return loop_runner, scheduler
+
+
+def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="auto",
+               nanny=False, dashboard=True, dashboard_address=":8787", protocol=None,
+               worker_class="distributed.Worker", worker_options=None, comm=None, exit=True,
+               security=True, wait_for_workers=300.0):
+    """Make the ranks of this MPI job a Dask cluster with one worker per rank's GPU.
+
+    Same parameters as ``dask_mpi.initialize`` (``nanny`` is accepted and ignored: rank 0's
+    worker already has one, and a nanny would re-import the script on other ranks), plus
+    ``security``: ``True`` (default) for a temporary certificate sent over MPI, and
+    ``wait_for_workers``: seconds rank 0 waits for one worker per rank before it returns
+    (``None``: do not wait).
+
+    Returns
+    -------
+    bool
+        True on rank 0, which goes on to run the client code. Other ranks serve as workers
+        and then, with ``exit=True``, exit with rank 0's exit code; with ``exit=False`` they
+        return False.
+
+    Examples
+    --------
+    >>> from hpcgpu.mpi import initialize  # doctest: +SKIP
+    >>> initialize()                       # under mpirun -n 4: rank 0 continues  # doctest: +SKIP
+    >>> from distributed import Client     # doctest: +SKIP
+    >>> Client().submit(sum, [1, 2], resources={"GPU": 1}).result()  # doctest: +SKIP
+    3
+    """
+    from mpi4py import MPI
+
+    comm = comm or MPI.COMM_WORLD
+    node, local_rank = node_placement(comm)
+    rank = comm.Get_rank()
+    pems = files = tmp = None
+    if rank == 0 and security:
+        tmp = Path(tempfile.mkdtemp(prefix="hpcgpu-mpi-"))  # 0700: only rank 0's worker reads it
+        files = write_tls_files(tmp)
+        pems = {k: Path(p).read_text() for k, p in (("ca", files.ca_file), ("cert", files.cert), ("key", files.key))}
+    pems = comm.bcast(pems, root=0)
+    sec = _security(pems)
+    scheduler_options = dict(port=0, interface=interface, protocol=protocol or ("tls" if sec else None),
+                             dashboard=dashboard, dashboard_address=dashboard_address)
+    address = None
+    if rank == 0:
+        loop_runner, scheduler = _start_rank0(files, sec, scheduler_options)
+        address = scheduler.address
+    address = comm.bcast(address, root=0)
+    common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
+    if rank == 0:
+        _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common)
+        if wait_for_workers:
+            _wait_for(scheduler, comm.Get_size(), wait_for_workers)
+        return True
+    return _serve_as_worker(comm, address, sec, node, local_rank, common, interface,
+                            worker_class, worker_options, exit)
+
+
+def _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common):
+    config = {"scheduler-address": address}
+    if files is not None:
+        config.update({"distributed.comm.require-encryption": True,
+                       "distributed.comm.tls.ca-file": files.ca_file,
+                       "distributed.comm.tls.client.cert": files.cert,
+                       "distributed.comm.tls.client.key": files.key})
+    dask.config.set(config)
+    command = WorkerCommand(
+        scheduler=address, nthreads=common["nthreads"], memory_limit=common["memory_limit"],
+        local_directory=common["local_directory"], death_timeout=60,
+        **({"tls_ca_file": files.ca_file, "tls_cert": files.cert, "tls_key": files.key} if files else {}),
+    )
+    # Its place comes from MPI, not from the launcher's variables.
+    worker = ranks.start_own_worker(command, {"HPCGPU_NODE_RANK": str(node),
+                                              "HPCGPU_LOCAL_RANK": str(local_rank)})
+    _STATE.update(comm=comm, loop_runner=loop_runner, scheduler=scheduler, worker=worker, tmp=tmp)
+    atexit.register(shutdown)
+
+
+def _wait_for(scheduler, n: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while len(scheduler.workers) < n:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {len(scheduler.workers)} of {n} workers joined within "
+                               f"{timeout:g} s: see the workers' messages")
+        time.sleep(0.1)
+
+
+def _serve_as_worker(comm, address, sec, node, local_rank, common, interface, worker_class,
+                     worker_options, exit):
+    place = ranks.pin_gpu(local_rank=local_rank, node=node)
+    options = ranks.worker_options(place, common["nthreads"], common["memory_limit"],
+                                   security=sec, interface=interface,
+                                   local_directory=common["local_directory"])
+    options.update(worker_options or {})
+    asyncio.run(_run_worker(address, options, worker_class))
+    code = comm.bcast(None, root=0)
+    if exit:
+        sys.exit(code)
+    return False
+
+
+def shutdown(exit_code: int = 0) -> None:
+    """On rank 0: close the workers and the scheduler, tell every rank ``exit_code``.
+
+    Runs by itself at the end of the script (``atexit``, code 0); call it yourself (or run
+    the script with ``python -m hpcgpu.mpi``) for another exit code. Idempotent.
+    """
+    if not _STATE:
+        return
+    state = dict(_STATE)
+    _STATE.clear()
+    from distributed.utils import sync
+
+    sync(state["loop_runner"].loop, state["scheduler"].close, reason="hpcgpu.mpi shutdown")
+    worker = state["worker"]
+    if not worker.wait_group(10):
+        worker.stop(grace=5)
+    state["loop_runner"].stop()
+    state["comm"].bcast(exit_code, root=0)
+    if state["tmp"] is not None:
+        shutil.rmtree(state["tmp"], ignore_errors=True)

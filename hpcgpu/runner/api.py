@@ -1,0 +1,189 @@
+"""``GPURunner``: a script launched on every rank (``srun python app.py``) becomes a cluster.
+
+Built on dask-jobqueue's :class:`~dask_jobqueue.runner.BaseRunner` (roles, the event loop,
+the context manager). Unlike its ``SLURMRunner``, no rank is spent on the scheduler or the
+client: rank 0 runs the client code, the scheduler (in its event-loop thread) *and* a worker
+on its own GPU (see :mod:`hpcgpu.runner.ranks`); every other rank runs one worker on its
+GPU and exits, with rank 0's exit code, when rank 0 leaves the ``with`` block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import dask
+from distributed import Client, Scheduler, Worker
+from distributed.core import Status
+from distributed.security import Security
+
+from hpcgpu.runner import ranks
+from hpcgpu.runner.security import TLSFiles, write_tls_files
+from hpcgpu.worker.placement import JOB_ID_VARIABLES
+from hpcgpu.worker_command import WorkerCommand
+
+
+def _import_base_runner():
+    # dask_jobqueue.runner replaces the SIGINT handler on import; keep the user's.
+    previous = signal.getsignal(signal.SIGINT)
+    from dask_jobqueue.runner import BaseRunner, Role
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, previous)
+    return BaseRunner, Role
+
+
+BaseRunner, Role = _import_base_runner()
+
+__all__ = ["GPURunner"]
+
+
+def _tls_files(directory: Path) -> TLSFiles:
+    return TLSFiles(str(directory / "ca.pem"), str(directory / "cert.pem"), str(directory / "key.pem"))
+
+
+class GPURunner(BaseRunner):
+    """Turn the ranks of a launched script into a Dask cluster with one worker per GPU.
+
+    Parameters
+    ----------
+    scheduler_file : str
+        Where rank 0 writes the scheduler's address, on a filesystem every node sees;
+        ``{job_id}`` is replaced by the batch job id. The TLS files go into a 0700 directory
+        next to it (``<scheduler_file>.tls``), removed at the end.
+    security : bool or distributed.security.Security
+        ``True`` (default): a temporary job-private certificate; ``False``: plain TCP.
+    nthreads, memory_limit : int, str
+        Per worker.
+    scheduler_options, worker_options : dict
+        More keyword arguments of :class:`distributed.Scheduler` / :class:`distributed.Worker`.
+
+    Examples
+    --------
+    >>> import hpcgpu
+    >>> with hpcgpu.GPURunner() as runner:  # doctest: +SKIP
+    ...     client = runner.get_client()      # rank 0 only; the other ranks serve as workers
+    ...     print(client.submit(sum, [1, 2], resources={"GPU": 1}).result())
+    3
+    """
+
+    def __init__(self, scheduler_file: str = "hpcgpu-scheduler-{job_id}.json", *,
+                 security: bool | Security = True, nthreads: int = 1, memory_limit: str = "auto",
+                 scheduler_options: dict | None = None, worker_options: dict | None = None,
+                 asynchronous: bool = False, loop=None) -> None:
+        self.rank, self.world_size = ranks.rank_and_size()
+        job_id = next((os.environ[v] for v in JOB_ID_VARIABLES if os.environ.get(v)), "local")
+        self.scheduler_file = Path(scheduler_file.format(job_id=job_id)).resolve()
+        self.tls_directory = self.scheduler_file.with_name(self.scheduler_file.name + ".tls")
+        self._security_option = security
+        self.security: Security | None = security if isinstance(security, Security) else None
+        self.nthreads, self.memory_limit = nthreads, memory_limit
+        self._own_worker = None
+        self._scheduler = None
+        self._place = None
+        super().__init__(scheduler=True, scheduler_options=dict(scheduler_options or {}),
+                         worker_options=dict(worker_options or {}), client=True,
+                         asynchronous=asynchronous, loop=loop)
+        if self.role == Role.worker and not asynchronous:
+            code = ranks.RECORDED_EXIT_CODE[0] if ranks.RECORDED_EXIT_CODE else 1
+            self._loop_runner.stop()
+            sys.exit(code)
+
+    async def get_role(self):
+        return Role.client if self.rank == 0 else Role.worker
+
+    async def get_worker_name(self) -> str:
+        return self._place.name
+
+    async def get_scheduler_address(self) -> str:
+        """Wait for this run's scheduler file (not a stale one) and return its address."""
+        import asyncio
+
+        import psutil
+
+        started = psutil.Process().create_time() - 120
+        while True:
+            try:
+                if self.scheduler_file.stat().st_mtime >= started:
+                    return json.loads(self.scheduler_file.read_text())["address"]
+            except (FileNotFoundError, json.JSONDecodeError, KeyError):
+                pass
+            await asyncio.sleep(0.2)
+
+    async def _start(self) -> None:
+        self.role = await self.get_role()
+        if self.role == Role.worker:
+            address = await self.get_scheduler_address()
+            if self.security is None and self._security_option and self.tls_directory.is_dir():
+                self.security = _tls_files(self.tls_directory).security()
+            self._place = ranks.pin_gpu()
+            self.worker_options.update(ranks.worker_options(
+                self._place, self.nthreads, self.memory_limit, security=self.security,
+                scheduler_ip=address))
+            self.worker_options.pop("name")
+            await self.start_worker()
+        else:
+            await self._start_rank0()
+        self.status = Status.running
+
+    async def _start_rank0(self) -> None:
+        self.scheduler_file.unlink(missing_ok=True)  # a stale one would mislead the workers
+        tls = None
+        if self._security_option is True:
+            shutil.rmtree(self.tls_directory, ignore_errors=True)
+            self.tls_directory.mkdir(mode=0o700)
+            tls = write_tls_files(self.tls_directory)
+            self.security = tls.security()
+        options = dict(port=0, dashboard_address=":8787", protocol="tls" if self.security else None)
+        options.update(self.scheduler_options)
+        # The TLS files exist before the scheduler file appears: workers read both.
+        self._scheduler = await Scheduler(scheduler_file=str(self.scheduler_file),
+                                          security=self.security, **options)
+        self.scheduler_address = self._scheduler.address
+        # hpcgpu.get_client() and distributed.Client() in the client code find it all.
+        dask.config.set({"scheduler-address": self.scheduler_address})
+        if tls is not None:
+            dask.config.set({
+                "distributed.comm.require-encryption": True,
+                "distributed.comm.tls.ca-file": tls.ca_file,
+                "distributed.comm.tls.client.cert": tls.cert,
+                "distributed.comm.tls.client.key": tls.key,
+            })
+        command = WorkerCommand(
+            scheduler_file=str(self.scheduler_file), nthreads=self.nthreads,
+            memory_limit=self.memory_limit, death_timeout=60,
+            **({"tls_ca_file": tls.ca_file, "tls_cert": tls.cert, "tls_key": tls.key} if tls else {}),
+        )
+        self._own_worker = ranks.start_own_worker(command)
+
+    def get_client(self, wait: bool = True, timeout: float = 120) -> Client:
+        """A client of this cluster (rank 0), after every rank's worker joined if ``wait``."""
+        client = Client(self.scheduler_address, security=self.security)
+        if wait:
+            client.wait_for_workers(self.world_size, timeout=timeout)
+        return client
+
+    async def _close_cluster(self, code: int) -> None:
+        try:
+            async with Client(self.scheduler_address, security=self.security,
+                              asynchronous=True, timeout=10) as client:
+                await client.run(ranks.record_exit_code, code)
+        except Exception:  # nobody to tell: the workers then exit with code 1
+            pass
+        await self._scheduler.close(reason=f"hpcgpu GPURunner ended with code {code}")
+
+    def __exit__(self, typ, value, traceback):
+        if self.role != Role.client or self._scheduler is None:
+            return None
+        self.sync(self._close_cluster, ranks.exit_code_of(value))
+        if self._own_worker is not None and not self._own_worker.wait_group(10):
+            self._own_worker.stop(grace=5)
+        shutil.rmtree(self.tls_directory, ignore_errors=True)
+        self.status = Status.closed
+        self._loop_runner.stop()
+        return None  # the exception, if any, propagates: the script's own exit code

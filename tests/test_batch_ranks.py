@@ -1,0 +1,67 @@
+"""Scripts launched on every rank: ``python -m hpcgpu.mpi`` under mpirun and srun --mpi=pmix,
+and ``hpcgpu.GPURunner`` under srun. Real Open MPI, real SLURM, real Dask."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from batchtools import CHECK, OMPI_ROOT, ROOT, processes_with
+
+pytestmark = pytest.mark.mpi
+
+APP = ROOT / "examples" / "gpurunner_app.py"
+SRUN = ["srun", "--gpus-per-task=1", "--cpus-per-task=1", "--mem=2G", "--time=5",
+        "--job-name=hpcgpu-ranks-test"]
+
+
+def run(argv, tmp_path, **env) -> tuple[subprocess.CompletedProcess, str]:
+    marker = uuid.uuid4().hex
+    environ = dict(os.environ, **OMPI_ROOT, **env, HPCGPU_TEST_MARKER=marker)
+    done = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    return done, f"HPCGPU_TEST_MARKER={marker}"
+
+
+def mpi_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hpcgpu.mpi", "--dashboard-address", ":0", *args]
+
+
+def test_mpirun_every_rank_a_gpu_worker_and_the_exit_code(tmp_path):
+    argv = ["mpirun", "--oversubscribe", "-n", "3",
+            *mpi_argv(str(CHECK), "--expect", "3", "--json", "r.json", "--exit-code", "4")]
+    done, marker = run(argv, tmp_path, CUDA_VISIBLE_DEVICES="0,1,2")
+    assert done.returncode == 4, done.stderr[-3000:]
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert all(result["checks"].values()), result
+    # 3 ranks, 3 workers: rank 0 (client + scheduler) has a worker on GPU 0 too
+    assert sorted(w["cuda_visible_devices"] for w in result["workers"].values()) == ["0", "1", "2"]
+    assert sorted(w["local_rank"] for w in result["workers"].values()) == [0, 1, 2]
+    assert processes_with(marker) == []
+
+
+def test_srun_pmix_across_two_nodes(slurm, tmp_path):
+    argv = [*SRUN, "--mpi=pmix", "--nodes=2", "--ntasks-per-node=2",
+            *mpi_argv(str(CHECK), "--expect", "4", "--json", "r.json")]
+    done, marker = run(argv, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert all(result["checks"].values()), result
+    assert processes_with(marker) == []
+
+
+def test_gpurunner_under_srun_keeps_every_gpu_and_the_exit_code(slurm, tmp_path):
+    argv = [*SRUN, "--nodes=2", "--ntasks-per-node=2", sys.executable, str(APP),
+            "--scheduler-file", str(tmp_path / "s-{job_id}.json"), "--json", "r.json",
+            "--exit-code", "5"]
+    done, marker = run(argv, tmp_path)
+    assert done.returncode == 5, done.stderr[-3000:]
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert all(result["checks"].values()), result
+    assert sorted(map(tuple, result["places"].values())) == [(0, "0"), (0, "1"), (1, "0"), (1, "1")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # scheduler file, TLS gone
+    assert processes_with(marker) == []
