@@ -1,0 +1,40 @@
+"""``qsub`` of jobscripts/sge-1x4.sge on the real local Grid Engine (fake GPUs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from batchtools import CHECK, ROOT
+from conftest import wait_for
+
+pytestmark = pytest.mark.sge
+
+
+def sge_exit_status(job_id: str) -> int | None:
+    """The job's exit status from qacct once it has finished, else None."""
+    if subprocess.run(["qstat", "-j", job_id], capture_output=True, text=True).returncode == 0:
+        return None
+    out = subprocess.run(["qacct", "-j", job_id], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("exit_status"):
+            return int(line.split()[1])
+    return None
+
+
+def test_qsub_runs_one_worker_per_granted_gpu(sge, tmp_path):
+    # Command-line options shrink the file's request: 2 slots x 1 GPU each (consumable per slot).
+    argv = ["qsub", "-terse", "-pe", "smp", "2", "-l", "gpu=1", "-l", "h_rt=00:05:00",
+            "-o", str(tmp_path), "-v", f"HPCGPU_PYTHON={sys.executable}", "-wd", str(tmp_path),
+            str(ROOT / "jobscripts" / "sge-1x4.sge"), str(CHECK), "--expect", "2",
+            "--json", "r.json", "--exit-code", "7"]
+    job_id = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    status = wait_for(lambda: sge_exit_status(job_id), 180, 0.5, what=f"SGE job {job_id}")
+    logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.o*"))
+    assert status == 7, logs
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert all(result["checks"].values()), result
+    assert len({w["cuda_visible_devices"] for w in result["workers"].values()}) == 2
