@@ -17,8 +17,11 @@ N=${GPUS:-4}
 SIZE=${SIZE:-40000}
 CHUNK=${CHUNK:-10000}
 W=benchmarks/gpu/batch_workload.py
+# TLS (the default) needs 'cryptography'; without it the check runs on plain TCP and says so.
+TLS=--tls
+"$PY" -c "import cryptography" 2>/dev/null || { TLS=--no-tls; echo "no cryptography: --no-tls" | tee "$OUT/tls.txt"; }
 ARGS=(--expect "$N" --out "$OUT" --n "$SIZE" --chunk "$CHUNK")
-RUN=("$PY" -m hpcgpu run --gpus-per-node "$N" --work-dir /tmp/hpcgpu-batch-check
+RUN=("$PY" -m hpcgpu run "$TLS" --gpus-per-node "$N" --work-dir /tmp/hpcgpu-batch-check
      --dashboard-address :0 --timeout 180)
 status=0
 step() {  # name, command...
@@ -33,7 +36,7 @@ step() {  # name, command...
 nvidia-smi -L > "$OUT/nvidia-smi.txt" 2>&1
 step run-direct "${RUN[@]}" --launcher direct "$W" --mode run-direct "${ARGS[@]}"
 step run-mpirun "${RUN[@]}" --launcher mpirun "$W" --mode run-mpirun "${ARGS[@]}"
-step mpi mpirun -n "$N" --bind-to none "$PY" -m hpcgpu.mpi --dashboard-address :0 "$W" --mode mpi "${ARGS[@]}"
+step mpi mpirun -n "$N" --bind-to none "$PY" -m hpcgpu.mpi "$TLS" --dashboard-address :0 "$W" --mode mpi "${ARGS[@]}"
 "$PY" - "$OUT" <<'PYEOF'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])

@@ -23,7 +23,7 @@ from pathlib import Path
 import dask
 
 from hpcgpu.runner import ranks
-from hpcgpu.runner.security import TLSFiles, write_tls_files
+from hpcgpu.runner.security import write_tls_files
 from hpcgpu.worker_command import WorkerCommand
 
 __all__ = ["initialize", "shutdown", "node_placement"]
@@ -69,7 +69,7 @@ async def _run_worker(address: str, options: dict, worker_class: str) -> None:
         await worker.finished()
 
 
-def _start_rank0(files: TLSFiles | None, security, options: dict):
+def _start_rank0(security, options: dict):
     """Scheduler on a background event loop (this thread keeps the client code)."""
     from distributed import Scheduler
     from distributed.utils import LoopRunner, sync
@@ -127,7 +127,7 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
                              dashboard=dashboard, dashboard_address=dashboard_address)
     address = None
     if rank == 0:
-        loop_runner, scheduler = _start_rank0(files, sec, scheduler_options)
+        loop_runner, scheduler = _start_rank0(sec, scheduler_options)
         address = scheduler.address
     address = comm.bcast(address, root=0)
     common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
