@@ -162,8 +162,9 @@ def _run(workloads: str, kw: dict):
         _progress(record)
 
     records = run_sweep(spec, targets, sink=sink)
-    program = "hpcgpu" if Path(sys.argv[0]).name == "hpcgpu" else Path(sys.argv[0]).name
-    command = " ".join(shlex.quote(a) for a in [program, *sys.argv[1:]])
+    argv = sys.argv[1:]  # written as the equivalent ``hpcgpu bench`` command
+    argv = argv[argv.index("bench") + 1:] if "bench" in argv else argv
+    command = " ".join(shlex.quote(a) for a in ["hpcgpu", "bench", *argv])
     paths = write_outputs(records, out, kw["title"], command)
     click.echo(paths["table"].read_text(encoding="utf-8"))
     click.echo(f"wrote {jsonl}, {paths['csv']}, {paths['table']} and {len(paths) - 2} plots under {out}/plots", err=True)
