@@ -156,7 +156,7 @@ def test_cli_end_to_end_on_a_local_cpu_cluster(tmp_path):
     # 3 workloads x 2 GPU counts x (1 warm-up + 2 runs), every one ok
     assert len(runs) == 18 and all(r.ok for r in runs)
     assert read_csv(out / "results.csv") == runs
-    assert {r.env.backend for r in runs} == {"numpy/pandas"}
+    assert {r.env.backend for r in runs} == {"numpy/pandas (hpcgpu)"}
     assert {(r.gpus, r.env.nodes) for r in runs} == {(1, 1), (2, 1)}
     table = (out / "table.md").read_text()
     assert "| array-sum | strong | hpcgpu | tcp | 2 | 1 | 2000x2000 chunk 500 | 2 ok |" in table
@@ -177,7 +177,7 @@ def test_cli_compare_and_batch_mode_address(tmp_path):
     assert {r.env.path for r in read_jsonl(tmp_path / "batch" / "results.jsonl")} == {"batch"}
 
     done = subprocess.run(
-        [*HPCGPU, "bench", "noop", "--size", "tiny", "--repeats", "2", "--warmup", "0",
+        [*HPCGPU, "bench", "array-sum", "--size", "tiny", "--repeats", "2", "--warmup", "0",
          "--compare", "dask-cuda,plain", "--out", str(tmp_path / "cmp")],
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 3, done.stderr[-3000:]  # dask-cuda cannot start here: reported, not dropped
@@ -187,8 +187,10 @@ def test_cli_compare_and_batch_mode_address(tmp_path):
     cuda = [r for r in runs if r.env.cluster == "dask-cuda"]
     assert len(cuda) == 2 and all(r.status == "failed" and r.error.startswith("cluster:") for r in cuda)
     table = (tmp_path / "cmp" / "table.md").read_text()
-    assert "| noop | strong | tcp | 1 | plain |" in table
-    assert "| noop | strong | dask-cuda | tcp | 1 | 1 | 4x4 blocks | 0 ok, 2 failed | FAILED: cluster:" in table
+    assert {r.env.backend for r in runs if r.ok} == {"numpy/pandas (hpcgpu)", "numpy/pandas (dask)"}
+    assert "| array-sum | strong | tcp | 1 | plain |" in table
+    assert ("| array-sum | strong | dask-cuda | tcp | 1 | 1 | 2000x2000 chunk 500 | 0 ok, 2 failed "
+            "| FAILED: cluster:") in table
 
 
 def test_bad_options_are_refused_before_anything_runs(tmp_path):

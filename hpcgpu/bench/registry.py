@@ -40,7 +40,9 @@ class RunContext:
     """What a workload sees: a client, the workers it may use, and the chunk backends.
 
     ``workers`` restricts every computation to those workers (``None``: all), which is
-    how a sweep uses 1, 2, 4... GPUs of one allocation it did not start.
+    how a sweep uses 1, 2, 4... GPUs of one allocation it did not start. ``library``
+    says who builds the inputs: ``hpcgpu`` (:mod:`hpcgpu.array`/:mod:`hpcgpu.dataframe`)
+    or ``dask`` (Dask's own constructors under ``array.backend``, as plain Dask users do).
     """
 
     client: Any
@@ -49,6 +51,7 @@ class RunContext:
     array_backend: str = "numpy"
     dataframe_backend: str = "pandas"
     timeout: float | None = None
+    library: str = "dask"
 
     @property
     def _where(self) -> dict:

@@ -160,7 +160,9 @@ def _at_gpu_count(sweep: _Sweep, target, gpus: int, workloads: list[Workload]) -
         workers = list(session.workers or sorted(session.client.scheduler_info(n_workers=-1)["workers"]))
         env, facts = describe(session.client, workers, target.label, target.path, session.protocol)
         array, frame = backends(facts)
-        ctx = RunContext(session.client, gpus, session.workers, array, frame, sweep.spec.timeout)
+        library = getattr(target, "library", "dask")
+        env = replace(env, backend=f"{env.backend} ({library})")
+        ctx = RunContext(session.client, gpus, session.workers, array, frame, sweep.spec.timeout, library)
         for workload in start_ups:
             for repeat, warmup, seconds, error in earlier[workload.name]:
                 sweep.emit(workload, "weak", gpus, env, repeat, warmup, seconds, error)

@@ -69,6 +69,7 @@ class LocalTarget:
     label: str = "hpcgpu"
     path: str = "local"
     owns_workers: bool = True
+    library: str = "hpcgpu"
 
     def _make(self, gpus: int):
         from hpcgpu.worker.gpuinfo import count_gpus
@@ -111,6 +112,7 @@ class DaskCudaTarget:
     label: str = "dask-cuda"
     path: str = "local"
     owns_workers: bool = True
+    library: str = "dask"
 
     def open(self, gpus: int) -> Session:
         def make():
@@ -131,6 +133,7 @@ class PlainTarget:
     label: str = "plain"
     path: str = "local"
     owns_workers: bool = True
+    library: str = "dask"
 
     def open(self, gpus: int) -> Session:
         def make():
@@ -160,6 +163,7 @@ class ExistingTarget:
     label: str = "hpcgpu"
     path: str = "scheduler"
     owns_workers: bool = False
+    library: str = "hpcgpu"
     _client: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -199,6 +203,7 @@ class JobQueueTarget:
     timeout: float = 600
     label: str = "hpcgpu"
     owns_workers: bool = True
+    library: str = "hpcgpu"
 
     @property
     def path(self) -> str:

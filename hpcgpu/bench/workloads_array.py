@@ -37,6 +37,10 @@ def _check(preset: str, table: dict) -> tuple:
 def random_array(ctx: RunContext, shape: tuple[int, int], chunks: tuple[int, int], normal: bool = True):
     """A random Dask array with chunks of the context's backend (CuPy or NumPy).
 
+    With ``ctx.library == "hpcgpu"`` it comes from :mod:`hpcgpu.array` (a Philox
+    generator per block), otherwise from ``dask.array.random.default_rng`` as plain Dask
+    users make it.
+
     Examples
     --------
     >>> x = random_array(RunContext(client=None, gpus=1), (4, 6), (2, 3))
@@ -46,6 +50,11 @@ def random_array(ctx: RunContext, shape: tuple[int, int], chunks: tuple[int, int
     import dask
     import dask.array as da
 
+    if ctx.library == "hpcgpu":
+        from hpcgpu.array import random as hrandom
+
+        make = hrandom.normal if normal else hrandom.uniform
+        return make(10 if normal else 0, 1, size=shape, chunks=chunks, seed=42, backend=ctx.array_backend)
     with dask.config.set({"array.backend": ctx.array_backend}):
         rng = da.random.default_rng(42)
         if normal:

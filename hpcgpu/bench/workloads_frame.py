@@ -31,7 +31,9 @@ def _backend(ctx: RunContext, frame):
 
 
 def timeseries(ctx: RunContext, days: int, freq: str):
-    """``dask.datasets.timeseries`` over ``days`` days, moved to the context's backend.
+    """``dask.datasets.timeseries`` over ``days`` days, on the context's backend.
+
+    With ``ctx.library == "hpcgpu"`` through :func:`hpcgpu.dataframe.timeseries`.
 
     Examples
     --------
@@ -43,6 +45,11 @@ def timeseries(ctx: RunContext, days: int, freq: str):
     import pandas as pd
 
     end = pd.Timestamp("2000-01-01") + pd.Timedelta(days=days)
+    if ctx.library == "hpcgpu":
+        from hpcgpu.dataframe import timeseries as htimeseries
+
+        return htimeseries(start="2000-01-01", end=end, freq=freq, partition_freq="1D", seed=42,
+                           backend=ctx.dataframe_backend)
     frame = dask.datasets.timeseries(start="2000-01-01", end=end, freq=freq, partition_freq="1D", seed=42)
     return _backend(ctx, frame)
 

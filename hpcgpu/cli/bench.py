@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -81,6 +82,8 @@ def make_targets(kw: dict) -> list:
                                    protocol=None if kw["protocol"] == "tcp" else kw["protocol"])
     refs = {"dask-cuda": t.DaskCudaTarget(protocol=kw["protocol"]),
             "plain": t.PlainTarget(protocol=kw["protocol"], threads_per_worker=kw["threads_per_worker"])}
+    if kw.get("collections", "hpcgpu") != "hpcgpu":
+        primary = replace(primary, library=kw["collections"])
     return [primary, *(refs[c] for c in compare)]
 
 
@@ -111,6 +114,8 @@ def _progress(record) -> None:
 @click.option("--account", "-A", default=None, help="Cluster mode: account / project.")
 @click.option("--walltime", default="00:30:00", show_default=True, help="Cluster mode: walltime per job.")
 @click.option("--cluster-option", multiple=True, metavar="KEY=VALUE", help="More Cluster keyword arguments.")
+@click.option("--collections", default="hpcgpu", show_default=True, type=click.Choice(["hpcgpu", "dask"]),
+              help="Who builds the inputs on hpcgpu's workers: hpcgpu.array/dataframe or Dask's own.")
 @click.option("--threads-per-worker", default=1, show_default=True, help="Local CPU fallback: threads per worker.")
 @click.option("--out", "out", default=None, help="Output folder (default: hpcgpu-bench-<time>).")
 @click.option("--title", default="", help="Title of the table.")
