@@ -12,7 +12,7 @@ from hpcgpu.bench.registry import RunContext, Size, Workload, register
 __all__ = ["timeseries", "keyed_frame", "GROUPBY", "ROLLING", "MERGE", "SHUFFLE"]
 
 # preset -> (days, frequency) of dask.datasets.timeseries, one partition per day
-_TIMESERIES = {"tiny": (4, "60s"), "small": (30, "10s"), "medium": (365, "1s"),
+_TIMESERIES = {"tiny": (4, "60s"), "small": (30, "10s"), "medium": (90, "1s"),
                "large": (365, "1s"), "full": (365, "1s")}
 _SECONDS = {"60s": 60, "10s": 10, "1s": 1}
 # preset -> (partitions, rows per partition) of a keyed frame

@@ -119,6 +119,8 @@ def _progress(record) -> None:
 @click.option("--threads-per-worker", default=1, show_default=True, help="Local CPU fallback: threads per worker.")
 @click.option("--out", "out", default=None, help="Output folder (default: hpcgpu-bench-<time>).")
 @click.option("--title", default="", help="Title of the table.")
+@click.option("--from-jsonl", "from_jsonl", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Run nothing: report the records of these results.jsonl files together (repeatable).")
 @click.option("--list", "list_only", is_flag=True, help="List the workloads and exit.")
 def bench(workloads: str, **kw) -> None:
     """Run scaling sweeps of named WORKLOADS (comma-separated, or all) and report them.
@@ -138,6 +140,9 @@ def bench(workloads: str, **kw) -> None:
         for w in resolve_workloads("all"):
             click.echo(f"{w.name:<14} {w.kind:<10} {w.description}")
         return
+    if kw["from_jsonl"]:
+        records, out = _report(kw)
+        sys.exit(3 if any(not r.ok for r in records) else 0)
     try:
         records, out = _run(workloads, kw)
     except ValueError as exc:
@@ -145,6 +150,21 @@ def bench(workloads: str, **kw) -> None:
     if any(not r.ok for r in records):
         click.echo(f"some runs FAILED: see {out / 'table.md'}", err=True)
         sys.exit(3)
+
+
+def _report(kw: dict):
+    from hpcgpu.bench.report import append_jsonl, read_jsonl
+    from hpcgpu.bench.runner import write_outputs
+
+    records = [r for path in kw["from_jsonl"] for r in read_jsonl(path)]
+    out = Path(kw["out"] or "hpcgpu-bench-report")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.jsonl").unlink(missing_ok=True)
+    for record in records:
+        append_jsonl(out / "results.jsonl", record)
+    paths = write_outputs(records, out, kw["title"], "hpcgpu bench --from-jsonl " + " ".join(kw["from_jsonl"]))
+    click.echo(paths["table"].read_text(encoding="utf-8"))
+    return records, out
 
 
 def _run(workloads: str, kw: dict):
