@@ -27,6 +27,11 @@ def _now() -> str:
 
 def _error(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
+    root, seen = exc, 0
+    while (root.__cause__ or root.__context__) is not None and seen < 10:
+        root, seen = root.__cause__ or root.__context__, seen + 1
+    if root is not exc:  # e.g. "Cluster failed to start" hides why
+        text = f"{type(root).__name__}: {root} (in: {text})"
     return text if len(text) < 500 else text[:497] + "..."
 
 

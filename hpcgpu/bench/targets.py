@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -148,7 +149,7 @@ class PlainTarget:
                 for i in range(gpus)
             }
             scheduler = {"cls": Scheduler, "options": {"protocol": self.protocol, "dashboard_address": ":0"}}
-            return SpecCluster(workers=workers, scheduler=scheduler)
+            return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
 
         return _open_owned(make, gpus, self.timeout)
 
