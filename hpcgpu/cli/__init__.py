@@ -12,6 +12,7 @@ __all__ = ["main"]
 SUBCOMMANDS = [
     ("jobscript", "hpcgpu.cli.jobscript", "jobscript"),
     ("run", "hpcgpu.cli.run", "run"),
+    ("bench", "hpcgpu.cli.bench", "bench"),
 ]
 
 

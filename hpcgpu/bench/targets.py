@@ -1,0 +1,236 @@
+"""Where a sweep runs: the cluster paths, each opened once per GPU count.
+
+- ``LocalTarget``: this machine's GPUs (``hpcgpu.local.LocalGPUCluster``), or without
+  GPUs (or without that module) a ``distributed.LocalCluster`` with one worker per "GPU".
+- ``DaskCudaTarget`` and ``PlainTarget``: the references of the side-by-side mode,
+  dask-cuda's ``LocalCUDACluster`` and plain Dask (one Nanny per GPU, pinned through
+  ``CUDA_VISIBLE_DEVICES``, nothing else set up).
+- ``ExistingTarget``: a running scheduler (``--scheduler-file``/``--scheduler-address``,
+  or ``DASK_SCHEDULER_ADDRESS`` inside ``hpcgpu run``); a sweep uses 1, 2, 4... of its
+  workers by restricting every computation to them.
+- ``JobQueueTarget``: cluster mode, one ``hpcgpu.cluster.<X>Cluster`` per GPU count,
+  ``scale(gpus=N)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["Session", "LocalTarget", "DaskCudaTarget", "PlainTarget", "ExistingTarget", "JobQueueTarget"]
+
+
+@dataclass(frozen=True)
+class Session:
+    """An open cluster with ``gpus`` workers: the client, the workers to use, the start time."""
+
+    client: Any
+    workers: tuple[str, ...] | None
+    protocol: str
+    bootstrap_seconds: float | None
+    close: Callable[[], None] = lambda: None
+
+
+def _protocol_of(client) -> str:
+    return client.scheduler.address.split("://", 1)[0]
+
+
+def _open_owned(make: Callable[[], Any], gpus: int, timeout: float) -> Session:
+    """Start a cluster with ``make()``, wait for ``gpus`` workers, time it all."""
+    from distributed import Client
+
+    start = time.perf_counter()
+    cluster = make()
+    try:
+        client = Client(cluster)
+        client.wait_for_workers(gpus, timeout=timeout)
+    except BaseException:
+        cluster.close()
+        raise
+    seconds = time.perf_counter() - start
+
+    def close() -> None:
+        client.close()
+        cluster.close()
+
+    return Session(client, None, _protocol_of(client), seconds, close)
+
+
+@dataclass(frozen=True)
+class LocalTarget:
+    """This machine: LocalGPUCluster when GPUs and ``hpcgpu.local`` are there, else LocalCluster."""
+
+    protocol: str = "tcp"
+    threads_per_worker: int = 1
+    timeout: float = 120
+    label: str = "hpcgpu"
+    path: str = "local"
+    owns_workers: bool = True
+    library: str = "hpcgpu"
+
+    def _make(self, gpus: int):
+        from hpcgpu.worker.gpuinfo import count_gpus
+
+        if count_gpus() >= gpus:
+            try:
+                from hpcgpu.local import LocalGPUCluster
+            except ImportError:
+                LocalGPUCluster = None
+            if LocalGPUCluster is not None:
+                return _local_gpu_cluster(LocalGPUCluster, gpus, self.protocol)
+        from distributed import LocalCluster
+
+        return LocalCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
+                            processes=True, protocol=self.protocol, dashboard_address=":0")
+
+    def open(self, gpus: int) -> Session:
+        return _open_owned(lambda: self._make(gpus), gpus, self.timeout)
+
+
+def _local_gpu_cluster(cls, gpus: int, protocol: str):
+    # Pass only the arguments its signature has (it is built on another branch).
+    params = inspect.signature(cls).parameters
+    kwargs: dict[str, Any] = {"protocol": protocol} if "protocol" in params else {}
+    for name in ("n_workers", "n_gpus", "gpus"):
+        if name in params:
+            kwargs[name] = gpus
+            break
+    else:
+        kwargs["CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in params else "devices"] = list(range(gpus))
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class DaskCudaTarget:
+    """Reference: dask-cuda's LocalCUDACluster with its defaults, ``gpus`` workers."""
+
+    protocol: str = "tcp"
+    timeout: float = 120
+    label: str = "dask-cuda"
+    path: str = "local"
+    owns_workers: bool = True
+    library: str = "dask"
+
+    def open(self, gpus: int) -> Session:
+        def make():
+            from dask_cuda import LocalCUDACluster
+
+            return LocalCUDACluster(n_workers=gpus, protocol=self.protocol, dashboard_address=":0")
+
+        return _open_owned(make, gpus, self.timeout)
+
+
+@dataclass(frozen=True)
+class PlainTarget:
+    """Reference: plain Dask, one Nanny per GPU pinned by CUDA_VISIBLE_DEVICES, defaults otherwise."""
+
+    protocol: str = "tcp"
+    threads_per_worker: int = 1
+    timeout: float = 120
+    label: str = "plain"
+    path: str = "local"
+    owns_workers: bool = True
+    library: str = "dask"
+
+    def open(self, gpus: int) -> Session:
+        def make():
+            from distributed import Nanny, Scheduler, SpecCluster
+
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            devices = visible.split(",") if visible else [str(i) for i in range(gpus)]
+            workers = {
+                i: {"cls": Nanny, "options": {
+                    "nthreads": self.threads_per_worker,
+                    "env": {"CUDA_VISIBLE_DEVICES": ",".join(devices[i:] + devices[:i])}}}
+                for i in range(gpus)
+            }
+            scheduler = {"cls": Scheduler, "options": {"protocol": self.protocol, "dashboard_address": ":0"}}
+            return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
+
+        return _open_owned(make, gpus, self.timeout)
+
+
+@dataclass
+class ExistingTarget:
+    """A scheduler someone else started; sweeps use the first N of its workers."""
+
+    address: str | None = None
+    scheduler_file: str | None = None
+    timeout: float = 300
+    label: str = "hpcgpu"
+    path: str = "scheduler"
+    owns_workers: bool = False
+    library: str = "hpcgpu"
+    _client: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.address is None) == (self.scheduler_file is None):
+            raise ValueError("ExistingTarget needs exactly one of address and scheduler_file")
+
+    def open(self, gpus: int) -> Session:
+        from distributed import Client
+
+        if self._client is None:
+            self._client = Client(self.address, scheduler_file=self.scheduler_file, timeout=self.timeout)
+        client = self._client
+        client.wait_for_workers(gpus, timeout=self.timeout)
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        ordered = sorted(info, key=lambda a: (str(info[a].get("name")), a))
+        return Session(client, tuple(ordered[:gpus]), _protocol_of(client), None)
+
+    def shutdown(self) -> None:
+        """Close the client (the scheduler and its workers stay)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+@dataclass(frozen=True)
+class JobQueueTarget:
+    """Cluster mode: ``hpcgpu.cluster.<Scheduler>Cluster`` per GPU count, ``scale(gpus=N)``.
+
+    Jobs have ``min(N, gpus_per_node)`` GPUs on one node each, so that N GPUs are whole
+    jobs; the bootstrap time runs from ``scale`` to N connected workers.
+    """
+
+    scheduler: str
+    gpus_per_node: int
+    options: dict = field(default_factory=dict)
+    protocol: str | None = None
+    timeout: float = 600
+    label: str = "hpcgpu"
+    owns_workers: bool = True
+    library: str = "hpcgpu"
+
+    @property
+    def path(self) -> str:
+        return self.scheduler
+
+    def cluster_class(self):
+        import hpcgpu.cluster
+
+        name = {"slurm": "SLURM", "pbs": "PBS", "lsf": "LSF", "sge": "SGE"}[self.scheduler] + "Cluster"
+        return getattr(hpcgpu.cluster, name)
+
+    def open(self, gpus: int) -> Session:
+        extra = {"protocol": self.protocol} if self.protocol else {}
+        cluster = self.cluster_class()(gpus_per_node=min(gpus, self.gpus_per_node), **extra, **self.options)
+        try:
+            client = cluster.get_client()
+            start = time.perf_counter()
+            cluster.scale(gpus=gpus)
+            client.wait_for_workers(gpus, timeout=self.timeout)
+            seconds = time.perf_counter() - start
+        except BaseException:
+            cluster.close()
+            raise
+
+        def close() -> None:
+            client.close()
+            cluster.close()
+
+        return Session(client, None, _protocol_of(client), seconds, close)
