@@ -1,0 +1,21 @@
+"""Dask arrays with CuPy chunks on a GPU and NumPy chunks without one.
+
+The functions return plain :class:`dask.array.Array` objects (made through Dask's own
+``array.backend`` dispatch and ``to_backend``), so the rest of ``dask.array`` works on
+them: reductions, slicing, ``dot``, ``linalg.svd``/``qr``, ``map_blocks``.
+
+Examples
+--------
+>>> import hpcgpu.array as ha
+>>> x = ha.random.normal(10, 1, size=(1000, 1000), chunks=(250, 250), seed=0, backend="cpu")
+>>> round(float((x + 1)[::2, ::2].mean().compute()))
+11
+"""
+
+from hpcgpu.array import random
+from hpcgpu.array._backend import resolve_backend
+from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
+                                   ones, zeros)
+
+__all__ = ["random", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
+           "backend_of", "resolve_backend"]

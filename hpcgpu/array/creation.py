@@ -1,0 +1,111 @@
+"""Array constructors and backend moves, through Dask's own backend dispatch.
+
+``ones``/``zeros``/``full``/``arange`` run dask.array's constructors under
+``array.backend`` set to the resolved backend (``cupy`` on a GPU, ``numpy`` otherwise);
+``asgpu``/``ascpu`` are ``Array.to_backend``. Nothing is subclassed: the results are
+plain ``dask.array.Array`` objects whose chunks are CuPy or NumPy arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+
+from hpcgpu.array._backend import resolve_backend
+
+__all__ = ["ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu", "backend_of"]
+
+
+def _with_backend(name: str, backend: str | None, *args: Any, **kwargs: Any) -> da.Array:
+    with dask.config.set({"array.backend": resolve_backend("array", backend)}):
+        return getattr(da, name)(*args, **kwargs)
+
+
+def ones(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+    """An array of ones.
+
+    Examples
+    --------
+    >>> x = ones((4, 4), chunks=2, backend="cpu")
+    >>> int(x.sum().compute()), type(x._meta).__module__
+    (16, 'numpy')
+    """
+    return _with_backend("ones", backend, shape, chunks=chunks, dtype=dtype)
+
+
+def zeros(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+    """An array of zeros (see :func:`ones`)."""
+    return _with_backend("zeros", backend, shape, chunks=chunks, dtype=dtype)
+
+
+def empty(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+    """An uninitialised array (see :func:`ones`)."""
+    return _with_backend("empty", backend, shape, chunks=chunks, dtype=dtype)
+
+
+def full(shape, fill_value, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+    """An array filled with ``fill_value``.
+
+    Examples
+    --------
+    >>> float(full((3, 3), 2.5, chunks=2, backend="cpu").sum().compute())
+    22.5
+    """
+    return _with_backend("full", backend, shape, fill_value, chunks=chunks, dtype=dtype)
+
+
+def arange(*args, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+    """Evenly spaced values, as :func:`dask.array.arange`.
+
+    Examples
+    --------
+    >>> arange(0, 10, 2, chunks=2, backend="cpu").compute().tolist()
+    [0, 2, 4, 6, 8]
+    """
+    return _with_backend("arange", backend, *args, chunks=chunks, dtype=dtype)
+
+
+def from_array(x, chunks="auto", *, backend: str | None = None, **kwargs: Any) -> da.Array:
+    """A Dask array from an in-memory NumPy or CuPy array, moved to ``backend``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from_array(np.arange(6), chunks=3, backend="cpu").sum().compute().item()
+    15
+    """
+    kwargs.setdefault("asarray", False)  # keep CuPy input as CuPy
+    return _to(da.from_array(x, chunks=chunks, **kwargs), resolve_backend("array", backend))
+
+
+def _to(x: da.Array, backend: str) -> da.Array:
+    return x if backend_of(x) == backend else x.to_backend(backend)
+
+
+def backend_of(x: da.Array) -> str:
+    """``"cupy"`` or ``"numpy"``: the library of ``x``'s chunks (from its meta).
+
+    Examples
+    --------
+    >>> backend_of(ones(3, backend="cpu"))
+    'numpy'
+    """
+    return "cupy" if type(x._meta).__module__.startswith("cupy") else "numpy"
+
+
+def asgpu(x: da.Array) -> da.Array:
+    """``x`` with CuPy chunks (``to_backend("cupy")``); a ValueError without a GPU."""
+    return _to(x, resolve_backend("array", "gpu"))
+
+
+def ascpu(x: da.Array) -> da.Array:
+    """``x`` with NumPy chunks (``to_backend("numpy")``).
+
+    Examples
+    --------
+    >>> backend_of(ascpu(ones(3, backend="cpu")))
+    'numpy'
+    """
+    return _to(x, "numpy")

@@ -1,0 +1,129 @@
+"""Random arrays whose values depend on the seed and the block, never on placement.
+
+Each block draws from its own counter-based Philox generator, keyed from
+``SeedSequence(seed, spawn_key=block index)``: the same seed and chunks give the same
+array whichever worker computes which block, in whatever order. On a GPU the block is
+made by CuPy's ``Generator(Philox4x3210)`` (set-up costs about a kernel launch, where
+XORWOW initialises a large state per generator); on the CPU by NumPy's ``Philox``.
+CuPy and NumPy streams differ: a seed reproduces an array per backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import dask.array as da
+from dask.array.core import normalize_chunks
+
+from hpcgpu.array._backend import resolve_backend
+
+__all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed"]
+
+
+def block_seed(seed: int, block_id: tuple[int, ...]) -> int:
+    """The 64-bit key of one block, from the array's seed and the block's index.
+
+    Examples
+    --------
+    >>> block_seed(42, (0, 1)) == block_seed(42, (0, 1)) != block_seed(42, (1, 0))
+    True
+    """
+    state = np.random.SeedSequence(seed, spawn_key=tuple(block_id)).generate_state(1, np.uint64)
+    return int(state[0])
+
+
+def _generator(backend: str, key: int):
+    if backend == "cupy":
+        import cupy
+
+        return cupy, cupy.random.Generator(cupy.random.Philox4x3210(key))
+    return np, np.random.Generator(np.random.Philox(key))
+
+
+def _block(backend, seed, method, args, dtype, shape, block_id=None):
+    xp, gen = _generator(backend, block_seed(seed, block_id))
+    if method == "normal":
+        loc, scale = args
+        out = gen.standard_normal(size=shape, dtype=dtype)
+        if scale != 1:
+            out *= scale  # in place: no second chunk-sized allocation
+        if loc != 0:
+            out += loc
+        return out
+    if method == "uniform":
+        low, high = args
+        out = gen.random(size=shape, dtype=dtype)
+        if (low, high) != (0.0, 1.0):
+            out *= high - low
+            out += low
+        return out
+    low, high = args
+    return gen.integers(low, high, size=shape, dtype=dtype)
+
+
+def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
+    backend = resolve_backend("array", backend)
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % 2**63)
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    chunks = normalize_chunks(chunks, shape, dtype=np.dtype(dtype))
+    xp = __import__(backend)
+
+    def func(block_id=None):
+        # block_id only: block_info would add a per-block dict to every task
+        block_shape = tuple(c[i] for c, i in zip(chunks, block_id))
+        return _block(backend, seed, method, args, dtype, block_shape, block_id)
+
+    func.__name__ = f"hpcgpu_{method}"  # task names show the distribution
+    return da.map_blocks(func, chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
+                         name=f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}")
+
+
+def normal(loc=0.0, scale=1.0, size=None, *, chunks="auto", dtype="float64", seed=None,
+           backend=None) -> da.Array:
+    """Normally distributed values.
+
+    Examples
+    --------
+    >>> x = normal(10, 1, size=(400, 400), chunks=(100, 100), seed=0, backend="cpu")
+    >>> round(float(x.mean().compute()), 1)
+    10.0
+    """
+    return _make("normal", (float(loc), float(scale)), size, chunks, dtype, seed, backend)
+
+
+def standard_normal(size=None, *, chunks="auto", dtype="float64", seed=None, backend=None) -> da.Array:
+    """``normal(0, 1, size)``."""
+    return normal(0.0, 1.0, size, chunks=chunks, dtype=dtype, seed=seed, backend=backend)
+
+
+def uniform(low=0.0, high=1.0, size=None, *, chunks="auto", dtype="float64", seed=None,
+            backend=None) -> da.Array:
+    """Values uniform in ``[low, high)``.
+
+    Examples
+    --------
+    >>> x = uniform(2, 3, size=1000, chunks=100, seed=1, backend="cpu").compute()
+    >>> bool((x >= 2).all() and (x < 3).all())
+    True
+    """
+    return _make("uniform", (float(low), float(high)), size, chunks, dtype, seed, backend)
+
+
+def random(size=None, *, chunks="auto", dtype="float64", seed=None, backend=None) -> da.Array:
+    """Values uniform in ``[0, 1)``."""
+    return uniform(0.0, 1.0, size, chunks=chunks, dtype=dtype, seed=seed, backend=backend)
+
+
+def integers(low, high=None, size=None, *, chunks="auto", dtype="int64", seed=None,
+             backend=None) -> da.Array:
+    """Integers in ``[low, high)`` (``[0, low)`` when ``high`` is None).
+
+    Examples
+    --------
+    >>> sorted(set(integers(3, size=300, chunks=100, seed=2, backend="cpu").compute().tolist()))
+    [0, 1, 2]
+    """
+    if high is None:
+        low, high = 0, low
+    return _make("integers", (int(low), int(high)), size, chunks, dtype, seed, backend)

@@ -1,0 +1,132 @@
+"""hpcgpu.array / hpcgpu.dataframe on the CPU path (NumPy/pandas), and on a GPU when marked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+
+import dask
+import dask.array as da
+
+import hpcgpu.array as ha
+import hpcgpu.dataframe as hd
+from hpcgpu.array._backend import cuda_device_count
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _draw(seed=7, chunks=(30, 40)):
+    return ha.random.normal(10, 2, size=(90, 80), chunks=chunks, seed=seed, backend="cpu")
+
+
+def test_random_is_reproducible_whatever_the_placement(client):
+    reference = _draw().compute(scheduler="sync")
+    assert np.array_equal(_draw().compute(scheduler="threads"), reference)
+    assert np.array_equal(client.compute(_draw()).result(), reference)
+    # blocks computed one by one, in reverse order, on named workers
+    workers = list(client.scheduler_info()["workers"])
+    x = _draw()
+    blocks = {}
+    for n, key in enumerate(reversed(list(dask.core.flatten(x.__dask_keys__())))):
+        blocks[key] = client.compute(x.blocks[key[1:]], workers=[workers[n % 2]]).result()
+    assert np.array_equal(np.block([[blocks[(x.name, i, j)] for j in range(2)] for i in range(3)]),
+                          reference)
+
+
+def test_random_differs_by_seed_and_block():
+    a, b = _draw(seed=1).compute(), _draw(seed=2).compute()
+    assert not np.array_equal(a, b)
+    assert not np.array_equal(a[:30, :40], a[30:60, :40])
+    assert abs(a.mean() - 10) < 0.2 and abs(a.std() - 2) < 0.2
+
+
+def test_other_distributions():
+    u = ha.random.uniform(-1, 1, size=10_000, chunks=1000, seed=0, backend="cpu").compute()
+    assert u.min() >= -1 and u.max() < 1 and abs(u.mean()) < 0.05
+    r = ha.random.random(size=(100, 100), chunks=50, seed=0, backend="cpu")
+    assert 0.45 < float(r.mean().compute()) < 0.55
+    i = ha.random.integers(5, 9, size=1000, chunks=100, seed=0, backend="cpu").compute()
+    assert set(np.unique(i)) == {5, 6, 7, 8} and i.dtype == np.int64
+    s = ha.random.standard_normal(size=(2000,), chunks=500, seed=3, backend="cpu", dtype="float32")
+    assert s.dtype == np.float32 and s.compute().dtype == np.float32
+
+
+def test_dask_array_api_works_on_the_collections(client):
+    x = ha.random.random((600, 40), chunks=(100, 40), seed=5, backend="cpu")
+    ref = x.compute()
+    u, s, v = da.linalg.svd(x)
+    np.testing.assert_allclose(client.compute(s).result(), np.linalg.svd(ref, compute_uv=False))
+    q, r = da.linalg.qr(x)
+    np.testing.assert_allclose(client.compute(q @ r).result(), ref, atol=1e-10)
+    np.testing.assert_allclose(float(x.std().compute()), ref.std())
+    np.testing.assert_allclose(client.compute(x.T.dot(x)).result(), ref.T @ ref)
+    a = ha.arange(0, 100, chunks=10, backend="cpu")
+    assert a.map_blocks(lambda b: b * 2).sum().compute() == 9900
+    assert float(ha.full((10, 10), 3.0, chunks=5, backend="cpu")[::2, 1:].sum().compute()) == 135
+    assert ha.zeros((4,), chunks=2, backend="cpu").compute().tolist() == [0, 0, 0, 0]
+    f = ha.from_array(ref, chunks=(200, 20), backend="cpu")
+    assert f.chunks == ((200, 200, 200), (20, 20)) and np.array_equal(f.compute(), ref)
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="checks the error on a machine without a GPU")
+def test_gpu_backend_without_gpu_says_what_to_do():
+    with pytest.raises(ValueError, match=r"backend='gpu' for hpcgpu.array needs cupy.*backend='cpu'"):
+        ha.ones((3,), backend="gpu")
+    with pytest.raises(ValueError, match="hpcgpu.dataframe needs cudf"):
+        hd.asgpu(hd.timeseries(end="2000-01-02", backend="cpu"))
+    assert ha.backend_of(ha.ones(3)) == "numpy"  # auto falls back
+
+
+def test_dataframe_operations_match_pandas(client, tmp_path):
+    df = hd.timeseries(end="2000-01-04", freq="10s", seed=1, backend="cpu")
+    pdf = df.compute()
+    got = client.compute(df.groupby(["id", "name"]).agg({"x": ["sum", "mean"]})).result()
+    pd.testing.assert_frame_equal(got.sort_index(), pdf.groupby(["id", "name"]).agg({"x": ["sum", "mean"]}).sort_index())
+    other = hd.from_pandas(pd.DataFrame({"name": sorted(pdf.name.unique()), "n": range(pdf.name.nunique())}),
+                           npartitions=2, backend="cpu")
+    merged = client.compute(df.merge(other, on="name").n.sum()).result()
+    assert merged == pdf.merge(other.compute(), on="name").n.sum()
+    shuffled = df.shuffle("id").map_partitions(lambda p: p.id.nunique()).compute()
+    assert shuffled.sum() == pdf.id.nunique()  # each id lives in exactly one partition
+    rolled = df.map_partitions(lambda p: p.sort_values("id")[["x", "y"]].rolling(3).mean()).compute()
+    assert len(rolled) == len(pdf)
+    pdf.iloc[:1000].to_csv(tmp_path / "a.csv")
+    pdf.iloc[:1000].to_parquet(tmp_path / "a.parquet")
+    assert len(hd.read_csv(str(tmp_path / "a.csv"), backend="cpu")) == 1000
+    assert hd.read_parquet(str(tmp_path / "a.parquet"), backend="cpu").x.sum().compute() == pytest.approx(pdf.iloc[:1000].x.sum())
+
+
+@pytest.mark.gpu
+def test_gpu_collections_round_trip_and_agree_with_cpu():
+    import cupy
+
+    cpu = ha.arange(0, 10_000, chunks=1000, backend="cpu", dtype="float64").reshape(100, 100)
+    gpu = ha.asgpu(cpu)
+    assert isinstance(gpu._meta, cupy.ndarray) and isinstance(gpu.blocks[0].compute(), cupy.ndarray)
+    back = ha.ascpu((gpu * 2).T)
+    np.testing.assert_array_equal(back.compute(), (cpu * 2).T.compute())
+    x = ha.random.normal(10, 1, size=(4000, 4000), chunks=1000, seed=0, backend="gpu")
+    a, b = x.compute(), x.compute()
+    assert isinstance(a, cupy.ndarray) and bool((a == b).all())
+    np.testing.assert_allclose(float(ha.ascpu(x).sum().compute()), float(a.sum()), rtol=1e-12)
+    np.testing.assert_allclose(ha.ascpu(da.linalg.svd(ha.asgpu(cpu[:, :50]))[1]).compute(),
+                               da.linalg.svd(cpu[:, :50])[1].compute(), rtol=1e-8)
+
+
+@pytest.mark.gpu
+def test_gpu_dataframe_round_trip_and_groupby_agrees():
+    pytest.importorskip("cudf")
+    cpu = hd.timeseries(end="2000-01-03", seed=2, backend="cpu")
+    gpu = hd.asgpu(cpu)
+    assert hd.backend_of(gpu) == "cudf"
+    agg = {"x": ["sum", "mean"]}
+    got = hd.ascpu(gpu.groupby(["id", "name"]).agg(agg)).compute().sort_index()
+    pd.testing.assert_frame_equal(got, cpu.groupby(["id", "name"]).agg(agg).compute().sort_index(),
+                                  check_exact=False, rtol=1e-9)
