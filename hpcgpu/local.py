@@ -86,14 +86,16 @@ class LocalGPUCluster(SpecCluster):
                              f"({','.join(self.gpus)}): ask for at most {len(self.gpus)}")
         self._setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
                                device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
-        self._worker_options = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
+        self._worker_options: dict = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
                                     protocol=protocol, interface=interface, security=security,
                                     dashboard_address=None)
         scheduler = {"cls": Scheduler, "options": dict(
             port=0, protocol=protocol, interface=interface, security=security,
-            dashboard_address=dashboard_address)}
+            dashboard=dashboard_address is not None, dashboard_address=dashboard_address)}
         workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
+        if silence_logs is not None:
+            self._worker_options["silence_logs"] = silence_logs
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,
                          security=security, **extra, **kwargs)
 

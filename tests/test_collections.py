@@ -130,3 +130,21 @@ def test_gpu_dataframe_round_trip_and_groupby_agrees():
     got = hd.ascpu(gpu.groupby(["id", "name"]).agg(agg)).compute().sort_index()
     pd.testing.assert_frame_equal(got, cpu.groupby(["id", "name"]).agg(agg).compute().sort_index(),
                                   check_exact=False, rtol=1e-9)
+
+
+def test_generated_trees_fuse_into_few_tasks_with_the_same_result(client):
+    from hpcgpu.array.optimization import optimize
+
+    x = ha.random.normal(10, 1, size=(320, 320), chunks=(10, 10), seed=3, backend="cpu")
+    y = (x + 1)[::2, ::2].sum()
+    assert dask.config.get("array_optimize") is optimize  # installed by importing hpcgpu.array
+    with dask.config.set({"hpcgpu.array.fuse-width": 0}):
+        plain_tasks = len(dict(dask.optimize(y)[0].__dask_graph__()))
+        reference = y.compute(scheduler="sync")
+    fused_tasks = len(dict(dask.optimize(y)[0].__dask_graph__()))
+    assert plain_tasks > 1300 and fused_tasks < plain_tasks // 10
+    assert client.compute(y).result() == reference  # same blocks, same order of additions per block
+    s = da.linalg.svd(ha.random.random((4000, 20), chunks=(10, 20), seed=1, backend="cpu"))[1]
+    with dask.config.set({"hpcgpu.array.fuse-width": 0}):
+        expected = s.compute()
+    np.testing.assert_allclose(client.compute(s).result(), expected)
