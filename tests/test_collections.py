@@ -148,3 +148,20 @@ def test_generated_trees_fuse_into_few_tasks_with_the_same_result(client):
     with dask.config.set({"hpcgpu.array.fuse-width": 0}):
         expected = s.compute()
     np.testing.assert_allclose(client.compute(s).result(), expected)
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("array-sum", dict(n=400, chunk=100)), ("svd", dict(rows=1000, cols=20, chunk=20)),
+    ("groupby", dict(days=1, freq="60s")), ("rolling", dict(days=1, freq="60s")),
+    ("many-fits", dict(rows=500, cols=5)), ("transpose-sum", dict(n=200, chunk=50)),
+])
+def test_every_reference_workload_runs_on_the_distributed_scheduler(client, name, kwargs):
+    from hpcgpu import workloads
+
+    timing = workloads.run(workloads.WORKLOADS[name](**kwargs, backend="cpu"), client)
+    local = workloads.run(workloads.WORKLOADS[name](**kwargs, backend="cpu"))
+    assert timing.seconds > 0 and timing.workload.nbytes > 0
+    if name == "groupby":
+        pd.testing.assert_frame_equal(timing.result.sort_index(), local.result.sort_index())
+    else:
+        np.testing.assert_allclose(np.asarray(timing.result, dtype=float), np.asarray(local.result, dtype=float))
