@@ -41,6 +41,16 @@ class WorkerCommand:
         With ``launcher="direct"``: processes to spawn, one per GPU.
     launcher : str
         The launcher that started it; ``direct`` makes the entry point spawn.
+    rmm_pool_size : str or None
+        RMM pool per GPU: ``auto`` (the worker's default: 90 % of the device), a size
+        (``40GB``), a fraction (``0.9``) or ``none``.
+    rmm_async : bool
+        CUDA's stream-ordered allocator instead of an RMM pool.
+    device_memory_limit : str or None
+        Device memory held before spilling to host: ``auto`` (the default: 80 %), a size,
+        a fraction or ``none``.
+    cpu_affinity : bool
+        Pin each worker to the CPU cores near its GPU (within the job's cpuset).
     extra : tuple of str
         More ``dask worker``-style arguments passed through.
 
@@ -51,6 +61,12 @@ class WorkerCommand:
     >>> " ".join(cmd.argv("python3"))  # doctest: +NORMALIZE_WHITESPACE
     'python3 -m hpcgpu.worker tls://10.0.0.1:8786 --name job-3 --nthreads 2 --memory-limit auto
      --death-timeout 120 --tls-ca-file ca.pem --tls-cert c.pem --tls-key k.pem'
+    >>> WorkerCommand(scheduler="tcp://h:1", rmm_pool_size="0.8", device_memory_limit="40GB").argv("p")[-4:]
+    ['--rmm-pool-size', '0.8', '--device-memory-limit', '40GB']
+    >>> WorkerCommand(scheduler="tcp://h:1", rmm_pool_size="big")
+    Traceback (most recent call last):
+    ...
+    ValueError: rmm_pool_size='big' is not a size: give bytes ('40GB'), a fraction of device memory ('0.9'), 'auto' or 'none'
     """
 
     scheduler: str | None = None
@@ -68,6 +84,10 @@ class WorkerCommand:
     lifetime: int | None = None
     gpus_per_node: int | None = None
     launcher: str | None = None
+    rmm_pool_size: str | None = None
+    rmm_async: bool = False
+    device_memory_limit: str | None = None
+    cpu_affinity: bool = True
     extra: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -75,6 +95,10 @@ class WorkerCommand:
             raise ValueError("give exactly one of scheduler (an address) and scheduler_file")
         if self.nthreads < 1:
             raise ValueError(f"nthreads={self.nthreads!r} must be at least 1")
+        from hpcgpu.worker.gpusetup import GPUSetup  # validates the two sizes
+
+        GPUSetup(rmm_pool_size=self.rmm_pool_size or "auto",
+                 device_memory_limit=self.device_memory_limit or "auto")
 
     def argv(self, python: str) -> list[str]:
         """The full argv, starting with the ``python`` executable."""
@@ -94,8 +118,12 @@ class WorkerCommand:
             ("--lifetime", self.lifetime),
             ("--launcher", self.launcher),
             ("--gpus-per-node", self.gpus_per_node),
+            ("--rmm-pool-size", self.rmm_pool_size),
+            ("--device-memory-limit", self.device_memory_limit),
         ]
         for flag, value in options:
             if value is not None:
                 argv += [flag, str(value)]
+        argv += ["--rmm-async"] if self.rmm_async else []
+        argv += [] if self.cpu_affinity else ["--no-cpu-affinity"]
         return argv + list(self.extra)

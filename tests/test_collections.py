@@ -130,3 +130,38 @@ def test_gpu_dataframe_round_trip_and_groupby_agrees():
     got = hd.ascpu(gpu.groupby(["id", "name"]).agg(agg)).compute().sort_index()
     pd.testing.assert_frame_equal(got, cpu.groupby(["id", "name"]).agg(agg).compute().sort_index(),
                                   check_exact=False, rtol=1e-9)
+
+
+def test_generated_trees_fuse_into_few_tasks_with_the_same_result(client):
+    from hpcgpu.array.optimization import optimize
+
+    x = ha.random.normal(10, 1, size=(320, 320), chunks=(10, 10), seed=3, backend="cpu")
+    y = (x + 1)[::2, ::2].sum()
+    assert dask.config.get("array_optimize") is optimize  # installed by importing hpcgpu.array
+    with dask.config.set({"hpcgpu.array.fuse-width": 0}):
+        plain_tasks = len(dict(dask.optimize(y)[0].__dask_graph__()))
+        reference = y.compute(scheduler="sync")
+    fused_tasks = len(dict(dask.optimize(y)[0].__dask_graph__()))
+    assert plain_tasks > 1300 and fused_tasks < plain_tasks // 10
+    assert client.compute(y).result() == reference  # same blocks, same order of additions per block
+    s = da.linalg.svd(ha.random.random((4000, 20), chunks=(10, 20), seed=1, backend="cpu"))[1]
+    with dask.config.set({"hpcgpu.array.fuse-width": 0}):
+        expected = s.compute()
+    np.testing.assert_allclose(client.compute(s).result(), expected)
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("array-sum", dict(n=400, chunk=100)), ("svd", dict(rows=1000, cols=20, chunk=20)),
+    ("groupby", dict(days=1, freq="60s")), ("rolling", dict(days=1, freq="60s")),
+    ("many-fits", dict(rows=500, cols=5)), ("transpose-sum", dict(n=200, chunk=50)),
+])
+def test_every_reference_workload_runs_on_the_distributed_scheduler(client, name, kwargs):
+    from hpcgpu import workloads
+
+    timing = workloads.run(workloads.WORKLOADS[name](**kwargs, backend="cpu"), client)
+    local = workloads.run(workloads.WORKLOADS[name](**kwargs, backend="cpu"))
+    assert timing.seconds > 0 and timing.workload.nbytes > 0
+    if name == "groupby":
+        pd.testing.assert_frame_equal(timing.result.sort_index(), local.result.sort_index())
+    else:
+        np.testing.assert_allclose(np.asarray(timing.result, dtype=float), np.asarray(local.result, dtype=float))

@@ -51,3 +51,25 @@ def test_direct_worker_spawns_one_pinned_worker_per_gpu():
             proc.terminate()
             proc.wait(30)
         wait_for(lambda: not client.scheduler_info()["workers"], 30, what="workers to leave")
+
+
+def test_worker_gpu_options_are_validated_and_recorded():
+    bad = subprocess.run([sys.executable, "-m", "hpcgpu.worker", "tcp://127.0.0.1:1", "--rmm-pool-size", "huge"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "rmm_pool_size='huge' is not a size" in bad.stderr
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, Client(cluster) as client:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "w",
+             "--rmm-pool-size", "0.5", "--device-memory-limit", "none", "--no-cpu-affinity",
+             "--death-timeout", "30"], env=dict(os.environ, CUDA_VISIBLE_DEVICES="", SLURM_JOB_ID=""))
+        try:
+            client.wait_for_workers(1, timeout=60)
+            env = client.run(lambda: {k: v for k, v in os.environ.items() if k.startswith("HPCGPU_")})
+            (worker_env,) = env.values()
+            assert worker_env["HPCGPU_RMM_POOL_SIZE"] == "0.5" and worker_env["HPCGPU_CPU_AFFINITY"] == "0"
+            kind = client.run(lambda dask_worker: (type(dask_worker).__name__, dask_worker.hpcgpu_setup))
+            assert list(kind.values()) == [("GPUWorker", {"allocator": None, "device_memory_limit": None,
+                                                          "cpu_affinity": None})]
+        finally:
+            proc.terminate()
+            proc.wait(30)

@@ -12,10 +12,17 @@ Examples
 11
 """
 
-from hpcgpu.array import random
+import dask
+
+from hpcgpu.array import optimization, random
 from hpcgpu.array._backend import resolve_backend
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
 
-__all__ = ["random", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
+# Fewer tasks for reductions over generated data (see hpcgpu.array.optimization); a user's
+# own array_optimize wins, and hpcgpu.array.fuse-width=0 turns the pass off.
+if dask.config.get("array_optimize", None) is None:
+    dask.config.set(array_optimize=optimization.optimize)
+
+__all__ = ["random", "optimization", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
            "backend_of", "resolve_backend"]

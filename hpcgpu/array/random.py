@@ -68,15 +68,16 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     shape = (size,) if isinstance(size, int) else tuple(size)
     chunks = normalize_chunks(chunks, shape, dtype=np.dtype(dtype))
     xp = __import__(backend)
-
-    def func(block_id=None):
-        # block_id only: block_info would add a per-block dict to every task
-        block_shape = tuple(c[i] for c, i in zip(chunks, block_id))
-        return _block(backend, seed, method, args, dtype, block_shape, block_id)
-
-    func.__name__ = f"hpcgpu_{method}"  # task names show the distribution
-    return da.map_blocks(func, chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
+    # a module-level function (pickled by reference) with plain arguments: each task ships
+    # a few hundred bytes instead of a closure
+    return da.map_blocks(_make_block, backend, seed, method, args, np.dtype(dtype).str, chunks,
+                         chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
                          name=f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}")
+
+
+def _make_block(backend, seed, method, args, dtype, chunks, block_id=None):
+    shape = tuple(c[i] for c, i in zip(chunks, block_id))
+    return _block(backend, seed, method, args, dtype, shape, block_id)
 
 
 def normal(loc=0.0, scale=1.0, size=None, *, chunks="auto", dtype="float64", seed=None,

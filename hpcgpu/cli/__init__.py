@@ -13,6 +13,7 @@ SUBCOMMANDS = [
     ("jobscript", "hpcgpu.cli.jobscript", "jobscript"),
     ("run", "hpcgpu.cli.run", "run"),
     ("bench", "hpcgpu.cli.bench", "bench"),
+    ("demo", "hpcgpu.cli.demo", "demo"),
 ]
 
 

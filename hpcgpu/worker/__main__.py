@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.placement import JOB_ID_VARIABLES, placement_from_env
 
 __all__ = ["main"]
@@ -31,7 +32,8 @@ def _dask_worker_argv(scheduler, options: dict, name: str, extra: tuple[str, ...
         if options.get(key) is not None:
             argv += [flag, str(options[key])]
     argv += ["--name", name, "--nworkers", "1", "--resources", "GPU=1", "--no-dashboard",
-             "--preload", "hpcgpu.worker.preload"]
+             "--preload", "hpcgpu.worker.preload",
+             "--worker-class", "hpcgpu.worker.gpuworker.GPUWorker"]
     return argv + list(extra)
 
 
@@ -87,11 +89,25 @@ def _without_launcher(argv: list[str]) -> list[str]:
 @click.option("--lifetime", default=None)
 @click.option("--launcher", default=None)
 @click.option("--gpus-per-node", type=int, default=None)
+@click.option("--rmm-pool-size", default="auto", show_default=True,
+              help="RMM pool: auto (90% of the GPU), a size (40GB), a fraction (0.9) or none.")
+@click.option("--rmm-async", is_flag=True, help="cudaMallocAsync instead of an RMM pool.")
+@click.option("--device-memory-limit", default="auto", show_default=True,
+              help="Spill device memory to host beyond this: auto (80%), a size, a fraction or none.")
+@click.option("--cpu-affinity/--no-cpu-affinity", default=True, show_default=True,
+              help="Pin to the CPU cores near the GPU (within the allowed cpuset).")
 @click.pass_context
-def main(ctx: click.Context, scheduler, launcher, gpus_per_node, **options) -> None:
+def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, rmm_async,
+         device_memory_limit, cpu_affinity, **options) -> None:
     """Start one Dask worker pinned to this process's GPU."""
     if scheduler is None and options["scheduler_file"] is None:
         raise click.UsageError("give the scheduler address or --scheduler-file")
+    try:
+        setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
+                         device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+    os.environ.update(setup.to_env())
     if launcher == "direct" and (gpus_per_node or 1) > 1:
         sys.exit(_spawn_per_gpu(gpus_per_node))
     place = placement_from_env(options.pop("name"))

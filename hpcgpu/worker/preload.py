@@ -28,6 +28,7 @@ def dask_setup(worker) -> None:
         hostname=os.uname().nodename,
         gpu_present=info.get("uuid") is not None,
     )
+    info.update(getattr(worker, "hpcgpu_setup", {}))  # set by GPUWorker
     worker.startup_information["hpcgpu"] = lambda w: info
     worker.hpcgpu = info
     if info["gpu_present"]:

@@ -1,0 +1,233 @@
+"""GPU performance of hpcgpu beside its references, in one run (issue 5, item 6).
+
+For 1 and 4 GPUs (as many as there are): array-sum (2 TB: 500000 x 500000 float64 in
+10000 x 10000 chunks) on hpcgpu's GPU workers through the real distributed scheduler
+(fused graph; and unfused), the no-op graph of the same shape, the same code on dask-cuda's
+LocalCUDACluster, dask's own CuPy random on LocalCUDACluster, and a bare CuPy loop over
+the same chunks; groupby over one year at 1 s (cuDF, when importable); svd of
+300000 x 1000 in 1000 x 1000 chunks; the cost of one chunk's generator set-up.
+
+Writes ``$OUT/gpu_perf.json`` (every measurement) and ``$OUT/gpu_perf.md`` (tables).
+
+    python benchmarks/gpu_perf.py                 # on the GPU machine
+    python benchmarks/gpu_perf.py --smoke         # tiny sizes, any machine (CPU: numpy)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from contextlib import contextmanager
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+from distributed import Client  # noqa: E402
+
+import hpcgpu.array as ha  # noqa: E402
+from hpcgpu import workloads as W  # noqa: E402
+from hpcgpu.array._backend import cuda_device_count, module_usable  # noqa: E402
+from hpcgpu.local import LocalGPUCluster  # noqa: E402
+
+ROWS: list[dict] = []
+OUT = os.environ.get("OUT", ".")
+
+
+def record(group: str, case: str, gpus: int, seconds: float | None, **extra) -> None:
+    row = dict(group=group, case=case, gpus=gpus, seconds=seconds, **extra)
+    ROWS.append(row)
+    shown = "n/a" if seconds is None else f"{seconds:8.3f} s"
+    print(f"[{group}] {case:<58} gpus={gpus} {shown} {extra.get('note', '')}", flush=True)
+    with open(os.path.join(OUT, "gpu_perf.json"), "w") as handle:  # partial results survive a kill
+        json.dump(ROWS, handle, indent=1)
+
+
+def timed(func, repeat: int = 2):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = func()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def array_sum_graph(n, chunk, backend, noop=False):
+    if noop:  # same 50 x 50 block grid and reduction tree, 2 x 2 NumPy blocks
+        n, chunk, backend = 2 * (n // chunk), 2, "cpu"
+    x = ha.random.normal(10, 1, size=(n, n), chunks=(chunk, chunk), seed=0, backend=backend)
+    return (x + 1)[::2, ::2].sum()
+
+
+def ntasks(collection) -> int:
+    return len(dict(dask.optimize(collection)[0].__dask_graph__()))
+
+
+@contextmanager
+def cluster(kind: str, gpus: int, threads: int = 1):
+    devices = [str(i) for i in range(gpus)]
+    if kind == "hpcgpu":
+        c = LocalGPUCluster(n_workers=gpus if cuda_device_count() else 1, gpus=devices if cuda_device_count() else [],
+                            threads_per_worker=threads, dashboard_address=None, silence_logs=40)
+    else:
+        from dask_cuda import LocalCUDACluster
+
+        c = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, threads_per_worker=threads,
+                             dashboard_address=None, silence_logs=40)
+    with c, Client(c) as client:
+        client.wait_for_workers(len(c.worker_spec), timeout=300)
+        yield client
+
+
+def array_sum_runs(client, label: str, gpus: int, n: int, chunk: int, backend: str, fused_too: bool):
+    """The workload and its no-op twin, fused (hpcgpu's default) and, if asked, unfused."""
+    widths = (16, 0) if fused_too else (16,)
+    for width in widths:
+        with dask.config.set({"hpcgpu.array.fuse-width": width}):
+            tag = "fused" if width else "unfused"
+            graph = array_sum_graph(n, chunk, backend)
+            client.compute(array_sum_graph(n // 10, chunk, backend)).result()  # warm: kernels, pool
+            seconds, _ = timed(lambda: client.compute(array_sum_graph(n, chunk, backend)).result(), 2 if width else 1)
+            record("array-sum", f"{label}, {tag} graph", gpus, seconds, tasks=ntasks(graph), nbytes=n * n * 8,
+                   gbps=n * n * 8 / seconds / 1e9)
+            noop = array_sum_graph(n, chunk, backend, noop=True)
+            seconds, _ = timed(lambda: client.compute(array_sum_graph(n, chunk, backend, noop=True)).result())
+            record("array-sum", f"no-op graph of the same shape on {label}, {tag}", gpus, seconds, tasks=ntasks(noop))
+
+
+def bare_cupy_loop(n: int, chunk: int, backend: str) -> float:
+    """No Dask: the same per-chunk function over the same chunks, on one device."""
+    from hpcgpu.array.random import _block
+
+    xp = __import__("cupy" if backend == "cupy" else "numpy")
+
+    def run():
+        total = xp.zeros((), dtype="float64")
+        for i in range(n // chunk):
+            for j in range(n // chunk):
+                block = _block(backend, 0, "normal", (10.0, 1.0), "float64", (chunk, chunk), (i, j))
+                total += (block + 1)[::2, ::2].sum()
+        return float(total)
+
+    seconds, _ = timed(run, 2)
+    return seconds
+
+
+def chunk_setup_costs(chunk: int) -> None:
+    if not module_usable("cupy"):
+        return
+    import cupy
+
+    shape = (chunk, chunk)
+    makers = {
+        "Philox4x3210 Generator, fresh per chunk (hpcgpu)":
+            lambda k: cupy.random.Generator(cupy.random.Philox4x3210(k)).standard_normal(shape),
+        "XORWOW Generator, fresh per chunk (dask default_rng)":
+            lambda k: cupy.random.Generator(cupy.random.XORWOW(k)).standard_normal(shape),
+        "RandomState, fresh per chunk (blog code)":
+            lambda k: cupy.random.RandomState(k).normal(10, 1, shape),
+    }
+    for name, make in makers.items():
+        make(1)
+        cupy.cuda.Device().synchronize()
+        start = time.perf_counter()
+        for k in range(20):
+            (make(k) + 1)[::2, ::2].sum()
+        cupy.cuda.Device().synchronize()
+        record("chunk", f"{name} + slice + sum", 1, (time.perf_counter() - start) / 20)
+
+
+def section_array_sum(args, gpu_counts, backend):
+    n, chunk = args.n, args.chunk
+    chunk_setup_costs(chunk)
+    if backend == "cupy" or args.smoke:
+        record("array-sum", "bare CuPy loop over the same chunks (no Dask)", 1, bare_cupy_loop(n, chunk, backend))
+    for gpus in gpu_counts:
+        for threads in ((1, 2) if gpus == 1 else (args.threads,)):
+            with cluster("hpcgpu", gpus, threads) as client:
+                array_sum_runs(client, f"hpcgpu LocalGPUCluster, {threads} thread(s)/worker", gpus, n, chunk,
+                               backend, fused_too=gpus == 1 and threads == 1)
+        if args.dask_cuda:
+            with cluster("dask-cuda", gpus) as client:
+                array_sum_runs(client, "dask-cuda LocalCUDACluster", gpus, n, chunk, backend, fused_too=False)
+                with dask.config.set({"array.backend": "cupy", "hpcgpu.array.fuse-width": 0}):
+                    rng = da.random.default_rng(0)
+                    expr = lambda: (rng.normal(10, 1, size=(n, n), chunks=(chunk, chunk)) + 1)[::2, ::2].sum()  # noqa: E731
+                    seconds, _ = timed(lambda: client.compute(expr()).result(), 1)
+                record("array-sum", "dask-cuda LocalCUDACluster, dask's own CuPy default_rng (XORWOW)", gpus,
+                       seconds, tasks=ntasks(expr()))
+
+
+def section_groupby(args, backend_df):
+    for kind in ("hpcgpu",) + (("dask-cuda",) if args.dask_cuda else ()):
+        with cluster(kind, 1) as client:
+            timing = W.run(W.groupby(args.days, "1s", backend=backend_df), client, repeat=3)
+            record("groupby", f"{kind}: groupby(['id','name']).agg(x: sum, mean), {timing.workload.size}",
+                   1, timing.seconds, backend=timing.workload.backend)
+
+
+def section_svd(args, backend):
+    for kind in ("hpcgpu",) + (("dask-cuda",) if args.dask_cuda else ()):
+        with cluster(kind, 1) as client:
+            timing = W.run(W.svd(args.svd_rows, 1000 if not args.smoke else 50,
+                                 1000 if not args.smoke else 50, backend=backend), client, repeat=2)
+            record("svd", f"{kind}: da.linalg.svd {timing.workload.size}", 1, timing.seconds)
+
+
+def markdown() -> str:
+    lines = ["| group | case | GPUs | seconds | tasks | note |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    for r in ROWS:
+        sec = "n/a" if r["seconds"] is None else f"{r['seconds']:.3f}"
+        lines.append(f"| {r['group']} | {r['case']} | {r['gpus']} | {sec} | {r.get('tasks', '')} | {r.get('note', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script")
+    parser.add_argument("--gpus", default="1,4", help="GPU counts to run (default 1,4)")
+    parser.add_argument("--threads", type=int, default=1, help="threads per worker for the multi-GPU runs")
+    parser.add_argument("--no-dask-cuda", dest="dask_cuda", action="store_false")
+    parser.add_argument("--only", default="array-sum,groupby,svd")
+    args = parser.parse_args()
+    args.n, args.chunk = (500_000, 10_000) if not args.smoke else (2_000, 100)
+    args.days, args.svd_rows = (365, 300_000) if not args.smoke else (2, 5_000)
+    os.makedirs(OUT, exist_ok=True)
+    available = cuda_device_count()
+    backend = "cupy" if available else "numpy"
+    backend_df = "cudf" if module_usable("cudf") else "pandas"
+    if available == 0 and not args.smoke:
+        sys.exit("no GPU visible: run with --smoke to check the script on a CPU machine")
+    args.dask_cuda = args.dask_cuda and available > 0
+    gpu_counts = [g for g in map(int, args.gpus.split(",")) if g <= max(available, 1)]
+    record("machine", f"{platform.node()} {_gpu_name()} x{available}; python {platform.python_version()}; "
+           f"dask {dask.__version__}", available, None)
+    started = time.perf_counter()
+    only = args.only.split(",")
+    if "array-sum" in only:
+        section_array_sum(args, gpu_counts, backend)
+    if "groupby" in only:
+        section_groupby(args, backend_df)
+    if "svd" in only:
+        section_svd(args, backend)
+    with open(os.path.join(OUT, "gpu_perf.md"), "w") as handle:
+        handle.write(markdown())
+    print(markdown())
+    print(f"total {time.perf_counter() - started:.0f} s; wrote {OUT}/gpu_perf.json and {OUT}/gpu_perf.md")
+
+
+def _gpu_name() -> str:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    except Exception:
+        return "no GPU"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""``hpcgpu demo``: the reference workloads on whatever this machine or allocation has.
+
+Inside a batch allocation (``DASK_SCHEDULER_ADDRESS`` set, as ``hpcgpu run`` does) it
+connects to that scheduler; otherwise it starts a :class:`~hpcgpu.local.LocalGPUCluster`
+(one worker per GPU, or CPU workers without GPUs). Sizes fit the machine: the GPU sizes
+take seconds on one modern GPU, the CPU sizes about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+import click
+
+__all__ = ["demo", "SIZES", "plan"]
+
+#: (workload, builder keyword arguments) per kind of machine
+SIZES = {
+    "gpu": [("array-sum", dict(n=200_000, chunk=10_000)),
+            ("svd", dict(rows=300_000, cols=1_000, chunk=1_000)),
+            ("groupby", dict(days=30, freq="1s"))],
+    "cpu": [("array-sum", dict(n=10_000, chunk=2_500)),
+            ("svd", dict(rows=20_000, cols=100, chunk=100)),
+            ("groupby", dict(days=7, freq="1s"))],
+}
+
+
+def plan(kind: str, scale: float = 1.0) -> list[tuple[str, dict]]:
+    """The workloads and sizes for ``kind`` (``gpu``/``cpu``), the first dimension scaled.
+
+    Examples
+    --------
+    >>> plan("cpu", 2)[0]
+    ('array-sum', {'n': 20000, 'chunk': 2500})
+    """
+    out = []
+    for name, kwargs in SIZES[kind]:
+        kwargs = dict(kwargs)
+        first = next(iter(kwargs))
+        kwargs[first] = max(1, int(kwargs[first] * scale))
+        out.append((name, kwargs))
+    return out
+
+
+@contextlib.contextmanager
+def _client(scheduler: str | None):
+    from distributed import Client
+
+    address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        with Client(address) as client:
+            yield client, f"scheduler {address}"
+        return
+    from hpcgpu.local import LocalGPUCluster
+
+    with LocalGPUCluster(dashboard_address=None, silence_logs=40) as cluster, Client(cluster) as client:
+        client.wait_for_workers(len(cluster.worker_spec), timeout=120)
+        yield client, "LocalGPUCluster" if cluster.gpus else "local CPU cluster"
+
+
+def _kind(client) -> str:
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    gpu = any(w.get("extra", {}).get("hpcgpu", {}).get("gpu_present") for w in workers)
+    from hpcgpu.array._backend import module_usable
+
+    return "gpu" if gpu and module_usable("cupy") else "cpu"
+
+
+def _table(rows: list[dict]):
+    from rich.table import Table
+
+    table = Table(title="hpcgpu demo")
+    for column in ("workload", "size", "backend", "workers", "seconds", "GB/s"):
+        table.add_column(column, justify="right" if column in ("workers", "seconds", "GB/s") else "left")
+    for r in rows:
+        table.add_row(r["workload"], r["size"], r["backend"], str(r["workers"]),
+                      f"{r['seconds']:.2f}", f"{r['gbps']:.2f}")
+    return table
+
+
+@click.command()
+@click.option("--scheduler", default=None, help="Scheduler address (default: $DASK_SCHEDULER_ADDRESS, else a local cluster).")
+@click.option("--scale", type=float, default=1.0, show_default=True, help="Multiply the first dimension of each size.")
+@click.option("--workload", "names", multiple=True, help="Run only these (array-sum, svd, groupby).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the rows as JSON.")
+def demo(scheduler, scale, names, json_path) -> None:
+    """Run array-sum, svd and groupby on this machine's GPUs (or CPUs) and print a table."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from hpcgpu import workloads
+
+    console = Console()
+    rows = []
+    with _client(scheduler) as (client, where):
+        kind = _kind(client)
+        nworkers = len(client.scheduler_info(n_workers=-1)["workers"])
+        console.print(f"[bold]hpcgpu demo[/]: {nworkers} {kind.upper()} workers ({where})")
+        todo = [(n, kw) for n, kw in plan(kind, scale) if not names or n in names]
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True) as progress:
+            overall = progress.add_task("workloads", total=len(todo))
+            for name, kwargs in todo:
+                progress.update(overall, description=f"{name} {kwargs}")
+                backend = "gpu" if kind == "gpu" else "cpu"
+                if name == "groupby" and kind == "gpu":
+                    from hpcgpu.array._backend import module_usable
+
+                    backend = "gpu" if module_usable("cudf") else "cpu"
+                timing = workloads.run(workloads.WORKLOADS[name](**kwargs, backend=backend), client)
+                w = timing.workload
+                rows.append(dict(workload=w.name, size=w.size, backend=w.backend, workers=nworkers,
+                                 seconds=timing.seconds, gbps=timing.gbps, nbytes=w.nbytes))
+                progress.advance(overall)
+    console.print(_table(rows))
+    if json_path:
+        with open(json_path, "w") as handle:
+            json.dump(rows, handle, indent=1)

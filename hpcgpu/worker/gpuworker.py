@@ -1,0 +1,66 @@
+"""``GPUWorker``: a ``distributed.Worker`` that sets up its GPU before anything runs on it.
+
+The entry point starts ``dask worker --worker-class hpcgpu.worker.gpuworker.GPUWorker``
+and :class:`~hpcgpu.local.LocalGPUCluster` passes the same class to its nannies. It must
+be a worker class rather than a plugin because the device-to-host spilling store is the
+worker's ``data=``, fixed at construction (as in dask-cuda's ``CUDAWorker``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from distributed import Worker
+from distributed.worker_memory import parse_memory_limit
+
+from hpcgpu.worker.gpusetup import GPUSetup, apply_cpu_affinity, device_data, logger, setup_rmm
+
+__all__ = ["GPUWorker", "prepare_gpu"]
+
+
+def _device_total() -> int | None:
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            return None
+        return int(cupy.cuda.runtime.memGetInfo()[1])  # creates this process's CUDA context
+    except Exception:
+        return None
+
+
+def prepare_gpu(setup: GPUSetup, gpu: str | None, worker_kwargs: dict) -> dict:
+    """Affinity, allocator and spilling for this process; fills ``worker_kwargs["data"]``.
+
+    Returns what was done, for the worker's metadata (``WorkerState.extra["hpcgpu"]``).
+    """
+    done: dict = {"allocator": None, "device_memory_limit": None, "cpu_affinity": None}
+    if setup.cpu_affinity:
+        cores = apply_cpu_affinity(gpu)
+        done["cpu_affinity"] = sorted(cores) if cores else None
+    total = _device_total()
+    if total is None:
+        return done
+    done["allocator"] = setup_rmm(setup, total)
+    if worker_kwargs.get("data") is None:
+        host_limit = parse_memory_limit(worker_kwargs.get("memory_limit", "auto"),
+                                        worker_kwargs.get("nthreads") or 1)
+        data = device_data(setup, total, host_limit)
+        if data is not None:
+            worker_kwargs["data"] = data
+            done["device_memory_limit"] = data[1]["device_memory_limit"]
+    logger.info("hpcgpu GPU set-up on %s: %s", gpu, done)
+    return done
+
+
+class GPUWorker(Worker):
+    """A Dask worker that owns one GPU: RMM pool, CuPy on RMM, spilling, CPU affinity.
+
+    Options come from ``HPCGPU_*`` environment variables (:meth:`GPUSetup.from_env`);
+    without a GPU it is a plain ``Worker``.
+    """
+
+    def __init__(self, *args, **kwargs):
+        self.hpcgpu_setup = prepare_gpu(GPUSetup.from_env(), os.environ.get("HPCGPU_GPU") or None,
+                                        kwargs)
+        super().__init__(*args, **kwargs)

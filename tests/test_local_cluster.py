@@ -1,0 +1,80 @@
+"""LocalGPUCluster on this machine (no GPU: the CPU fallback) and, marked gpu, on GPUs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from distributed import Client
+
+from hpcgpu import LocalGPUCluster
+import hpcgpu.array as ha
+
+
+def test_cpu_fallback_runs_the_same_worker_plumbing():
+    with LocalGPUCluster(n_workers=2, gpus=[], dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        info = client.run_on_scheduler(
+            lambda dask_scheduler: sorted((ws.name, ws.extra["hpcgpu"]["local_rank"], ws.extra["hpcgpu"]["gpu_present"],
+                                           ws.extra["hpcgpu"]["allocator"]) for ws in dask_scheduler.workers.values()))
+        host = os.uname().nodename
+        assert [i[1:] for i in info] == [(0, False, None), (1, False, None)]
+        assert {i[0] for i in info} == {f"{host}-0-0", f"{host}-0-1"}
+        assert set(client.run(lambda dask_worker: type(dask_worker).__name__).values()) == {"GPUWorker"}
+        x = ha.random.normal(10, 1, size=(400, 400), chunks=(100, 100), seed=0)
+        assert client.compute(x.sum()).result() == pytest.approx(x.sum().compute(scheduler="sync"))
+        cluster.scale(3)
+        client.wait_for_workers(3, timeout=60)
+
+
+def test_bad_options_fail_before_anything_starts():
+    with pytest.raises(ValueError, match="device_memory_limit='x'"):
+        LocalGPUCluster(device_memory_limit="x", gpus=[])
+    with pytest.raises(ValueError, match="n_workers=3 but only 2 GPUs"):
+        LocalGPUCluster(n_workers=3, gpus=["0", "1"])
+
+
+@pytest.mark.gpu
+def test_one_pinned_worker_per_gpu_with_rmm_and_affinity():
+    import cupy
+
+    n = cupy.cuda.runtime.getDeviceCount()
+    with LocalGPUCluster(dashboard_address=None, rmm_pool_size="2GB") as cluster, Client(cluster) as client:
+        client.wait_for_workers(n, timeout=120)
+
+        def probe():
+            import cupy, rmm
+            from rmm.allocators.cupy import rmm_cupy_allocator
+
+            a = cupy.ones(1000)
+            pci = cupy.cuda.runtime.getDeviceProperties(0)["pciBusID"]
+            return (os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0], pci,
+                    cupy.cuda.get_allocator() is rmm_cupy_allocator,
+                    type(rmm.mr.get_current_device_resource()).__name__, sorted(os.sched_getaffinity(0)),
+                    float(a.sum()))
+
+        seen = client.run(probe)
+        firsts = sorted(v[0] for v in seen.values())
+        assert len(set(firsts)) == n and len({v[1] for v in seen.values()}) == n  # distinct GPUs
+        assert all(v[2] for v in seen.values()), seen  # CuPy allocates from RMM
+        assert all(v[3] == "PoolMemoryResource" for v in seen.values()), seen
+        assert all(set(v[4]) <= os.sched_getaffinity(0) and v[4] for v in seen.values())
+        meta = client.run_on_scheduler(lambda dask_scheduler: [ws.extra["hpcgpu"] for ws in dask_scheduler.workers.values()])
+        assert all(m["gpu_present"] and m["allocator"].startswith("rmm-pool") for m in meta)
+
+
+@pytest.mark.gpu
+def test_computation_larger_than_the_device_memory_limit_spills_and_completes():
+    pytest.importorskip("dask_cuda")
+    with LocalGPUCluster(n_workers=1, dashboard_address=None, rmm_pool_size="none",
+                         device_memory_limit="1GB", memory_limit="32GB") as cluster, Client(cluster) as client:
+        x = ha.random.random((30_000, 20_000), chunks=(2_500, 20_000), seed=1, backend="gpu")  # 4.8 GB
+        x = client.persist(x)
+        total = client.compute(x.sum()).result()
+        assert abs(float(total) / x.size - 0.5) < 1e-3
+
+        def spilled(dask_worker):
+            return len(dask_worker.data.host), len(dask_worker.data.device), type(dask_worker.data).__name__
+
+        host, device, kind = list(client.run(spilled).values())[0]
+        assert kind == "DeviceHostFile" and host > 0 and device <= 3, (host, device, kind)
