@@ -155,6 +155,15 @@ worker_extra_args, scheduler_options, shared_temp_directory
         while len(self.worker_spec) < jobs:
             self.worker_spec.update(self.new_worker_spec())
 
+    def new_worker_spec(self) -> dict:
+        """The next job's spec, under a name never used before in this cluster (a replaced
+        job's workers must not take the names of the dead ones)."""
+        name = self._new_worker_name(self._i)
+        while name in self.worker_spec or name in self._records:
+            self._i += 1
+            name = self._new_worker_name(self._i)
+        return {name: self.new_spec}
+
     async def retire_jobs(self, jobs: list[str]) -> None:
         """Retire every worker of ``jobs`` (their data moves first), then cancel the jobs."""
         for job in jobs:
