@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcgpu.dialects.base import JOB_STATES, Dialect
+from hpcgpu.dialects.base import JOB_STATES, TERMINAL_STATES, Dialect, JobStatus
 from hpcgpu.dialects.lsf import LSFDialect
 from hpcgpu.dialects.pbs import PBSDialect
 from hpcgpu.dialects.sge import SGEDialect
 from hpcgpu.dialects.slurm import SlurmDialect
 
 __all__ = [
-    "DIALECTS", "JOB_STATES", "Dialect", "LSFDialect", "PBSDialect", "SGEDialect",
+    "DIALECTS", "JOB_STATES", "TERMINAL_STATES", "Dialect", "JobStatus", "LSFDialect", "PBSDialect", "SGEDialect",
     "SlurmDialect", "get_dialect",
 ]
 

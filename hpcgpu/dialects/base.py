@@ -11,10 +11,47 @@ from typing import ClassVar
 
 from hpcgpu.resources import GPUJobShape, NodeLimits
 
-__all__ = ["Dialect", "JOB_STATES"]
+__all__ = ["Dialect", "JOB_STATES", "JobStatus", "TERMINAL_STATES"]
 
 #: The states hpcgpu reports, whatever the scheduler calls them.
 JOB_STATES = ("pending", "running", "completing", "completed", "failed", "cancelled", "unknown")
+#: States after which a job holds no resources and runs nothing.
+TERMINAL_STATES = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One job as the batch scheduler's status command reports it.
+
+    Attributes
+    ----------
+    job_id : str
+    state : str
+        One of :data:`JOB_STATES`.
+    nodes : tuple of str
+        Hosts the job runs on (empty while pending).
+    exit_code : int or None
+        Where the status command reports it (PBS, LSF); SLURM and SGE need
+        :meth:`Dialect.exit_code_argv`.
+    reason : str
+        The scheduler's own words for the state (``Resources``, ``NonZeroExitCode``...).
+
+    Examples
+    --------
+    >>> JobStatus("12", "failed", exit_code=1).finished
+    True
+    """
+
+    job_id: str
+    state: str
+    nodes: tuple[str, ...] = ()
+    exit_code: int | None = None
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job has ended, one way or another."""
+        return self.state in TERMINAL_STATES
 
 
 @dataclass(frozen=True)
@@ -55,6 +92,30 @@ class Dialect:
     def check_argv(self, script_path: str) -> list[str] | None:
         """The command that asks the scheduler to check a script without running it, if any."""
         return None
+
+    def status_argv(self, job_ids: list[str]) -> list[str]:
+        """ONE command that reports the state of all ``job_ids`` (finished ones too, where
+        the scheduler keeps them)."""
+        raise NotImplementedError
+
+    def parse_status(self, output: str) -> dict[str, JobStatus]:
+        """Job id -> :class:`JobStatus` from the output of :meth:`status_argv`.
+
+        Jobs the scheduler no longer lists are simply absent.
+        """
+        raise NotImplementedError
+
+    def exit_code_argv(self, job_id: str) -> list[str] | None:
+        """The command that tells a finished job's exit code, when the status does not."""
+        return None
+
+    def parse_exit_code(self, output: str) -> int | None:
+        """The exit code from the output of :meth:`exit_code_argv` (None when not found)."""
+        return None
+
+    def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
+        """Path of the file where the job's standard error goes, as the directives ask."""
+        raise NotImplementedError
 
     def parse_job_id(self, output: str) -> str:
         """Return the job id from the submit command's standard output.

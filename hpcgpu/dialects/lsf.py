@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcgpu.dialects.base import Dialect
+from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
 
 __all__ = ["LSFDialect", "LSF_UNITS"]
 
 LSF_UNITS = {"KB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}
+_STATES = {"PEND": "pending", "PSUSP": "pending", "WAIT": "pending", "PROV": "pending",
+           "RUN": "running", "USUSP": "running", "SSUSP": "running", "DONE": "completed",
+           "EXIT": "failed", "ZOMBI": "cancelled"}
 
 
 @dataclass(frozen=True)
@@ -92,3 +96,42 @@ class LSFDialect(Dialect):
     def submit_argv(self, script_path: str) -> list[str]:
         # bsub reads #BSUB directives only from a script on standard input.
         return ["sh", "-c", 'exec bsub < "$0"', script_path]
+
+    def status_argv(self, job_ids: list[str]) -> list[str]:
+        # -a: recently finished jobs too; -json -o: one machine-readable answer.
+        return ["bjobs", "-a", "-json", "-o", "jobid stat exec_host exit_code exit_reason",
+                *job_ids]
+
+    def parse_status(self, output: str) -> dict[str, JobStatus]:
+        """Parse ``bjobs -json -o "jobid stat exec_host exit_code exit_reason"``.
+
+        Examples
+        --------
+        >>> out = ('{"RECORDS": [{"JOBID": "5", "STAT": "RUN", "EXEC_HOST": "4*n1:4*n2"},'
+        ...        ' {"JOBID": "6", "STAT": "EXIT", "EXIT_CODE": "127"}]}')
+        >>> s = LSFDialect().parse_status(out)
+        >>> s["5"].nodes, s["6"].state, s["6"].exit_code
+        (('n1', 'n2'), 'failed', 127)
+        """
+        try:
+            data = json.loads(output or "{}")
+        except json.JSONDecodeError:
+            return {}
+        jobs = {}
+        for record in data.get("RECORDS", []):
+            job_id = str(record.get("JOBID", ""))
+            if not job_id or "ERROR" in record:
+                continue
+            state = _STATES.get(record.get("STAT", ""), "unknown")
+            reason = record.get("EXIT_REASON", "") or ""
+            if state == "failed" and "kill" in reason.lower():
+                state = "cancelled"
+            hosts = [h.split("*")[-1] for h in str(record.get("EXEC_HOST", "")).split(":") if h]
+            code = str(record.get("EXIT_CODE", "")).strip()
+            jobs[job_id] = JobStatus(job_id, state, tuple(dict.fromkeys(hosts)),
+                                     exit_code=int(code) if code.isdigit() else None,
+                                     reason=reason)
+        return jobs
+
+    def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
+        return f"{log_directory}/{job_id}.err"

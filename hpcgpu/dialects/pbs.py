@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcgpu.dialects.base import Dialect
+from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.units import format_hms, format_memory
 
 __all__ = ["PBSDialect", "PBS_MEMORY_UNITS"]
 
 PBS_MEMORY_UNITS = (("tb", 2**40), ("gb", 2**30), ("mb", 2**20), ("kb", 2**10))
+_STATES = {"Q": "pending", "H": "pending", "W": "pending", "T": "pending", "S": "pending",
+           "U": "pending", "B": "running", "R": "running", "E": "completing", "X": "completed",
+           "F": "completed"}
+#: PBS Pro's Exit_status for a job deleted by qdel while running (JOB_EXEC_KILL...).
+_KILLED = {-1, 271, 265}
 
 
 @dataclass(frozen=True)
@@ -78,3 +84,37 @@ class PBSDialect(Dialect):
             lines.append(f"-A {shape.account}")
         lines += ["-j oe", f"-o {log_directory}/"]
         return [f"{self.prefix} {line}" for line in lines]
+
+    def status_argv(self, job_ids: list[str]) -> list[str]:
+        # -x: finished jobs too (job history), -F json: one machine-readable answer.
+        return ["qstat", "-x", "-f", "-F", "json", *job_ids]
+
+    def parse_status(self, output: str) -> dict[str, JobStatus]:
+        """Parse ``qstat -x -f -F json``.
+
+        Examples
+        --------
+        >>> out = ('{"Jobs": {"7.pbs": {"job_state": "R", "exec_host": "n1/0*4+n2/0*4"},'
+        ...        ' "8.pbs": {"job_state": "F", "Exit_status": 2}}}')
+        >>> s = PBSDialect().parse_status(out)
+        >>> s["7.pbs"].nodes, s["8.pbs"].state, s["8.pbs"].exit_code
+        (('n1', 'n2'), 'failed', 2)
+        """
+        try:
+            data = json.loads(output or "{}")
+        except json.JSONDecodeError:
+            return {}
+        jobs = {}
+        for job_id, info in data.get("Jobs", {}).items():
+            state = _STATES.get(info.get("job_state", ""), "unknown")
+            code = info.get("Exit_status")
+            if state == "completed" and code is not None and code != 0:
+                state = "cancelled" if code in _KILLED or code >= 256 else "failed"
+            hosts = [c.split("/")[0] for c in str(info.get("exec_host", "")).split("+") if c]
+            jobs[job_id] = JobStatus(job_id, state, tuple(dict.fromkeys(hosts)),
+                                     exit_code=code, reason=info.get("comment", ""))
+        return jobs
+
+    def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
+        # -j oe -o dir/: PBS writes <name>.o<sequence number>
+        return f"{log_directory}/{job_name}.o{job_id.split('.')[0]}"

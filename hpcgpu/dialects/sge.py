@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from hpcgpu.dialects.base import Dialect
+from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.units import format_hms, format_memory
 
@@ -116,3 +117,56 @@ set multi_node_parallel_environment (ask your admins which PE has allocation_rul
     def check_argv(self, script_path: str) -> list[str]:
         # -w v: verify the request against an empty cluster, schedule nothing.
         return ["qsub", "-w", "v", script_path]
+
+    def status_argv(self, job_ids: list[str]) -> list[str]:
+        # qstat lists only queued and running jobs; finished ones drop out (see qacct).
+        return ["qstat", "-u", "*"]
+
+    def parse_status(self, output: str) -> dict[str, JobStatus]:
+        r"""Parse plain ``qstat``: ``qw`` pending, ``r``/``t`` running, ``d*`` being deleted,
+        ``E*`` error (failed).
+
+        Examples
+        --------
+        >>> out = "\n".join([
+        ...     "job-ID  prior   name  user  state submit/start at     queue     slots",
+        ...     "     42 0.50000 w     root  r     11/21/2026 22:47:05 all.q@vm  2",
+        ...     "     43 0.00000 w     root  qw    11/21/2026 22:47:06           2",
+        ...     "     44 0.50000 w     root  Eqw   11/21/2026 22:47:06           2"])
+        >>> {k: (v.state, v.nodes) for k, v in SGEDialect().parse_status(out).items()}
+        {'42': ('running', ('vm',)), '43': ('pending', ()), '44': ('failed', ())}
+        """
+        jobs = {}
+        for line in output.splitlines():
+            parts = line.split()
+            if len(parts) < 5 or not parts[0].isdigit():
+                continue
+            job_id, state = parts[0], parts[4]
+            if "E" in state:
+                mapped = "failed"
+            elif "d" in state:
+                mapped = "cancelled"
+            elif state.endswith(("r", "t", "R")):
+                mapped = "running"
+            else:
+                mapped = "pending"
+            queues = [p for p in parts if "@" in p]
+            nodes = tuple(q.split("@", 1)[1] for q in queues)
+            jobs[job_id] = JobStatus(job_id, mapped, nodes, reason=state)
+        return jobs
+
+    def exit_code_argv(self, job_id: str) -> list[str]:
+        return ["qacct", "-j", job_id]
+
+    def parse_exit_code(self, output: str) -> int | None:
+        r"""``exit_status`` in ``qacct -j``.
+
+        >>> SGEDialect().parse_exit_code("failed       0\nexit_status  127\n")
+        127
+        """
+        match = re.search(r"^exit_status\s+(\d+)", output, re.MULTILINE)
+        return int(match.group(1)) if match else None
+
+    def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
+        # -j y -o dir/: stdout and stderr both in <name>.o<id>
+        return f"{log_directory}/{job_name}.o{job_id}"

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from hpcgpu.dialects.base import Dialect
+from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.units import format_hms, format_memory
 
-__all__ = ["SlurmDialect", "SLURM_MEMORY_UNITS"]
+__all__ = ["SlurmDialect", "SLURM_MEMORY_UNITS", "expand_hostlist"]
 
 SLURM_MEMORY_UNITS = (("T", 2**40), ("G", 2**30), ("M", 2**20))
+_STATES = {
+    "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending",
+    "RESV_DEL_HOLD": "pending", "SUSPENDED": "pending", "RUNNING": "running",
+    "COMPLETING": "completing", "STAGE_OUT": "completing", "COMPLETED": "completed",
+    "CANCELLED": "cancelled", "REVOKED": "cancelled",
+}
 
 
 @dataclass(frozen=True)
@@ -100,3 +107,65 @@ class SlurmDialect(Dialect):
 
     def check_argv(self, script_path: str) -> list[str]:
         return ["sbatch", "--test-only", script_path]
+
+    def status_argv(self, job_ids: list[str]) -> list[str]:
+        return ["squeue", "--noheader", "--states=all", f"--jobs={','.join(job_ids)}",
+                "--format=%i|%T|%N|%r"]
+
+    def parse_status(self, output: str) -> dict[str, JobStatus]:
+        r"""Parse ``squeue --format=%i|%T|%N|%r``.
+
+        Examples
+        --------
+        >>> out = "12|RUNNING|node[1-2]|None\n13|FAILED|node3|NonZeroExitCode\n"
+        >>> status = SlurmDialect().parse_status(out)
+        >>> status["12"].state, status["12"].nodes, status["13"].state
+        ('running', ('node1', 'node2'), 'failed')
+        """
+        jobs = {}
+        for line in output.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) != 4:
+                continue
+            job_id, state, nodes, reason = parts
+            jobs[job_id] = JobStatus(job_id, _STATES.get(state, "failed"),
+                                     expand_hostlist(nodes), reason=reason)
+        return jobs
+
+    def exit_code_argv(self, job_id: str) -> list[str]:
+        return ["scontrol", "show", "job", job_id]
+
+    def parse_exit_code(self, output: str) -> int | None:
+        """``ExitCode=3:0`` (code:signal) in ``scontrol show job``; a signal gives 128+n.
+
+        >>> SlurmDialect().parse_exit_code("JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0")
+        3
+        """
+        match = re.search(r"\bExitCode=(\d+):(\d+)", output)
+        if not match:
+            return None
+        code, signal = int(match.group(1)), int(match.group(2))
+        return 128 + signal if signal and not code else code
+
+    def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
+        return f"{log_directory}/{job_name}-{job_id}.err"
+
+
+def expand_hostlist(text: str) -> tuple[str, ...]:
+    """Expand a SLURM host list such as ``node[1-3,7],gpu01``.
+
+    >>> expand_hostlist("node[1-2,4],login")
+    ('node1', 'node2', 'node4', 'login')
+    >>> expand_hostlist("")
+    ()
+    """
+    hosts: list[str] = []
+    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", text):
+        if plain:
+            hosts.append(plain)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            for number in range(int(low), int(high or low) + 1):
+                hosts.append(f"{prefix}{number:0{len(low)}d}")
+    return tuple(h for h in hosts if h and h != "(null)")

@@ -1,0 +1,271 @@
+"""``GPUCluster``: dask-jobqueue's ``JobQueueCluster`` that counts GPUs and retires whole jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import warnings
+from typing import Any, ClassVar
+
+from dask.utils import parse_timedelta
+from distributed.core import Status
+from distributed.deploy.spec import SpecCluster
+from distributed.scheduler import Scheduler
+from distributed.security import Security
+from distributed.utils import NoOpAwaitable
+from tornado.ioloop import PeriodicCallback
+
+from hpcgpu import config
+from hpcgpu.cluster._jobqueue import JobQueueCluster
+from hpcgpu.cluster.adaptive import GPUAdaptive
+from hpcgpu.cluster.job import GPUJob, worker_suffixes
+from hpcgpu.cluster.jobs import JobRecord, html_table
+from hpcgpu.cluster.monitor import JobMonitor
+from hpcgpu.cluster.setup import ClusterSetup, prepare
+
+__all__ = ["GPUCluster"]
+
+logger = logging.getLogger("hpcgpu.cluster")
+
+
+class GPUCluster(JobMonitor, JobQueueCluster):
+    """Dask on a batch scheduler, one worker per GPU, scaled in GPUs or whole jobs.
+
+    Parameters
+    ----------
+    scheduler : {"slurm", "pbs", "lsf", "sge"}
+        Given by the subclasses (``SLURMCluster``...).
+    nodes, gpus_per_node, cpus_per_gpu, memory_per_gpu, memory_per_node, walltime, queue, \
+account, job_name, gpu_type, exclusive
+        The shape of one job (see :class:`hpcgpu.GPUJobShape`).
+    launcher : str
+        ``srun``, ``mpirun``, ``mpiexec``, ``jsrun`` or ``direct``; default: the dialect's.
+    site : dict
+        Dialect options, e.g. ``{"gpu_directive": "gres"}``; ``limits``: what a node holds.
+    profile : str
+        A named site profile from ``hpcgpu.profiles`` in the dask config.
+    security : Security, bool or None
+        TLS is on by default with temporary certificates; ``False`` turns it off (warned).
+    job_extra_directives, job_directives_skip, job_script_prologue, job_script_epilogue, \
+shebang, python, interface, protocol, log_directory, local_directory, death_timeout, \
+worker_extra_args, scheduler_options, shared_temp_directory
+        As in dask-jobqueue.
+    max_failed_jobs : int
+        Jobs that may end before their workers connect before hpcgpu stops replacing them.
+
+    Examples
+    --------
+    >>> from hpcgpu import SLURMCluster
+    >>> SLURMCluster(gpus_per_node=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: gpus_per_node=0 must be a whole number of at least 1 (e.g. gpus_per_node=4)
+    """
+
+    job_cls = GPUJob
+    scheduler_name: ClassVar[str] = ""
+
+    def __init__(self, scheduler: str | None = None, *, security: Any = None,
+                 n_workers: int = 0, asynchronous: bool = False, loop: Any = None,
+                 name: str | None = None, silence_logs: str | bool = "error",
+                 scheduler_cls: type = Scheduler, max_failed_jobs: int | None = None,
+                 poll_interval: str | float | None = None, **options: Any) -> None:
+        kind = scheduler or self.scheduler_name
+        setup: ClusterSetup = prepare(kind, options)  # ValueError before anything starts
+        self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect
+        self._log_directory = setup.log_directory
+        self._records: dict[str, JobRecord] = {}
+        self.failures: list[str] = []
+        self._target_jobs = 0
+        self._max_failed_jobs = int(max_failed_jobs or config.get("max-failed-jobs"))
+        self._poll_interval = parse_timedelta(poll_interval or config.get("poll-interval"))
+        self._tail_lines = int(config.get("stderr-tail-lines"))
+        security = _security(security)
+        super().__init__(
+            n_workers=0, loop=loop, security=security, asynchronous=asynchronous,
+            shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
+            name=name, scheduler_options=setup.scheduler_options, scheduler_cls=scheduler_cls,
+            interface=setup.interface,
+            protocol=setup.protocol or ("tls://" if security else None),
+            config_name=kind, **setup.job_options,
+        )
+        self.new_spec["group"] = worker_suffixes(self._shape)
+        if n_workers:
+            self.scale(gpus=n_workers)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _start(self):
+        if "hpcgpu-poll" not in self.periodic_callbacks:
+            self.periodic_callbacks["hpcgpu-poll"] = PeriodicCallback(
+                self._poll, self._poll_interval * 1000
+            )
+        await super()._start()
+
+    @property
+    def gpus_per_job(self) -> int:
+        """GPUs (workers) in one job."""
+        return self._shape.total_gpus
+
+    def job_script(self) -> str:
+        """The script one job submits (with a placeholder worker name)."""
+        return self._dummy_job.job_script()
+
+    # ------------------------------------------------------------------ scaling
+    def scale(self, n: int | None = None, jobs: int = 0, memory: Any = None,
+              cores: Any = None, *, gpus: int | None = None):
+        """Scale to ``gpus`` GPU workers (rounded up to whole jobs) or to ``jobs`` jobs.
+
+        ``n`` is a worker count, as in dask-jobqueue: the same as ``gpus``.
+        """
+        if memory is not None or cores is not None:
+            raise ValueError("scale by gpus= or jobs= (memory= and cores= follow from the shape)")
+        gpus = n if gpus is None else gpus
+        if gpus is not None:
+            if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+                raise ValueError(f"gpus={gpus!r} must be a whole number >= 0")
+            jobs = math.ceil(gpus / self.gpus_per_job)
+            if jobs * self.gpus_per_job != gpus:
+                message = (
+                    f"scale(gpus={gpus}) rounds up to {jobs} job(s) = "
+                    f"{jobs * self.gpus_per_job} GPUs ({self.gpus_per_job} per job)"
+                )
+                logger.warning(message)
+                warnings.warn(message, stacklevel=2)
+        self._target_jobs = jobs
+        self._scale_jobs(jobs)
+        self.loop.add_callback(self._correct_state)
+        if self.asynchronous:
+            return NoOpAwaitable()
+
+    def _scale_jobs(self, jobs: int) -> None:
+        if len(self.worker_spec) > jobs:
+            connected = self.connected_by_job()
+            # Drop jobs whose workers have not connected first, newest first.
+            order = sorted(reversed(list(self.worker_spec)), key=lambda j: bool(connected.get(j)))
+            for job in order[: len(self.worker_spec) - jobs]:
+                del self.worker_spec[job]
+        if self.status in (Status.closing, Status.closed):
+            return
+        if len(self.worker_spec) < jobs and len(self.failures) >= self._max_failed_jobs:
+            logger.error("not submitting jobs: %d failed to start (max_failed_jobs=%d)",
+                         len(self.failures), self._max_failed_jobs)
+            return
+        while len(self.worker_spec) < jobs:
+            self.worker_spec.update(self.new_worker_spec())
+
+    def new_worker_spec(self) -> dict:
+        """The next job's spec, under a name never used before in this cluster (a replaced
+        job's workers must not take the names of the dead ones)."""
+        name = self._new_worker_name(self._i)
+        while name in self.worker_spec or name in self._records:
+            self._i += 1
+            name = self._new_worker_name(self._i)
+        return {name: self.new_spec}
+
+    async def retire_jobs(self, jobs: list[str]) -> None:
+        """Retire every worker of ``jobs`` (their data moves first), then cancel the jobs."""
+        for job in jobs:
+            self.worker_spec.pop(job, None)
+        self._target_jobs = len(self.worker_spec)
+        await self._correct_state()
+
+    async def scale_down(self, workers):
+        """Remove the jobs of ``workers`` (worker or job names): always whole jobs."""
+        from hpcgpu.cluster.adaptive import job_of_worker
+
+        jobs = {w if w in self.worker_spec else job_of_worker(w) for w in workers}
+        await self.retire_jobs(sorted(jobs))
+
+    def adapt(self, *, minimum_gpus: int | None = None, maximum_gpus: int | None = None,
+              minimum_jobs: int | None = None, maximum_jobs: int | None = None,
+              minimum: int | None = None, maximum: int | None = None, **kwargs: Any):
+        """Scale between a minimum and maximum number of GPUs (or jobs) with the load.
+
+        GPU counts are whole jobs: the minimum rounds up, the maximum down.
+        """
+        g = self.gpus_per_job
+        low = minimum_gpus if minimum_gpus is not None else minimum
+        high = maximum_gpus if maximum_gpus is not None else maximum
+        low_jobs = minimum_jobs if minimum_jobs is not None else math.ceil((low or 0) / g)
+        high_jobs = maximum_jobs if maximum_jobs is not None else (
+            math.inf if high is None else high // g)
+        if high_jobs < 1 or high_jobs < low_jobs:
+            raise ValueError(
+                f"adapt(maximum_gpus={high}, maximum_jobs={maximum_jobs}) allows no whole job "
+                f"of {g} GPUs at or above the minimum of {low_jobs} job(s): raise the maximum"
+            )
+        maximum_workers = high_jobs * g if high_jobs != math.inf else math.inf
+        return SpecCluster.adapt(
+            self, Adaptive=GPUAdaptive, gpus_per_job=g, minimum=low_jobs * g,
+            maximum=maximum_workers, **kwargs,
+        )
+
+    # ------------------------------------------------------------------ spec -> jobs
+    async def _correct_state_internal(self) -> None:
+        """Upstream's reconciliation, but a job's workers are retired (by name, so their
+        data moves) before the job is cancelled; upstream passes job names as addresses."""
+        async with self._lock:
+            self._correct_state_waiting = None
+            to_close = set(self.workers) - set(self.worker_spec)
+            if to_close:
+                connected = self.connected_by_job()
+                names = sorted(n for job in to_close for n in connected.get(job, ()))
+                if names and self.scheduler.status == Status.running:
+                    await self.scheduler_comm.retire_workers(
+                        names=names, close_workers=True, remove=True)
+                for job in to_close:
+                    if job in self._records:
+                        self._records[job].cancelled_by_us = True
+                await asyncio.gather(*(self.workers[job].close() for job in to_close))
+                for job in to_close:
+                    self.workers.pop(job, None)
+            await self._open(set(self.worker_spec) - set(self.workers))
+
+    async def _open(self, names: set[str]) -> None:
+        if not names:
+            return
+        address = getattr(self.scheduler, "contact_address", None) or self.scheduler.address
+        jobs = {}
+        for name in sorted(names):
+            options = dict(self.worker_spec[name].get("options", {}), name=name)
+            jobs[name] = self.job_cls(address, **options)
+            self._records[name] = JobRecord(name, self.gpus_per_job)
+        results = await asyncio.gather(*(_submit(job) for job in jobs.values()),
+                                       return_exceptions=True)
+        for (name, job), error in zip(jobs.items(), results):
+            record = self._records[name]
+            if isinstance(error, BaseException):
+                record.state, record.ended = "failed", True
+                self.worker_spec.pop(name, None)
+                logger.error("submitting job %s failed: %s", name, error)
+                continue
+            record.job_id, record.state = job.job_id, "pending"
+            job._cluster = lambda: self  # noqa: B023 - what SpecCluster sets (a weakref)
+            self._created.add(job)
+            self.workers[name] = job
+        failed = [e for e in results if isinstance(e, BaseException)]
+        if failed:
+            raise failed[0]
+
+    def _repr_html_(self, cluster_status=None):
+        return super()._repr_html_(cluster_status) + html_table(self.jobs)
+
+
+async def _submit(job: GPUJob) -> GPUJob:
+    await job
+    return job
+
+
+def _security(security: Any) -> Security | None:
+    if security is None or security is True:
+        return Security.temporary()
+    if security is False:
+        warnings.warn(
+            "security=False: the scheduler and workers talk without TLS, and anyone who can "
+            "reach the scheduler's port can run code as you. Leave security on unless the "
+            "network is private to you.", UserWarning, stacklevel=3,
+        )
+        return None
+    return security

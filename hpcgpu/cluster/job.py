@@ -1,0 +1,139 @@
+"""One batch job of GPU workers: dask-jobqueue's ``Job`` with hpcgpu's header and command.
+
+dask-jobqueue's per-scheduler ``XJob`` classes build a one-node header and a
+``dask worker --nworkers`` line; here the whole script comes from :func:`hpcgpu.render.render`
+(any number of nodes, one ``hpcgpu.worker`` per GPU through the launcher), and sbatch/qsub/bsub
+and their cancel commands run through :mod:`hpcgpu.commands`, the one subprocess seam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+from typing import Any
+
+from distributed.deploy.spec import ProcessInterface
+
+from hpcgpu import commands
+from hpcgpu.cluster._jobqueue import Job
+from hpcgpu.dialects import Dialect
+from hpcgpu.launchers import Launcher
+from hpcgpu.render import render, worker_job_script
+from hpcgpu.resources import GPUJobShape
+from hpcgpu.worker_command import WorkerCommand
+
+__all__ = ["GPUJob", "worker_suffixes"]
+
+logger = logging.getLogger("hpcgpu.cluster")
+
+
+def worker_suffixes(shape: GPUJobShape) -> list[str]:
+    """The suffixes the workers of one job append to its name: ``-<node>-<gpu>``.
+
+    >>> worker_suffixes(GPUJobShape.create(nodes=2, gpus_per_node=2))
+    ['-0-0', '-0-1', '-1-0', '-1-1']
+    """
+    return [f"-{n}-{g}" for n in range(shape.nodes) for g in range(shape.gpus_per_node)]
+
+
+class GPUJob(Job):
+    """One job: ``shape.total_gpus`` workers, named ``<name>-<node>-<gpu>``.
+
+    Parameters
+    ----------
+    scheduler : str
+        The Dask scheduler's address.
+    name : str
+        The job's name in the cluster's spec; the workers' name prefix.
+    shape, dialect, launcher
+        What to ask for, in which scheduler's words, started how.
+    security : distributed.Security or None
+        With TLS files on disk (dask-jobqueue writes the temporary ones out).
+    **options
+        ``python``, ``log_directory``, ``interface``, ``protocol``, ``death_timeout``,
+        ``local_directory``, ``worker_extra_args``, ``job_extra_directives``,
+        ``job_directives_skip``, ``job_script_prologue``, ``job_script_epilogue``,
+        ``shebang``, ``config_name``.
+    """
+
+    config_name = "slurm"  # dask-jobqueue's fallback config section; hpcgpu passes its own
+
+    def __init__(self, scheduler: str | None = None, name: str | None = None, *,
+                 shape: GPUJobShape, dialect: Dialect, launcher: Launcher,
+                 security: Any = None, protocol: str | None = None,
+                 job_script_epilogue: list[str] | None = None, **options: Any) -> None:
+        self.shape, self.dialect, self.launcher = shape, dialect, launcher
+        self.security_files = _tls_files(security)
+        self.protocol = protocol
+        self.job_script_epilogue = list(job_script_epilogue or [])
+        self.options = dict(options)
+        super().__init__(
+            scheduler=scheduler, name=name, cores=shape.cpus_per_node * shape.nodes,
+            memory=str((shape.node_memory or 2**30) * shape.nodes),
+            processes=shape.total_gpus, job_name=shape.job_name, **options,
+        )
+
+    def worker_command(self) -> WorkerCommand:
+        """The ``python -m hpcgpu.worker`` options every worker of this job gets."""
+        memory = self.shape.gpu_memory
+        return WorkerCommand(
+            scheduler=self.scheduler, name=str(self.name), nthreads=self.shape.cpus_per_gpu,
+            memory_limit=str(memory) if memory else "auto",
+            protocol=self.protocol.rstrip(":/") if self.protocol else None,
+            interface=self.options.get("interface"),
+            local_directory=self.options.get("local_directory"),
+            death_timeout=int(self.options.get("death_timeout") or 120),
+            extra=tuple(str(a) for a in self.options.get("worker_extra_args") or ()),
+            **self.security_files,
+        )
+
+    def job_script(self) -> str:
+        """The whole job script, rendered from the package's one template."""
+        script = worker_job_script(
+            self.shape, self.dialect, self.launcher, self.worker_command(),
+            python=self.options.get("python") or "python3",
+            log_directory=self.log_directory or ".",
+            job_extra_directives=tuple(self.job_extra_directives or ()),
+            job_directives_skip=tuple(self.job_directives_skip or ()),
+            job_script_prologue=tuple(self._job_script_prologue or ()),
+            job_script_epilogue=tuple(self.job_script_epilogue),
+            shebang=self.shebang or "#!/usr/bin/env bash",
+        )
+        return render(script)
+
+    async def start(self) -> None:
+        """Write the script (mode 0600), submit it, remember the job id."""
+        text = self.job_script()
+        fd, path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".sh",
+                                    dir=self.log_directory or None)
+        try:
+            with os.fdopen(fd, "w") as file:
+                file.write(text)
+            result = await asyncio.to_thread(
+                commands.run, self.dialect.submit_argv(path), timeout=120
+            )
+        finally:
+            os.unlink(path)
+        self.job_id = self.dialect.parse_job_id(result.stdout)
+        logger.info("submitted job %s (%s) for workers %s-*", self.job_id,
+                    self.dialect.name, self.name)
+        await ProcessInterface.start(self)
+
+    async def close(self) -> None:
+        """Cancel the job (a job that is already gone is fine)."""
+        if self.job_id and not getattr(self, "ended", False):
+            await asyncio.to_thread(
+                commands.run, self.dialect.cancel_argv([self.job_id]), timeout=60, check=False
+            )
+            logger.info("cancelled job %s", self.job_id)
+        await ProcessInterface.close(self)
+
+
+def _tls_files(security: Any) -> dict[str, str | None]:
+    if not security:
+        return {}
+    config = security.get_tls_config_for_role("worker")
+    return {"tls_ca_file": config.get("ca_file"), "tls_cert": config.get("cert"),
+            "tls_key": config.get("key")}

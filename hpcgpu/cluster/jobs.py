@@ -1,0 +1,151 @@
+"""The cluster's table of its batch jobs: state, nodes, connected workers, failures.
+
+:class:`JobInfo` is the frozen row users see; :class:`JobRecord` is the cluster's own
+mutable bookkeeping behind it. Rendering is pure.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["JobInfo", "JobRecord", "format_table", "html_table", "failure_report", "tail"]
+
+_COLUMNS = ("job", "job id", "state", "nodes", "workers", "exit code")
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One job of a cluster, as last polled.
+
+    Attributes
+    ----------
+    name : str
+        The job's name in the cluster (the prefix of its workers' names).
+    job_id : str or None
+        The batch scheduler's id (None until submitted).
+    state : str
+        ``submitting``, ``pending``, ``running``, ``completing``, ``completed``, ``failed``,
+        ``cancelled`` or ``unknown``.
+    nodes : tuple of str
+    workers : tuple of str
+        Names of its workers connected now.
+    expected : int
+        Workers (GPUs) the job starts.
+    exit_code : int or None
+    stderr_tail : str
+        The last lines of its stderr file, for a job that ended before its workers connected.
+    """
+
+    name: str
+    job_id: str | None
+    state: str
+    nodes: tuple[str, ...]
+    workers: tuple[str, ...]
+    expected: int
+    exit_code: int | None = None
+    stderr_tail: str = ""
+
+    @property
+    def failed_to_start(self) -> bool:
+        """Ended without any of its workers ever connecting."""
+        return bool(self.stderr_tail) or self.state == "failed" and not self.workers
+
+
+@dataclass
+class JobRecord:
+    """The cluster's bookkeeping for one job (mutable: updated by polls and worker events)."""
+
+    name: str
+    expected: int
+    job_id: str | None = None
+    state: str = "submitting"
+    nodes: tuple[str, ...] = ()
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    connected: set[str] = field(default_factory=set)
+    ever_connected: bool = False
+    cancelled_by_us: bool = False
+    ended: bool = False
+    submitted: float = field(default_factory=time.monotonic)
+
+    def info(self) -> JobInfo:
+        """A frozen snapshot."""
+        return JobInfo(self.name, self.job_id, self.state, self.nodes,
+                       tuple(sorted(self.connected)), self.expected, self.exit_code,
+                       self.stderr_tail)
+
+
+def tail(path: str | Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a text file ("" when it does not exist).
+
+    >>> import tempfile, os
+    >>> with tempfile.NamedTemporaryFile("w", delete=False) as f:
+    ...     _ = f.write("a\\nb\\nc\\n")
+    >>> tail(f.name, 2)
+    'b\\nc'
+    >>> os.unlink(f.name)
+    """
+    try:
+        with open(path, errors="replace") as file:
+            return "\n".join(file.read().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _rows(jobs: list[JobInfo]) -> list[tuple[str, ...]]:
+    return [
+        (j.name, j.job_id or "-", j.state, ",".join(j.nodes) or "-",
+         f"{len(j.workers)}/{j.expected}", "-" if j.exit_code is None else str(j.exit_code))
+        for j in jobs
+    ]
+
+
+def format_table(jobs: list[JobInfo]) -> str:
+    """A plain-text table of jobs.
+
+    >>> print(format_table([JobInfo("c-0", "17", "running", ("node1",), ("c-0-0-0",), 2)]))
+    job  job id  state    nodes  workers  exit code
+    c-0  17      running  node1  1/2      -
+    """
+    rows = [_COLUMNS, *_rows(jobs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows
+    )
+
+
+def html_table(jobs: list[JobInfo]) -> str:
+    """The same table as HTML, for notebooks.
+
+    >>> html_table([]).startswith("<table")
+    True
+    """
+    head = "".join(f"<th>{c}</th>" for c in _COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+        for row in _rows(jobs)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def failure_report(job: JobInfo, error_log: str) -> str:
+    """What a user needs to see about a job that ended before its workers connected.
+
+    >>> print(failure_report(JobInfo("c-0", "9", "failed", (), (), 4, 127, "nope: not found"),
+    ...                      "logs/hpcgpu-9.err"))
+    job c-0 (id 9) ended before its workers connected: state failed, exit code 127
+    last lines of logs/hpcgpu-9.err:
+        nope: not found
+    """
+    code = "unknown" if job.exit_code is None else str(job.exit_code)
+    lines = [f"job {job.name} (id {job.job_id}) ended before its workers connected: "
+             f"state {job.state}, exit code {code}"]
+    if job.stderr_tail:
+        lines.append(f"last lines of {error_log}:")
+        lines += ["    " + line for line in job.stderr_tail.splitlines()]
+    else:
+        lines.append(f"{error_log} is empty or missing")
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""Job states, not silence: poll the batch scheduler, keep the table, report failures.
+
+One status command per interval for all of a cluster's jobs. A job that ends is dropped from
+the cluster's spec at once (the fix for dask/distributed#9102, where dead grouped workers were
+never dropped and adaptive scaling stalled); one that ended before its workers connected is
+reported with its state, exit code and stderr tail, and replaced while fewer than
+``max_failed_jobs`` have failed that way (dask-jobqueue#11, #643).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+
+from distributed.core import Status
+from distributed.objects import SchedulerInfo
+
+from hpcgpu import commands
+from hpcgpu.cluster.adaptive import job_of_worker
+from hpcgpu.cluster.jobs import JobInfo, JobRecord, failure_report, format_table, tail
+from hpcgpu.dialects import JobStatus
+
+__all__ = ["JobMonitor"]
+
+logger = logging.getLogger("hpcgpu.cluster")
+
+
+class JobMonitor:
+    """Mixin for :class:`~hpcgpu.cluster.GPUCluster`: the job table and its upkeep."""
+
+    _records: dict[str, JobRecord]
+    failures: list[str]
+
+    # ------------------------------------------------------------------ the table
+    @property
+    def jobs(self) -> list[JobInfo]:
+        """Every job this cluster submitted, as last polled (oldest first)."""
+        return [record.info() for record in self._records.values()]
+
+    def job_table(self) -> str:
+        """:attr:`jobs` as a plain-text table."""
+        return format_table(self.jobs)
+
+    def connected_by_job(self) -> dict[str, set[str]]:
+        """Job name -> names of its workers connected to the scheduler now."""
+        out: dict[str, set[str]] = {}
+        for info in self.scheduler_info.get("workers", {}).values():
+            out.setdefault(job_of_worker(info["name"]), set()).add(str(info["name"]))
+        return out
+
+    def _update_worker_status(self, op, msg):
+        super()._update_worker_status(op, msg)
+        self._refresh_connected()
+
+    def _refresh_connected(self) -> None:
+        connected = self.connected_by_job()
+        for name, record in self._records.items():
+            record.connected = connected.get(name, set())
+            record.ever_connected |= bool(record.connected)
+            if record.connected and record.state in ("submitting", "pending"):
+                record.state = "running"
+
+    # ------------------------------------------------------------------ polling
+    async def _poll(self) -> None:
+        """One status call for all live jobs; handle the ones that ended."""
+        live = {r.job_id: r for r in self._records.values() if r.job_id and not r.ended}
+        if not live or self.status != Status.running:
+            return
+        argv = self._dialect.status_argv(sorted(live))
+        result = await asyncio.to_thread(commands.run, argv, timeout=30, check=False)
+        if result.returncode not in (0, 1) or result.returncode == 1 and not result.stdout:
+            if result.returncode != 1:
+                logger.warning("%s", commands.CommandError(result))
+        statuses = self._dialect.parse_status(result.stdout)
+        self._refresh_connected()
+        for job_id, record in live.items():
+            status = statuses.get(job_id)
+            if status is not None:
+                record.state, record.nodes = status.state, status.nodes or record.nodes
+                record.exit_code = status.exit_code
+            elif time.monotonic() - record.submitted > 2 * self._poll_interval:
+                # The scheduler no longer lists it: finished, however it ended.
+                status = JobStatus(job_id, "cancelled" if record.cancelled_by_us else "completed")
+                record.state = status.state
+            if status is not None and status.finished:
+                await self._job_ended(record)
+
+    async def _job_ended(self, record: JobRecord) -> None:
+        record.ended = True
+        job = self.workers.get(record.name)
+        if job is not None:
+            job.ended = True  # nothing left to cancel
+        if record.cancelled_by_us:
+            record.state = "cancelled"
+            return
+        if record.exit_code is None and (argv := self._dialect.exit_code_argv(record.job_id)):
+            done = await asyncio.to_thread(commands.run, argv, timeout=30, check=False)
+            record.exit_code = self._dialect.parse_exit_code(done.stdout)
+        if record.exit_code not in (None, 0) and record.state == "completed":
+            record.state = "failed"
+        if not record.ever_connected:
+            log = self._error_log(record)
+            record.stderr_tail = tail(log, self._tail_lines) or "(empty)"
+            report = failure_report(record.info(), log)
+            self.failures.append(report)
+            logger.error("%s", report)
+        else:
+            logger.info("job %s (%s) ended: %s", record.name, record.job_id, record.state)
+        # dask/distributed#9102: drop the dead job from the spec so that plans and
+        # adaptive scaling see it gone, then replace it up to the failure limit.
+        self.worker_spec.pop(record.name, None)
+        if job is not None:
+            self.workers.pop(record.name, None)
+            await job.close()
+        self._replace_ended()
+
+    def _error_log(self, record: JobRecord) -> str:
+        return self._dialect.error_log(self._shape.job_name, record.job_id, self._log_directory)
+
+    def _replace_ended(self) -> None:
+        missing = self._target_jobs - len(self.worker_spec)
+        if missing <= 0 or self.status != Status.running:
+            return
+        if len(self.failures) >= self._max_failed_jobs:
+            logger.error(
+                "%d job(s) ended before their workers connected; not submitting more "
+                "(max_failed_jobs=%d). See cluster.failures and cluster.job_table().",
+                len(self.failures), self._max_failed_jobs,
+            )
+            if getattr(self, "_adaptive", None) is not None:
+                self._adaptive.stop(reason="jobs-failed-to-start")
+            return
+        for _ in range(missing):
+            self.worker_spec.update(self.new_worker_spec())
+        self.loop.add_callback(self._correct_state)
+
+    # ------------------------------------------------------------------ waiting
+    def wait_for_workers(self, n_workers: int | None = None, timeout: float | None = None,
+                         *, gpus: int | None = None) -> None:
+        """Block until ``n_workers`` (or ``gpus``) GPU workers are connected, showing job states.
+
+        Raises ``RuntimeError`` with the failure reports when jobs end before their workers
+        connect and no more will be submitted, and ``TimeoutError`` with the job table.
+        """
+        wanted = gpus if gpus is not None else n_workers
+        if not isinstance(wanted, int) or wanted < 1:
+            raise ValueError(f"n_workers={wanted!r} must be a whole number of at least 1")
+        return self.sync(self._wait_for_gpus, wanted, timeout)
+
+    async def _wait_for_gpus(self, wanted: int, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        show = _Progress(wanted)
+        try:
+            while True:
+                self.scheduler_info = SchedulerInfo(await self.scheduler_comm.identity())
+                self._refresh_connected()
+                running = sum(
+                    w.get("status") == "running" for w in self.scheduler_info["workers"].values()
+                )
+                show.update(running, self.jobs)
+                if running >= wanted:
+                    return
+                if self.failures and len(self.worker_spec) * self._shape.total_gpus < wanted:
+                    raise RuntimeError(
+                        f"{wanted} GPU workers cannot connect: jobs ended before their "
+                        "workers connected:\n" + "\n".join(self.failures)
+                    )
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{running} of {wanted} GPU workers connected after {timeout} s; "
+                        f"jobs:\n{self.job_table()}"
+                    )
+                await asyncio.sleep(0.2)
+        finally:
+            show.close()
+
+
+class _Progress:
+    """rich in a terminal, a log line per change elsewhere."""
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted, self.last, self.live = wanted, None, None
+        if sys.stdout.isatty():
+            from rich.live import Live
+
+            self.live = Live(auto_refresh=False, transient=True)
+            self.live.start()
+
+    def update(self, running: int, jobs: list[JobInfo]) -> None:
+        states = ", ".join(f"{j.name}:{j.state}" for j in jobs)
+        summary = f"{running}/{self.wanted} GPU workers connected; jobs {states}"
+        if summary == self.last:
+            return
+        self.last = summary
+        if self.live is not None:
+            from rich.table import Table
+
+            table = Table(title=f"{running}/{self.wanted} GPU workers connected")
+            for column in ("job", "job id", "state", "nodes", "workers"):
+                table.add_column(column)
+            for j in jobs:
+                table.add_row(j.name, j.job_id or "-", j.state, ",".join(j.nodes) or "-",
+                              f"{len(j.workers)}/{j.expected}")
+            self.live.update(table, refresh=True)
+        else:
+            logger.info("%s", summary)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()

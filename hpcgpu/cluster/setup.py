@@ -1,0 +1,93 @@
+"""From keyword arguments and configuration to validated parts, before anything starts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from hpcgpu import config
+from hpcgpu.dialects import Dialect, get_dialect
+from hpcgpu.launchers import Launcher, get_launcher
+from hpcgpu.resources import GPUJobShape, NodeLimits
+from hpcgpu.units import parse_memory
+
+__all__ = ["ClusterSetup", "prepare", "SHAPE_OPTIONS"]
+
+SHAPE_OPTIONS = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
+                 "walltime", "queue", "account", "job_name", "gpu_type", "exclusive")
+_LIST_OPTIONS = ("job_extra_directives", "job_directives_skip", "job_script_prologue",
+                 "job_script_epilogue", "worker_extra_args")
+
+
+@dataclass(frozen=True)
+class ClusterSetup:
+    """Everything a cluster needs, validated."""
+
+    shape: GPUJobShape
+    dialect: Dialect
+    launcher: Launcher
+    log_directory: str
+    shared_temp_directory: str
+    scheduler_options: dict
+    interface: str | None
+    protocol: str | None
+    job_options: dict
+
+
+def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
+    """Resolve ``options`` against the configuration and validate them; no I/O but mkdir.
+
+    Examples
+    --------
+    >>> setup = prepare("slurm", {"gpus_per_node": 4, "log_directory": "/tmp/hpcgpu-doc"})
+    >>> setup.shape.total_gpus, setup.launcher.name, setup.scheduler_options
+    (4, 'srun', {'dashboard_address': 'localhost:8787'})
+    >>> prepare("slurm", {"gpus_per_nod": 4})
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown option(s) gpus_per_nod: known are nodes, gpus_per_node, \
+cpus_per_gpu, memory_per_gpu, memory_per_node, walltime, queue, account, job_name, gpu_type, \
+exclusive, launcher, python, interface, protocol, death_timeout, local_directory, \
+log_directory, shared_temp_directory, shebang, job_extra_directives, job_directives_skip, \
+job_script_prologue, job_script_epilogue, worker_extra_args, scheduler_options, \
+dashboard_address, site, limits, profile
+    """
+    get_dialect(scheduler)  # unknown scheduler names fail first
+    opts = config.resolve(scheduler, options)
+    limits = _limits(opts["limits"] or {})
+    shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
+    dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
+    launcher = get_launcher(opts["launcher"] or dialect.default_launcher)
+    launcher.validate(shape)
+    dialect.validate(shape)
+    for name in _LIST_OPTIONS:
+        if isinstance(opts[name], str) or not isinstance(opts[name] or [], (list, tuple)):
+            raise ValueError(f"{name}={opts[name]!r} must be a list of strings, e.g. [{opts[name]!r}]")
+    log_directory = os.path.abspath(os.path.expanduser(opts["log_directory"]))
+    os.makedirs(log_directory, mode=0o700, exist_ok=True)
+    scheduler_options = {"dashboard_address": opts["dashboard_address"],
+                         **(opts["scheduler_options"] or {})}
+    job_options = dict(
+        shape=shape, dialect=dialect, launcher=launcher,
+        python=opts["python"] or sys.executable, log_directory=log_directory,
+        death_timeout=opts["death_timeout"], local_directory=opts["local_directory"],
+        shebang=opts["shebang"],
+        **{name: list(opts[name] or []) for name in _LIST_OPTIONS},
+    )
+    return ClusterSetup(
+        shape=shape, dialect=dialect, launcher=launcher, log_directory=log_directory,
+        shared_temp_directory=opts["shared_temp_directory"] or log_directory,
+        scheduler_options=scheduler_options, interface=opts["interface"],
+        protocol=opts["protocol"], job_options=job_options,
+    )
+
+
+def _limits(values: dict[str, Any]) -> NodeLimits:
+    unknown = sorted(set(values) - {"cpus", "gpus", "memory"})
+    if unknown:
+        raise ValueError(f"limits: unknown key(s) {', '.join(unknown)}: use cpus, gpus, memory")
+    memory = values.get("memory")
+    return NodeLimits(cpus=values.get("cpus"), gpus=values.get("gpus"),
+                      memory=parse_memory(memory, field="limits.memory") if memory else None)

@@ -1,0 +1,131 @@
+"""Configuration, resolved in one place.
+
+For every option: the explicit argument > the chosen site profile > ``hpcgpu.<scheduler>.*``
+> the user's own ``jobqueue.<scheduler>.*`` (only values that differ from dask-jobqueue's
+packaged defaults, so its ``walltime: 00:30:00`` does not silently win) >
+``hpcgpu.defaults.*``. The defaults live in the packaged ``hpcgpu.yaml``, registered with
+``dask.config`` at import; nothing is written to the user's home.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import yaml
+
+__all__ = ["OPTIONS", "JOBQUEUE_KEYS", "get", "resolve", "profile_names"]
+
+_YAML = Path(__file__).with_name("hpcgpu.yaml")
+with _YAML.open() as _file:
+    dask.config.update_defaults(yaml.safe_load(_file))
+
+#: The options resolved for a cluster (Python names).
+OPTIONS = tuple(
+    key.replace("-", "_") for key in dask.config.get("hpcgpu.defaults")
+)
+#: hpcgpu option -> the jobqueue.<scheduler> key that means the same (per scheduler).
+JOBQUEUE_KEYS: dict[str, str] = {
+    "queue": "queue", "walltime": "walltime", "job_name": "name", "python": "python",
+    "interface": "interface", "death_timeout": "death-timeout",
+    "local_directory": "local-directory", "log_directory": "log-directory",
+    "shared_temp_directory": "shared-temp-directory", "shebang": "shebang",
+    "job_extra_directives": "job-extra-directives", "job_directives_skip": "job-directives-skip",
+    "job_script_prologue": "job-script-prologue", "worker_extra_args": "worker-extra-args",
+    "scheduler_options": "scheduler-options",
+}
+_ACCOUNT_KEY = {"slurm": "account", "pbs": "account", "lsf": "project", "sge": "project"}
+
+
+def get(key: str, default: Any = None) -> Any:
+    """``dask.config.get("hpcgpu." + key)``.
+
+    >>> get("max-failed-jobs")
+    3
+    """
+    return dask.config.get(f"hpcgpu.{key}", default)
+
+
+def profile_names() -> list[str]:
+    """Names of the configured site profiles.
+
+    >>> "local-gpu" in profile_names()
+    True
+    """
+    return sorted(dask.config.get("hpcgpu.profiles", {}) or {})
+
+
+@lru_cache(maxsize=1)
+def _jobqueue_packaged() -> dict:
+    spec = importlib.util.find_spec("dask_jobqueue")
+    if spec is None or spec.origin is None:
+        return {}
+    path = Path(spec.origin).with_name("jobqueue.yaml")
+    return yaml.safe_load(path.read_text()).get("jobqueue", {}) if path.exists() else {}
+
+
+def _from_jobqueue(scheduler: str) -> dict[str, Any]:
+    """The user's own ``jobqueue.<scheduler>`` values (those not equal to the packaged ones)."""
+    mine = dask.config.get(f"jobqueue.{scheduler}", {}) or {}
+    packaged = _jobqueue_packaged().get(scheduler, {})
+    keys = dict(JOBQUEUE_KEYS, account=_ACCOUNT_KEY[scheduler])
+    return {
+        option: mine[key] for option, key in keys.items()
+        if key in mine and mine[key] is not None and mine[key] != packaged.get(key)
+    }
+
+
+def _section(key: str) -> dict[str, Any]:
+    values = dask.config.get(key, {}) or {}
+    return {k.replace("-", "_"): v for k, v in values.items() if v is not None}
+
+
+def resolve(scheduler: str, explicit: dict[str, Any]) -> dict[str, Any]:
+    """Return every option in :data:`OPTIONS` for ``scheduler``, highest source first.
+
+    ``explicit`` holds the arguments the user passed (``None`` means "not passed").
+    Unknown profiles raise ``ValueError`` naming the configured ones.
+
+    Examples
+    --------
+    >>> with dask.config.set({"hpcgpu.slurm.walltime": "00:10:00",
+    ...                       "jobqueue.slurm.queue": "long"}):
+    ...     opts = resolve("slurm", {"gpus_per_node": 4})
+    >>> opts["gpus_per_node"], opts["walltime"], opts["queue"], opts["job_name"]
+    (4, '00:10:00', 'long', 'hpcgpu')
+    >>> resolve("slurm", {"profile": "local-gpu"})["site"]
+    {'gpu_directive': 'gres'}
+    """
+    explicit = {k: v for k, v in explicit.items() if v is not None}
+    per_scheduler = _section(f"hpcgpu.{scheduler}")
+    name = explicit.get("profile") or per_scheduler.get("profile")
+    profile = _profile(name, scheduler) if name else {}
+    layers = [explicit, profile, per_scheduler, _from_jobqueue(scheduler),
+              _section("hpcgpu.defaults")]
+    resolved = {}
+    for option in OPTIONS:
+        resolved[option] = next((layer[option] for layer in layers if option in layer), None)
+    unknown = sorted(set(explicit) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}: known are {', '.join(OPTIONS)}")
+    return resolved
+
+
+def _profile(name: str, scheduler: str) -> dict[str, Any]:
+    profiles = dask.config.get("hpcgpu.profiles", {}) or {}
+    if name not in profiles:
+        raise ValueError(
+            f"profile={name!r} is not configured: use one of {', '.join(profile_names())} "
+            "or add it under hpcgpu.profiles in your dask config"
+        )
+    values = {k.replace("-", "_"): v for k, v in profiles[name].items() if v is not None}
+    wanted = values.pop("scheduler", scheduler)
+    if wanted != scheduler:
+        raise ValueError(
+            f"profile={name!r} is for scheduler {wanted!r}, not {scheduler!r}: use "
+            f"{wanted.upper()}Cluster(profile={name!r}) or another profile"
+        )
+    return values

@@ -1,0 +1,72 @@
+"""The cluster-mode checks, shared by the SLURM, SGE, PBS-shim and LSF-shim tests."""
+
+from __future__ import annotations
+
+import time
+from operator import add
+
+from distributed import Client
+
+from conftest import wait_for
+
+FAST = dict(walltime="00:10:00", death_timeout=60, poll_interval=0.5,
+            scheduler_options={"dashboard_address": "localhost:0"})
+
+
+def gpu_placement(client: Client) -> dict[str, dict]:
+    """Worker name -> what its preload recorded in ``WorkerState.extra["hpcgpu"]``."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: {str(ws.name): ws.extra.get("hpcgpu")
+                                for ws in dask_scheduler.workers.values()}
+    )
+
+
+def check_scale_up_and_down(cluster, gpus_per_job: int, jobs: int, job_alive) -> None:
+    """scale(gpus=jobs*G): all workers connect on distinct GPUs, compute, then scale to one
+    job: exactly one job's workers retire together and that job leaves the scheduler."""
+    total = jobs * gpus_per_job
+    cluster.scale(gpus=total)
+    cluster.wait_for_workers(gpus=total, timeout=120)
+    with Client(cluster) as client:
+        placement = gpu_placement(client)
+        assert len(placement) == total
+        slots = {(p["hostname"], p["job_id"], p["cuda_visible_devices"]) for p in placement.values()}
+        assert len(slots) == total, placement
+        for name, p in placement.items():
+            assert "," not in p["cuda_visible_devices"], (name, p)
+        devices = {(p["job_id"], p["cuda_visible_devices"]) for p in placement.values()}
+        assert len(devices) == total
+        assert sorted(name.rsplit("-", 2)[0] for name in placement) == sorted(
+            [job.name for job in cluster.jobs] * gpus_per_job)
+        futures = client.map(lambda x: x * x, range(200))
+        assert client.submit(sum, futures).result() == sum(x * x for x in range(200))
+        del futures
+        first = {job.name: job.job_id for job in cluster.jobs}
+        cluster.scale(gpus=gpus_per_job)
+        wait_for(lambda: len(client.scheduler_info()["workers"]) == gpus_per_job, 60,
+                 what="one job's workers to remain")
+        remaining = {name.rsplit("-", 2)[0] for name in gpu_placement(client)}
+        assert len(remaining) == 1
+        gone = [job_id for name, job_id in first.items() if name not in remaining]
+        assert len(gone) == jobs - 1
+        wait_for(lambda: not any(job_alive(j) for j in gone), 60, what="the job to leave")
+        assert client.submit(add, 1, 2).result() == 3
+
+
+def check_adapt(cluster, gpus_per_job: int, max_jobs: int) -> None:
+    """adapt from 0 under a real workload up to max_jobs, right answer, back to 0, no loop."""
+    cluster.adapt(minimum_gpus=0, maximum_gpus=max_jobs * gpus_per_job, interval="300ms",
+                  wait_count=3, target_duration="1s")
+    with Client(cluster) as client:
+        futures = client.map(lambda x: (time.sleep(0.4), x + 1)[1], range(60))
+        assert client.submit(sum, futures).result() == sum(range(1, 61))
+        peak = len(cluster.worker_spec)
+        del futures
+        wait_for(lambda: not cluster.worker_spec and not client.scheduler_info()["workers"],
+                 120, interval=0.5, what="adapt to scale back to 0")
+    submitted = [job for job in cluster.jobs if job.job_id]
+    # No submit/cancel loop: never more jobs than the maximum over the whole run.
+    assert 1 <= len(submitted) <= max_jobs, cluster.job_table()
+    assert peak >= 1
+    wait_for(lambda: all(job.state in ("cancelled", "completed") for job in cluster.jobs), 30,
+             what=f"the jobs to end:\n{cluster.job_table()}")

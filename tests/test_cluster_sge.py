@@ -1,0 +1,53 @@
+"""Cluster mode on the real local Grid Engine (8 slots, consumable 'gpu' per slot)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from cluster_helpers import FAST, check_adapt, check_scale_up_and_down
+from hpcgpu import SGECluster
+
+pytestmark = pytest.mark.sge
+
+
+def sge_alive(job_id: str) -> bool:
+    out = subprocess.run(["qstat", "-u", "*"], capture_output=True, text=True).stdout
+    return any(line.split()[:1] == [job_id] for line in out.splitlines())
+
+
+@pytest.fixture
+def make(sge, tmp_path):
+    clusters = []
+
+    def make(**options):
+        cluster = SGECluster(log_directory=str(tmp_path / "logs"), **{**FAST, **options})
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.close()
+
+
+def test_sge_scale_gpus_4_then_2(make):
+    cluster = make(gpus_per_node=2, profile="sge-gpu")
+    assert "#$ -pe smp 2" in cluster.job_script() and "#$ -l gpu=1" in cluster.job_script()
+    check_scale_up_and_down(cluster, gpus_per_job=2, jobs=2, job_alive=sge_alive)
+
+
+def test_sge_adapt_from_zero_and_back(make):
+    cluster = make(gpus_per_node=2)
+    check_adapt(cluster, gpus_per_job=2, max_jobs=2)
+
+
+def test_sge_job_failing_at_start_is_reported(make):
+    cluster = make(gpus_per_node=1, python="/nonexistent/bin/python3", max_failed_jobs=1)
+    start = time.monotonic()
+    cluster.scale(jobs=1)
+    with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
+        cluster.wait_for_workers(gpus=1, timeout=120)
+    assert time.monotonic() - start < 60
+    assert "/nonexistent/bin/python3" in str(error.value)

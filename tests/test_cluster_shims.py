@@ -1,0 +1,70 @@
+"""PBSCluster and LSFCluster through command shims that run their real scripts under SLURM.
+
+tests/shims/pbs (qsub/qstat/qdel) and tests/shims/lsf (bsub/bjobs/bkill) translate the
+scripts' own #PBS/#BSUB directives to sbatch options, refuse directives they do not know,
+and answer in the real commands' output formats (PBS Pro's ``qstat -F json``, LSF's
+``bjobs -json``). What this does and does not verify: docs/cluster.md.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster_helpers import FAST, check_adapt, check_scale_up_and_down
+from hpcgpu import LSFCluster, PBSCluster
+
+pytestmark = pytest.mark.slurm
+SHIMS = Path(__file__).parent / "shims"
+
+
+def slurm_alive(job_id: str) -> bool:
+    state = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id.split(".")[0], "-o",
+                            "%T"], capture_output=True, text=True).stdout.strip()
+    return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+@pytest.fixture(params=[("pbs", PBSCluster), ("lsf", LSFCluster)], ids=["pbs", "lsf"])
+def make(request, slurm, tmp_path, monkeypatch):
+    name, cls = request.param
+    monkeypatch.setenv("PATH", f"{SHIMS / name}{os.pathsep}{os.environ['PATH']}")
+    clusters = []
+
+    def make(**options):
+        options = {**FAST, "launcher": "direct", **options}
+        cluster = cls(log_directory=str(tmp_path / "logs"), **options)
+        clusters.append(cluster)
+        return cluster
+
+    make.scheduler = name
+    yield make
+    for cluster in clusters:
+        cluster.close()
+
+
+def test_shim_scale_up_and_down(make):
+    cluster = make(gpus_per_node=2)
+    prefix = {"pbs": "#PBS -l select=1:ncpus=2:ngpus=2", "lsf": '#BSUB -gpu "num=2'}
+    assert prefix[make.scheduler] in cluster.job_script()
+    check_scale_up_and_down(cluster, gpus_per_job=2, jobs=2, job_alive=slurm_alive)
+
+
+def test_shim_adapt(make):
+    cluster = make(gpus_per_node=2)
+    check_adapt(cluster, gpus_per_job=2, max_jobs=2)
+
+
+def test_shim_failing_job_reported_with_stderr(make):
+    cluster = make(gpus_per_node=1, python="/nonexistent/bin/python3", max_failed_jobs=1)
+    start = time.monotonic()
+    cluster.scale(jobs=1)
+    with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
+        cluster.wait_for_workers(gpus=1, timeout=120)
+    assert time.monotonic() - start < 60
+    assert "/nonexistent/bin/python3" in str(error.value)
+    (job,) = cluster.jobs
+    assert job.state == "failed" and job.exit_code == 127

@@ -1,0 +1,139 @@
+"""Cluster mode on the real local SLURM (4 fake nodes x 4 fake GPUs)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+
+import dask
+import pytest
+from distributed import Client
+from distributed.security import Security
+
+from cluster_helpers import FAST, check_adapt, check_scale_up_and_down
+from conftest import wait_for
+from hpcgpu import SLURMCluster
+
+pytestmark = pytest.mark.slurm
+
+
+def squeue_state(job_id: str) -> str:
+    out = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
+                         capture_output=True, text=True).stdout.strip()
+    return out
+
+
+def slurm_alive(job_id: str) -> bool:
+    return squeue_state(job_id) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+@pytest.fixture
+def make(slurm, tmp_path):
+    clusters = []
+
+    def make(**options):
+        cluster = SLURMCluster(log_directory=str(tmp_path / "logs"), **{**FAST, **options})
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.close()
+
+
+def test_scale_gpus_8_then_4_retires_one_whole_job(make):
+    cluster = make(gpus_per_node=4)
+    check_scale_up_and_down(cluster, gpus_per_job=4, jobs=2, job_alive=slurm_alive)
+    # SLURM's own node assignment: each worker's GPU was set by srun --gpus-per-task
+    assert all(job.nodes for job in cluster.jobs)
+
+
+def test_adapt_from_zero_and_back(make):
+    cluster = make(gpus_per_node=2)
+    check_adapt(cluster, gpus_per_job=2, max_jobs=2)
+
+
+def test_scale_rounds_gpus_up_to_whole_jobs_and_says_so(make):
+    cluster = make(gpus_per_node=4)
+    with pytest.warns(UserWarning, match=r"scale\(gpus=5\) rounds up to 2 job\(s\) = 8 GPUs"):
+        cluster.scale(gpus=5)
+    assert len(cluster.worker_spec) == 2
+    cluster.scale(jobs=0)
+    assert not cluster.worker_spec
+
+
+def test_dead_job_is_dropped_and_replaced_under_adapt(make):
+    """dask/distributed#9102: a job whose workers all died must leave worker_spec, or adapt
+    believes its plan is met and never replaces it."""
+    cluster = make(gpus_per_node=2)
+    cluster.adapt(minimum_jobs=1, maximum_jobs=1, interval="300ms")
+    cluster.wait_for_workers(gpus=2, timeout=120)
+    (first,) = cluster.jobs
+    subprocess.run(["scancel", first.job_id], check=True)  # as if the walltime ran out
+    wait_for(lambda: first.name not in cluster.worker_spec, 30, what="the dead job to be dropped")
+    wait_for(lambda: len(cluster.jobs) == 2 and cluster.jobs[1].job_id, 30,
+             what="a replacement job")
+    cluster.wait_for_workers(gpus=2, timeout=120)
+    assert {j.name for j in cluster.jobs if j.workers} == {cluster.jobs[1].name}
+
+
+def test_job_failing_at_start_is_reported_with_its_stderr(make):
+    cluster = make(gpus_per_node=1, python="/nonexistent/bin/python3", max_failed_jobs=2)
+    start = time.monotonic()
+    cluster.scale(jobs=1)
+    with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
+        cluster.wait_for_workers(gpus=1, timeout=120)
+    assert time.monotonic() - start < 60
+    text = str(error.value)
+    assert "/nonexistent/bin/python3" in text and "exit code" in text
+    wait_for(lambda: len(cluster.failures) == 2, 30, what="the replacement to fail too")
+    time.sleep(2)
+    assert len(cluster.jobs) == 2  # replaced once, then it stops: max_failed_jobs=2
+    assert not cluster.worker_spec
+    assert all(j.state == "failed" and j.exit_code not in (None, 0) for j in cluster.jobs)
+
+
+def test_tls_refuses_a_client_without_the_certificate(make):
+    cluster = make(gpus_per_node=1)
+    assert cluster.scheduler_address.startswith("tls://")
+    with pytest.raises((OSError, TimeoutError)):
+        Client(cluster.scheduler_address.replace("tls://", "tcp://"), timeout="3s")
+    with pytest.raises((OSError, TimeoutError)):
+        Client(cluster.scheduler_address, security=Security.temporary(), timeout="3s")
+    with cluster.get_client() as client:  # the cluster's own certificate works
+        assert client.scheduler_info()["address"] == cluster.scheduler_address
+    files = [cluster.security.tls_ca_file]
+    files += [getattr(cluster, "_job_" + k).name for k in ("ca_file", "cert", "key")]
+    for path in files[1:]:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    assert stat.S_IMODE(os.stat(cluster._log_directory).st_mode) == 0o700
+    dashboard = cluster.scheduler.http_server.port
+    assert dashboard and cluster.dashboard_link.startswith("http://")
+
+
+def test_security_false_warns_and_uses_tcp(make):
+    with pytest.warns(UserWarning, match="without TLS"):
+        cluster = make(gpus_per_node=1, security=False)
+    assert cluster.scheduler_address.startswith("tcp://")
+    assert "--tls" not in cluster.job_script()
+
+
+def test_bad_input_raises_before_anything_is_submitted(slurm, tmp_path):
+    with pytest.raises(ValueError, match="gpus_per_node=5 is more than the 4 GPUs"):
+        SLURMCluster(profile="local-gpu", gpus_per_node=5, log_directory=str(tmp_path))
+    with pytest.raises(ValueError, match="did you mean 'gpus_per_node'|unknown option"):
+        SLURMCluster(gpus_per_nod=4, log_directory=str(tmp_path))
+    with pytest.raises(ValueError, match="launcher='direct' starts workers on one node"):
+        SLURMCluster(nodes=2, launcher="direct", log_directory=str(tmp_path))
+
+
+def test_profile_and_config_reach_the_rendered_script(make):
+    with dask.config.set({"hpcgpu.slurm.walltime": "00:07:00",
+                          "jobqueue.slurm.job-script-prologue": ["echo from-jobqueue"]}):
+        cluster = make(profile="local-gpu", gpus_per_node=4, walltime=None)
+    script = cluster.job_script()
+    assert "#SBATCH --gres=gpu:h100:4" in script and "#SBATCH --partition=gpu" in script
+    assert "#SBATCH --time=00:07:00" in script and "echo from-jobqueue" in script
+    assert "--mem=8G" in script  # the profile's memory_per_gpu=2GiB x 4
