@@ -150,3 +150,23 @@ def test_job_script_environment_configures_ucx_like_dask_config(tmp_path, transp
     if transports == "auto":
         assert options == {}
     assert "export UCX_NET_DEVICES=lo" in path.read_text()
+
+
+def test_fallback_when_distributed_ucxx_cannot_be_imported():
+    """A process where distributed-ucxx is missing: the real check, the real warning."""
+    code = (
+        "import sys, warnings; sys.modules['distributed_ucxx'] = None\n"
+        "from hpcgpu.network import NetworkSettings, resolve, UCXUnavailableError\n"
+        "warnings.simplefilter('error')\n"
+        "try:\n    resolve(NetworkSettings.create('ucx'))\n"
+        "except UCXUnavailableError as e:\n    print('ERROR', e)\n"
+        "try:\n    resolve(NetworkSettings.create('ucx', fallback=True))\n"
+        "except Warning as w:\n    print('WARNING', type(w).__name__, w)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    error, warning = out.stdout.strip().splitlines()
+    assert error.startswith("ERROR protocol='ucx' was requested but distributed-ucxx is not importable")
+    assert "pip install 'hpcgpu[ucx]'" in error
+    assert warning.startswith("WARNING UCXFallbackWarning protocol='ucx' was requested")
+    assert "falling back to 'tcp'" in warning
