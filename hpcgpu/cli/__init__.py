@@ -11,6 +11,7 @@ __all__ = ["main"]
 #: (command name, module, attribute): imported only when that command runs.
 SUBCOMMANDS = [
     ("jobscript", "hpcgpu.cli.jobscript", "jobscript"),
+    ("doctor", "hpcgpu.cli.doctor", "doctor"),
 ]
 
 
