@@ -117,3 +117,30 @@ def test_tcp_over_ucx_and_a_tcp_listener_for_a_client_without_ucx():
         assert all(v["address"].startswith("ucxx://127.0.0.1:") for v in views.values())
         # Workers without a GPU ask for TCP only (no cuda_copy), on the device we named.
         assert {(v["tls"], v["net_devices"]) for v in views.values()} == {("tcp", "lo")}
+
+
+def test_tls_listener_for_the_client_beside_ucx_for_the_workers():
+    """Scheduler in a job: workers speak UCX, the client on the login node comes in over TLS."""
+    pytest.importorskip("cryptography")
+    import asyncio
+
+    from distributed import Worker
+    from distributed.security import Security
+
+    settings = NetworkSettings.create("ucx", interface="lo", client_protocol="tls")
+
+    async def main():
+        security = Security.temporary()
+        async with Scheduler(dashboard=False, dashboard_address=":0", security=security,
+                             **scheduler_options(settings)) as scheduler:
+            addresses = [listener.contact_address for listener in scheduler.listeners]
+            async with Worker(addresses[0], security=security, **worker_options(settings)) as worker:
+                async with Client(client_address(addresses, settings), asynchronous=True,
+                                  security=security) as client:
+                    total = await client.submit(sum, [1, 2, 3], workers=[worker.address])
+                    return addresses, worker.address, client.scheduler.address, total
+
+    with config_context(settings, "scheduler"):
+        addresses, worker, via, total = asyncio.run(main())
+    assert [a.split("://")[0] for a in addresses] == ["ucx", "tls"]
+    assert worker.startswith("ucx://127.0.0.1:") and via.startswith("tls://127.0.0.1:") and total == 6
