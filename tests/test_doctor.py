@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 from hpcgpu.doctor import diagnose
 from hpcgpu.doctor.checks import check_gpu_links, check_infiniband, check_interface, evaluate
@@ -128,3 +127,11 @@ def test_doctor_job_on_a_compute_node(slurm, tmp_path):
     script = (tmp_path / "doctor.sh").read_text()
     assert "#SBATCH --gpus-per-node=1" in script
     assert "export DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT=True" in script
+
+
+def test_login_node_without_ucx_is_fine_when_the_client_uses_a_second_listener():
+    prelude = "import sys; sys.modules['distributed_ucxx'] = None\n"
+    out = _doctor("--json", "--role", "login", "--protocol", "ucx", "--client-protocol", "tls", prelude=prelude)
+    report = json.loads(out.stdout)
+    assert _verdicts(report)["UCX"] == "ok" and _verdicts(report)["Configuration"] == "ok"
+    assert out.returncode == 0, report

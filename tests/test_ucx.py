@@ -18,7 +18,6 @@ import dask.array as da
 import pytest
 from distributed import Client, Scheduler, SpecCluster
 
-from conftest import wait_for
 from hpcgpu.network import (
     NetworkSettings,
     client_address,

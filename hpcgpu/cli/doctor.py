@@ -58,6 +58,8 @@ def _write(report: dict, output: str | None, as_json: bool) -> None:
 @click.option("--scheduler-interface", default=None, help="Interface of the scheduler (login node).")
 @click.option("--worker-interface", default=None, help="Interface of the workers (compute nodes).")
 @click.option("--net-devices", default=None, help="UCX_NET_DEVICES, e.g. mlx5_0:1.")
+@click.option("--client-protocol", default=None, type=click.Choice(["tcp", "tls"]),
+              help="A second scheduler listener for a client without UCX.")
 @click.option("--fallback", default=None, type=click.Choice(["tcp", "tls"]), help="Protocol if UCX cannot load.")
 @click.option("--scheduler-address", default=None, help="Check that this address is reachable from here.")
 @click.option("--role", default=None, type=click.Choice(["login", "compute"]),

@@ -102,11 +102,14 @@ def check_infiniband(facts: dict, settings: NetworkSettings, role: str) -> Check
     return Check("InfiniBand", "ok", f"active: {', '.join(active)}")
 
 
-def check_ucx(facts: dict, settings: NetworkSettings) -> Check:
+def check_ucx(facts: dict, settings: NetworkSettings, role: str = "compute") -> Check:
     ucx = facts["ucx"]
     if ucx["unavailable"]:
         if not settings.is_ucx:
             return Check("UCX", "ok", f"not used (protocol={settings.protocol!r}); {ucx['unavailable']}")
+        if role == "login" and settings.client_protocol:
+            return Check("UCX", "ok", f"not needed here: the client reaches the scheduler over "
+                         f"{settings.client_protocol} ({ucx['unavailable']})")
         verdict = "warn" if settings.fallback else "fail"
         fix = INSTALL_HINT + ("" if settings.fallback else "; or fallback='tcp'")
         return Check("UCX", verdict, f"protocol={settings.protocol!r} but {ucx['unavailable']}"
@@ -162,8 +165,10 @@ def check_scheduler(facts: dict) -> Check | None:
 
 
 def check_configuration(settings: NetworkSettings, role: str) -> Check:
+    if role == "login" and settings.client_protocol:
+        settings = NetworkSettings.create(settings.client_protocol, interface=settings.scheduler_interface)
     try:
-        used = resolve(settings, reason=None if not settings.is_ucx else "check")
+        used = resolve(settings)
     except ImportError as exc:
         return Check("Configuration", "fail", str(exc).split(":")[0], INSTALL_HINT)
     env = " ".join(f"{k}={v}" for k, v in job_environment(used, "worker")) or "(none)"
@@ -177,7 +182,7 @@ def evaluate(facts: dict, settings: NetworkSettings, role: str) -> list[Check]:
     """All checks for one host."""
     checks = [
         check_gpus(facts, role), check_gpu_links(facts, settings),
-        check_infiniband(facts, settings, role), check_ucx(facts, settings), check_mpi(facts),
+        check_infiniband(facts, settings, role), check_ucx(facts, settings, role), check_mpi(facts),
         check_interface(facts, settings, role), check_scheduler(facts),
         check_configuration(settings, role),
     ]

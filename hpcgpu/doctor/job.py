@@ -44,6 +44,7 @@ def settings_argv(settings: NetworkSettings) -> list[str]:
         ("--scheduler-interface", settings.scheduler_interface),
         ("--worker-interface", settings.worker_interface),
         ("--net-devices", settings.net_devices),
+        ("--client-protocol", settings.client_protocol),
         ("--fallback", settings.fallback),
     ]
     for flag, value in options:
