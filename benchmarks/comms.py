@@ -59,7 +59,8 @@ def _hpcgpu_cluster(stack: ExitStack, case: str, args) -> tuple[str, dict]:
         transports = "nvlink" if case.endswith("nvlink") and not args.cpu else "auto"
         settings = resolve(NetworkSettings.create("ucx", transports=transports, interface=args.interface))
     stack.enter_context(config_context(settings, "client", gpu=False))
-    spec = {"cls": Scheduler, "options": {"dashboard_address": ":0", **scheduler_options(settings)}}
+    spec = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0",
+                                          **scheduler_options(settings)}}
     cluster = stack.enter_context(SpecCluster(scheduler=spec, workers={}))
     env = dict(os.environ, **dict(job_environment(settings, "worker", gpu=not args.cpu)))
     if case.endswith("pool") and not args.cpu:
