@@ -14,6 +14,7 @@ SUBCOMMANDS = [
     ("run", "hpcgpu.cli.run", "run"),
     ("bench", "hpcgpu.cli.bench", "bench"),
     ("demo", "hpcgpu.cli.demo", "demo"),
+    ("doctor", "hpcgpu.cli.doctor", "doctor"),
 ]
 
 
