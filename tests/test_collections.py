@@ -116,8 +116,9 @@ def test_gpu_collections_round_trip_and_agree_with_cpu():
     a, b = x.compute(), x.compute()
     assert isinstance(a, cupy.ndarray) and bool((a == b).all())
     np.testing.assert_allclose(float(ha.ascpu(x).sum().compute()), float(a.sum()), rtol=1e-12)
-    np.testing.assert_allclose(ha.ascpu(da.linalg.svd(ha.asgpu(cpu[:, :50]))[1]).compute(),
-                               da.linalg.svd(cpu[:, :50])[1].compute(), rtol=1e-8)
+    # arange is rank 2: compare the two real singular values; the rest are rounding noise
+    np.testing.assert_allclose(ha.ascpu(da.linalg.svd(ha.asgpu(cpu[:, :50]))[1]).compute()[:2],
+                               da.linalg.svd(cpu[:, :50])[1].compute()[:2], rtol=1e-8)
 
 
 @pytest.mark.gpu

@@ -44,7 +44,7 @@ def prepare_gpu(setup: GPUSetup, gpu: str | None, worker_kwargs: dict) -> dict:
     done["allocator"] = setup_rmm(setup, total)
     if worker_kwargs.get("data") is None:
         host_limit = parse_memory_limit(worker_kwargs.get("memory_limit", "auto"),
-                                        worker_kwargs.get("nthreads") or 1)
+                                        worker_kwargs.get("nthreads") or 1, logger=logger)
         data = device_data(setup, total, host_limit)
         if data is not None:
             worker_kwargs["data"] = data
