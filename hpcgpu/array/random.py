@@ -3,8 +3,11 @@
 Each block draws from its own counter-based Philox generator, keyed from
 ``SeedSequence(seed, spawn_key=block index)``: the same seed and chunks give the same
 array whichever worker computes which block, in whatever order. On a GPU the block is
-made by CuPy's ``Generator(Philox4x3210)`` (set-up costs about a kernel launch, where
-XORWOW initialises a large state per generator); on the CPU by NumPy's ``Philox``.
+made by cuRAND's host-API Philox4x32-10 generator (``cupy.random.RandomState`` with
+``method=CURAND_RNG_PSEUDO_PHILOX4_32_10``): its set-up is a seed and an offset, where XORWOW
+initialises a large state per generator and CuPy's ``Generator`` API initialises per-thread
+states (both measured at 25-30 ms per 10000 x 10000 chunk on an H200); ``normal`` takes
+``loc`` and ``scale`` in the same pass. On the CPU the block is made by NumPy's ``Philox``.
 CuPy and NumPy streams differ: a seed reproduces an array per backend.
 """
 
@@ -32,16 +35,23 @@ def block_seed(seed: int, block_id: tuple[int, ...]) -> int:
     return int(state[0])
 
 
-def _generator(backend: str, key: int):
-    if backend == "cupy":
-        import cupy
+def _cupy_block(key, method, args, dtype, shape):
+    import cupy
+    from cupy.cuda import curand
 
-        return cupy, cupy.random.Generator(cupy.random.Philox4x3210(key))
-    return np, np.random.Generator(np.random.Philox(key))
+    state = cupy.random.RandomState(key, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+    if method == "normal":
+        return state.normal(args[0], args[1], size=shape, dtype=dtype)
+    if method == "uniform":
+        return state.uniform(args[0], args[1], size=shape, dtype=dtype)
+    return state.randint(args[0], args[1], size=shape, dtype=dtype)
 
 
 def _block(backend, seed, method, args, dtype, shape, block_id=None):
-    xp, gen = _generator(backend, block_seed(seed, block_id))
+    key = block_seed(seed, block_id)
+    if backend == "cupy":
+        return _cupy_block(key, method, args, dtype, shape)
+    gen = np.random.Generator(np.random.Philox(key))
     if method == "normal":
         loc, scale = args
         out = gen.standard_normal(size=shape, dtype=dtype)
