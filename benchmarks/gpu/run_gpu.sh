@@ -8,8 +8,8 @@ set -uo pipefail
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-$PWD/gpu-out}"; export OUT; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/gpus.txt"
-timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests \
+timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests \
   --junitxml "$OUT/gpu_tests.xml" > "$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests: exit $?"; tail -5 "$OUT/gpu_tests.txt"
-timeout 330 python3 benchmarks/gpu_perf.py "$@" 2>&1 | grep -v " INFO " | tee "$OUT/gpu_perf.log" | grep -v "^|"
+timeout 270 python3 benchmarks/gpu_perf.py "$@" 2>&1 | grep -v " INFO " | tee "$OUT/gpu_perf.log" | grep -v "^|"
 echo "gpu_perf: exit ${PIPESTATUS[0]}"

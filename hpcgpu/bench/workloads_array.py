@@ -38,8 +38,9 @@ def random_array(ctx: RunContext, shape: tuple[int, int], chunks: tuple[int, int
     """A random Dask array with chunks of the context's backend (CuPy or NumPy).
 
     With ``ctx.library == "hpcgpu"`` it comes from :mod:`hpcgpu.array` (a Philox
-    generator per block), otherwise from ``dask.array.random.default_rng`` as plain Dask
-    users make it.
+    generator per block), otherwise from ``dask.array.random.RandomState`` as plain Dask
+    users make it (the blog post's code; CuPy's ``Generator`` has no ``normal``, so
+    ``default_rng`` cannot make this array on CuPy).
 
     Examples
     --------
@@ -56,10 +57,10 @@ def random_array(ctx: RunContext, shape: tuple[int, int], chunks: tuple[int, int
         make = hrandom.normal if normal else hrandom.uniform
         return make(10 if normal else 0, 1, size=shape, chunks=chunks, seed=42, backend=ctx.array_backend)
     with dask.config.set({"array.backend": ctx.array_backend}):
-        rng = da.random.default_rng(42)
+        rng = da.random.RandomState(42)
         if normal:
             return rng.normal(10, 1, size=shape, chunks=chunks)
-        return rng.random(size=shape, chunks=chunks)
+        return rng.random_sample(size=shape, chunks=chunks)
 
 
 def _square_size(preset: str, gpus: int, scaling: str) -> Size:
