@@ -9,6 +9,7 @@ visible for CUDA IPC (as dask-cuda does).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -74,7 +75,7 @@ class LocalGPUCluster(SpecCluster):
                  memory_limit: str = "auto", rmm_pool_size: str = "auto", rmm_async: bool = False,
                  device_memory_limit: str = "auto", cpu_affinity: bool = True,
                  protocol: str | None = None, interface: str | None = None,
-                 dashboard_address: str | None = ":0", security=None, gpus: list[str] | None = None,
+                 dashboard_address: str | None = "localhost:0", security=None, gpus: list[str] | None = None,
                  asynchronous: bool = False, silence_logs=None, **kwargs):
         if threads_per_worker < 1:
             raise ValueError(f"threads_per_worker={threads_per_worker!r} must be at least 1")
@@ -92,10 +93,15 @@ class LocalGPUCluster(SpecCluster):
         scheduler = {"cls": Scheduler, "options": dict(
             port=0, protocol=protocol, interface=interface, security=security,
             dashboard=dashboard_address is not None, dashboard_address=dashboard_address)}
-        workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
+        self._log_env: dict = {}
         if silence_logs is not None:
             self._worker_options["silence_logs"] = silence_logs
+            # the nanny's option quiets only its own logger; the worker process reads its
+            # logging level from dask config at import
+            level = logging.getLevelName(silence_logs) if isinstance(silence_logs, int) else silence_logs
+            self._log_env = {"DASK_LOGGING__DISTRIBUTED": str(level).lower()}
+        workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,
                          security=security, **extra, **kwargs)
 
@@ -104,7 +110,7 @@ class LocalGPUCluster(SpecCluster):
         return f"{socket.gethostname()}-0-{i}"
 
     def _spec(self, i: int) -> dict:
-        env = dict(self._setup.to_env(), HPCGPU_LOCAL_RANK=str(i), HPCGPU_NODE_RANK="0",
+        env = dict(self._setup.to_env(), **self._log_env, HPCGPU_LOCAL_RANK=str(i), HPCGPU_NODE_RANK="0",
                    HPCGPU_GPU=self.gpus[i] if self.gpus else "", HPCGPU_JOB_ID="")
         options = dict(self._worker_options, env=env, preload=["hpcgpu.worker.preload"],
                        worker_class=GPUWorker)
