@@ -15,6 +15,7 @@ SLURM up::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -119,6 +120,8 @@ def main() -> None:
         finally:
             for _, _, cluster in clusters:
                 cluster.close()
+            clusters.clear()
+            gc.collect()  # their temporary TLS files live in ``logs``: delete them first
     for (label, n), values in runs.items():
         summary = results["data"][f"{label} N={n}"] = _summary(label, n, values)
         print(f"{label:16s} N={n}: median {summary['median']:.2f} s runs "

@@ -22,10 +22,11 @@ __all__ = ["gpu_environment", "pinned_nanny_class", "use_pinned_nannies", "use_f
            "FORKSERVER_PRELOAD"]
 
 #: what the fork server imports before it forks worker processes: distributed's own list
-#: (``distributed.utils.get_mp_context``) and the GPU worker's modules. No CUDA library:
-#: a process must not fork after CUDA is initialised.
+#: (``distributed.utils.get_mp_context``) less pandas, which a spawned worker does not import
+#: at start either and which lies on the start-up's critical path, plus the GPU worker's
+#: modules. No CUDA library: a process must not fork after CUDA is initialised.
 FORKSERVER_PRELOAD = ("distributed", "dask", "msgpack", "cloudpickle", "tornado", "toolz",
-                      "numpy", "pandas", "lz4", "hpcgpu.worker.gpuworker", "hpcgpu.worker.preload")
+                      "numpy", "lz4", "hpcgpu.worker.gpuworker", "hpcgpu.worker.preload")
 
 
 def gpu_environment(place: Placement) -> dict[str, str]:
