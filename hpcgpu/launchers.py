@@ -1,28 +1,48 @@
-"""Launchers: how one job starts one worker process per GPU across its nodes.
+"""Launchers: how one job starts its GPU workers across its nodes.
 
-A launcher is independent of the scheduler dialect. It renders the command prefix
-that starts ``nodes * gpus_per_node`` tasks, ``gpus_per_node`` per node, and knows
-the environment variables in which each task finds its rank and node-local rank.
+A launcher is independent of the scheduler dialect. By default it starts one task per
+node, and that task (``python -m hpcgpu.worker --gpus-per-node G``) starts one nanny per
+GPU, each pinning its worker process to one GPU, as dask-cuda's ``CUDAWorker`` does: G + 1
+interpreters per node instead of 2G. With ``one_task_per="gpu"`` it starts
+``nodes * gpus_per_node`` tasks instead, for sites that bind GPUs to tasks (``srun
+--gpus-per-task=1``, ``--gpu-bind``). It knows the environment variables in which each
+task finds its rank and node-local rank.
 
 Examples
 --------
 >>> from hpcgpu.resources import GPUJobShape
 >>> shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=8)
 >>> " ".join(get_launcher("srun").prefix(shape))
-'srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 --gpus-per-task=1 --kill-on-bad-exit=1'
+'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=32 --kill-on-bad-exit=1'
 >>> " ".join(get_launcher("mpirun").prefix(shape))
-'mpirun -n 8 --map-by ppr:4:node --bind-to none'
+'mpirun -n 2 --map-by ppr:1:node --bind-to none'
 >>> " ".join(get_launcher("mpiexec").prefix(shape))
-'mpiexec -n 8 --ppn 4'
+'mpiexec -n 2 --ppn 1'
 >>> " ".join(get_launcher("jsrun").prefix(shape))
+'jsrun --nrs 2 --rs_per_host 1 --tasks_per_rs 1 --gpu_per_rs 4 --cpu_per_rs 32 --bind packed:32'
+
+One task per GPU:
+
+>>> " ".join(get_launcher("srun", one_task_per="gpu").prefix(shape))
+'srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 --gpus-per-task=1 --kill-on-bad-exit=1'
+>>> " ".join(get_launcher("mpirun", one_task_per="gpu").prefix(shape))
+'mpirun -n 8 --map-by ppr:4:node --bind-to none'
+>>> " ".join(get_launcher("mpiexec", one_task_per="gpu").prefix(shape))
+'mpiexec -n 8 --ppn 4'
+>>> " ".join(get_launcher("jsrun", one_task_per="gpu").prefix(shape))
 'jsrun --nrs 8 --rs_per_host 4 --tasks_per_rs 1 --gpu_per_rs 1 --cpu_per_rs 8 --bind packed:8'
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hpcgpu.resources import GPUJobShape
+
+if TYPE_CHECKING:
+    from hpcgpu.worker_command import WorkerCommand
 
 __all__ = ["Launcher", "LAUNCHERS", "get_launcher", "LOCAL_RANK_VARIABLES", "RANK_VARIABLES"]
 
@@ -48,22 +68,27 @@ RANK_VARIABLES = (
 
 @dataclass(frozen=True)
 class Launcher:
-    """One way of starting a task per GPU.
+    """One way of starting the GPU workers of a job.
 
     Attributes
     ----------
     name : str
         ``srun``, ``mpirun``, ``mpiexec``, ``jsrun`` or ``direct``.
     gpu_binding : {"gpus-per-task", "gpu-bind", "none"}
-        srun only: ``--gpus-per-task=1`` (default), ``--gpu-bind=single:1`` for sites that
-        refuse per-task GPU requests, or nothing (the worker then picks its GPU by local rank).
+        srun with ``one_task_per="gpu"`` only: ``--gpus-per-task=1`` (default),
+        ``--gpu-bind=single:1`` for sites that refuse per-task GPU requests, or nothing (the
+        worker then picks its GPU by local rank).
     multi_node : bool
         Whether the launcher can span nodes (``direct`` cannot).
+    one_task_per : {"node", "gpu"}
+        ``node`` (default): one task per node, which starts a nanny and a worker process per
+        GPU of its node. ``gpu``: one task (one nanny) per GPU.
     """
 
     name: str
     gpu_binding: str = "gpus-per-task"
     multi_node: bool = True
+    one_task_per: str = "node"
 
     def validate(self, shape: GPUJobShape) -> None:
         """Raise ``ValueError`` if this launcher cannot start ``shape``."""
@@ -73,9 +98,17 @@ class Launcher:
                 "use launcher='srun', 'mpirun', 'mpiexec' or 'jsrun', or nodes=1"
             )
 
+    def worker(self, worker: "WorkerCommand", shape: GPUJobShape) -> "WorkerCommand":
+        """``worker`` as this launcher's tasks run it: told the launcher and, with one task
+        per node, how many GPU workers to start."""
+        gpus = shape.gpus_per_node if self.one_task_per == "node" else None
+        return dataclasses.replace(worker, launcher=self.name, gpus_per_node=gpus)
+
     def prefix(self, shape: GPUJobShape) -> list[str]:
         """The argv that goes before the worker command (empty for ``direct``)."""
         self.validate(shape)
+        if self.one_task_per == "node":
+            return self._per_node(shape)
         n, g, c = shape.total_gpus, shape.gpus_per_node, shape.cpus_per_gpu
         if self.name == "srun":
             argv = ["srun", f"--nodes={shape.nodes}", f"--ntasks-per-node={g}",
@@ -95,6 +128,22 @@ class Launcher:
                     "--gpu_per_rs", "1", "--cpu_per_rs", str(c), "--bind", f"packed:{c}"]
         return []
 
+    def _per_node(self, shape: GPUJobShape) -> list[str]:
+        n, g, c = shape.nodes, shape.gpus_per_node, shape.cpus_per_node
+        if self.name == "srun":
+            # --ntasks: the job's SLURM_NTASKS (one per GPU) would override the per-node count.
+            # No GPU option: a step gets all of the job's GPUs on its node.
+            return ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
+                    f"--cpus-per-task={c}", "--kill-on-bad-exit=1"]
+        if self.name == "mpirun":
+            return ["mpirun", "-n", str(n), "--map-by", "ppr:1:node", "--bind-to", "none"]
+        if self.name == "mpiexec":
+            return ["mpiexec", "-n", str(n), "--ppn", "1"]
+        if self.name == "jsrun":
+            return ["jsrun", "--nrs", str(n), "--rs_per_host", "1", "--tasks_per_rs", "1",
+                    "--gpu_per_rs", str(g), "--cpu_per_rs", str(c), "--bind", f"packed:{c}"]
+        return []
+
 
 LAUNCHERS: dict[str, Launcher] = {
     "srun": Launcher("srun"),
@@ -105,8 +154,12 @@ LAUNCHERS: dict[str, Launcher] = {
 }
 
 
-def get_launcher(name: str, gpu_binding: str = "gpus-per-task") -> Launcher:
+def get_launcher(name: str, gpu_binding: str = "gpus-per-task",
+                 one_task_per: str | None = None) -> Launcher:
     """Return the launcher called ``name``.
+
+    ``one_task_per`` is ``node`` (the default) or ``gpu``; a ``gpu_binding`` other than the
+    default implies ``gpu``.
 
     Examples
     --------
@@ -114,13 +167,29 @@ def get_launcher(name: str, gpu_binding: str = "gpus-per-task") -> Launcher:
     Traceback (most recent call last):
     ...
     ValueError: launcher='aprun' is not supported: use one of srun, mpirun, mpiexec, jsrun, direct
+    >>> get_launcher("srun", gpu_binding="gpu-bind").one_task_per
+    'gpu'
+    >>> get_launcher("direct", one_task_per="gpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: one_task_per='gpu' needs a launcher that starts tasks (srun, mpirun, mpiexec, jsrun), not 'direct'
     """
     if name not in LAUNCHERS:
         raise ValueError(f"launcher={name!r} is not supported: use one of {', '.join(LAUNCHERS)}")
     if gpu_binding not in ("gpus-per-task", "gpu-bind", "none"):
         raise ValueError(f"gpu_binding={gpu_binding!r}: use 'gpus-per-task', 'gpu-bind' or 'none'")
+    if one_task_per not in (None, "node", "gpu"):
+        raise ValueError(f"one_task_per={one_task_per!r}: use 'node' (one task starts a worker "
+                         "per GPU of its node) or 'gpu' (one task per GPU)")
     if gpu_binding != "gpus-per-task":
         if name != "srun":
             raise ValueError(f"gpu_binding applies to launcher='srun' only, not {name!r}")
-        return Launcher("srun", gpu_binding=gpu_binding)
-    return LAUNCHERS[name]
+        if one_task_per == "node":
+            raise ValueError(f"gpu_binding={gpu_binding!r} binds a GPU to each task: use "
+                             "one_task_per='gpu'")
+        one_task_per = "gpu"
+    if one_task_per == "gpu" and name == "direct":
+        raise ValueError("one_task_per='gpu' needs a launcher that starts tasks (srun, mpirun, "
+                         "mpiexec, jsrun), not 'direct'")
+    return dataclasses.replace(LAUNCHERS[name], gpu_binding=gpu_binding,
+                               one_task_per=one_task_per or "node")

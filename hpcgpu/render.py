@@ -6,7 +6,6 @@ what the golden files in ``jobscripts/`` check byte for byte.
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -116,7 +115,7 @@ def render(script: JobScript) -> str:
     #SBATCH --output=./%x-%j.out
     #SBATCH --error=./%x-%j.err
     <BLANKLINE>
-    srun --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-task=1 --kill-on-bad-exit=1 hostname
+    srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --kill-on-bad-exit=1 hostname
     <BLANKLINE>
     """
     environment = [(name, shlex.quote(value)) for name, value in script.environment]
@@ -139,19 +138,18 @@ def worker_job_script(
     python: str = "python3",
     **options,
 ) -> JobScript:
-    """A job script that starts one ``hpcgpu.worker`` per GPU.
+    """A job script that starts one Dask worker per GPU through ``hpcgpu.worker``.
 
-    With the ``direct`` launcher the worker entry point spawns one process per GPU itself,
-    so it is told the launcher and the GPU count.
+    With one launcher task per node (the default) each task is told the GPU count and
+    starts a nanny per GPU itself (:meth:`Launcher.worker <hpcgpu.launchers.Launcher.worker>`).
     """
     launcher.validate(shape)
     dialect.validate(shape)
-    worker = dataclasses.replace(worker, launcher=launcher.name)
-    if launcher.name == "direct":
-        worker = dataclasses.replace(worker, gpus_per_node=shape.gpus_per_node)
+    worker = launcher.worker(worker, shape)
+    tasks = "one task per node" if launcher.one_task_per == "node" else "one task per GPU"
     header = (
         f"hpcgpu: {shape.nodes} node(s) x {shape.gpus_per_node} GPU(s), "
-        f"one Dask worker per GPU, started by {launcher.name}",
+        f"one Dask worker per GPU, started by {launcher.name} ({tasks})",
     )
     options.setdefault("header", header)
     return JobScript(shape, dialect, launcher, shlex.join(worker.argv(python)), **options)

@@ -37,10 +37,11 @@ class WorkerCommand:
         Seconds a worker waits for an unreachable scheduler before it exits.
     lifetime : int or None
         Seconds after which the worker retires gracefully (set from the walltime).
-    gpus_per_node : int
-        With ``launcher="direct"``: processes to spawn, one per GPU.
+    gpus_per_node : int or None
+        With one launcher task per node: the GPU workers (one nanny each) this task starts;
+        None: the task is one GPU's (set by :meth:`hpcgpu.launchers.Launcher.worker`).
     launcher : str
-        The launcher that started it; ``direct`` makes the entry point spawn.
+        The launcher that started it (informative).
     rmm_pool_size : str or None
         RMM pool per GPU: ``auto`` (the worker's default: 90 % of the device), a size
         (``40GB``), a fraction (``0.9``) or ``none``.

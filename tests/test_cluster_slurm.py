@@ -12,7 +12,7 @@ import pytest
 from distributed import Client
 from distributed.security import Security
 
-from cluster_helpers import FAST, check_adapt, check_scale_up_and_down
+from cluster_helpers import FAST, check_adapt, check_scale_up_and_down, gpu_placement
 from conftest import wait_for
 from hpcgpu import SLURMCluster
 
@@ -46,8 +46,21 @@ def make(slurm, tmp_path):
 def test_scale_gpus_8_then_4_retires_one_whole_job(make):
     cluster = make(gpus_per_node=4)
     check_scale_up_and_down(cluster, gpus_per_job=4, jobs=2, job_alive=slurm_alive)
-    # SLURM's own node assignment: each worker's GPU was set by srun --gpus-per-task
+    # SLURM's own node assignment; one srun task per node gave each nanny one of its GPUs
     assert all(job.nodes for job in cluster.jobs)
+
+
+def test_one_task_per_gpu_lets_srun_bind_each_gpu(make):
+    cluster = make(gpus_per_node=2, one_task_per="gpu")
+    script = cluster.job_script()
+    assert "--ntasks-per-node=2 --cpus-per-task=1 --gpus-per-task=1" in script
+    assert "--gpus-per-node 2" not in script
+    cluster.scale(jobs=1)
+    cluster.wait_for_workers(gpus=2, timeout=120)
+    with Client(cluster) as client:
+        placement = gpu_placement(client)
+    assert sorted(p["cuda_visible_devices"] for p in placement.values()) == ["0", "1"]
+    assert sorted(placement) == [f"{cluster.jobs[0].name}-0-{g}" for g in range(2)]
 
 
 def test_adapt_from_zero_and_back(make):

@@ -14,9 +14,10 @@ SITE = {"sge": {"multi_node_parallel_environment": "mpi-4"}}
 WORKER = WorkerCommand(scheduler="tls://10.1.2.3:8786", nthreads=8)
 
 
-def script_for(scheduler, launcher=None, shape=SHAPE, **site):
+def script_for(scheduler, launcher=None, shape=SHAPE, one_task_per=None, **site):
     dialect = get_dialect(scheduler, **{**SITE.get(scheduler, {}), **site})
-    launcher = get_launcher(launcher or dialect.default_launcher if shape.nodes == 1 or scheduler != "sge" else "mpirun")
+    launcher = get_launcher(launcher or dialect.default_launcher if shape.nodes == 1 or scheduler != "sge" else "mpirun",
+                            one_task_per=one_task_per)
     return render(worker_job_script(shape, dialect, launcher, WORKER))
 
 
@@ -52,18 +53,33 @@ def test_slurm_gres_site_option_and_gpu_type():
     assert "#SBATCH --gpus-per-node=a100:2" in script_for("slurm", shape=shape)
 
 
-def test_srun_gives_each_task_one_gpu():
+def test_srun_starts_one_task_per_node_that_starts_a_worker_per_gpu():
     text = script_for("slurm")
-    assert re.search(r"^srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 --gpus-per-task=1 ", text, re.M)
+    assert re.search(r"^srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=32 "
+                     r"--kill-on-bad-exit=1 python3 -m hpcgpu.worker .* --gpus-per-node 4$", text, re.M)
+    assert "--gpus-per-task" not in text
+
+
+def test_srun_one_task_per_gpu_gives_each_task_one_gpu():
+    per_gpu = render(worker_job_script(SHAPE, get_dialect("slurm"),
+                                       get_launcher("srun", one_task_per="gpu"), WORKER))
+    assert re.search(r"^srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 --gpus-per-task=1 ",
+                     per_gpu, re.M)
+    assert "--gpus-per-node 4" not in per_gpu
     bind = render(worker_job_script(SHAPE, get_dialect("slurm"), get_launcher("srun", "gpu-bind"), WORKER))
     assert "--gpu-bind=single:1" in bind and "--gpus-per-task" not in bind
+    with pytest.raises(ValueError, match="gpu_binding='gpu-bind' binds a GPU to each task"):
+        get_launcher("srun", "gpu-bind", one_task_per="node")
+    with pytest.raises(ValueError, match="one_task_per='socket': use 'node'"):
+        get_launcher("srun", one_task_per="socket")
 
 
 def test_pbs_directives():
     text = script_for("pbs")
     assert "#PBS -l select=2:ncpus=32:ngpus=4:mpiprocs=4:ompthreads=8:mem=240gb" in text
     assert "#PBS -l walltime=24:00:00" in text and "#PBS -l place=scatter\n" in text
-    assert "mpiexec -n 8 --ppn 4 python3" in text
+    assert "mpiexec -n 2 --ppn 1 python3" in text
+    assert "mpiexec -n 8 --ppn 4 python3" in script_for("pbs", one_task_per="gpu")
     custom = script_for("pbs", gpu_resource="gpus")
     assert ":gpus=4:" in custom and "ngpus" not in custom
 
@@ -72,7 +88,9 @@ def test_lsf_directives():
     text = script_for("lsf")
     assert "#BSUB -W 24:00" in text and "#BSUB -P proj1" in text and "#BSUB -q gpu" in text
     assert '#BSUB -R "rusage[mem=61440]"' in text
-    assert "jsrun --nrs 8 --rs_per_host 4 --tasks_per_rs 1 --gpu_per_rs 1" in text
+    assert "jsrun --nrs 2 --rs_per_host 1 --tasks_per_rs 1 --gpu_per_rs 4 --cpu_per_rs 32" in text
+    assert "jsrun --nrs 8 --rs_per_host 4 --tasks_per_rs 1 --gpu_per_rs 1" in script_for(
+        "lsf", one_task_per="gpu")
     with pytest.raises(ValueError, match="memory_unit='PB'"):
         get_dialect("lsf", memory_unit="PB")
 
@@ -115,7 +133,7 @@ def test_escape_hatches():
     assert text.startswith("#!/bin/bash -l\n")
     assert "#SBATCH --constraint=a100\n" in text and "#SBATCH --qos=high\n" in text
     assert "--account" not in text
-    assert text.index("module load cuda/12") < text.index("srun ")
+    assert text.index("module load cuda/12") < text.index("\nsrun ")
     assert text.rstrip().endswith("echo bye\nexit $status")
     with pytest.raises(ValueError, match="newline"):
         render(JobScript(SHAPE, get_dialect("slurm"), get_launcher("srun"), "true",

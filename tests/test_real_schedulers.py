@@ -72,20 +72,34 @@ def test_two_node_script_runs_one_task_per_gpu(slurm, tmp_path):
     shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=1, memory_per_gpu="256MiB",
                                walltime=5, job_name="hpcgpu-test-2x4")
     dialect = get_dialect("slurm")
-    script = JobScript(shape, dialect, get_launcher("srun"), f"bash -c '{REPORT}'",
-                       log_directory=str(tmp_path))
+    by_node = _run_two_node_tasks(shape, get_launcher("srun", one_task_per="gpu"), tmp_path)
+    assert sum(len(gpus) for gpus in by_node.values()) == 8, by_node
+    for node, gpus in by_node.items():
+        assert sorted(gpus) == ["0", "1", "2", "3"], (node, gpus)
+
+
+def test_two_node_script_runs_one_task_per_node_with_all_its_gpus(slurm, tmp_path):
+    """The default: one srun task per node, which sees all 4 of its node's GPUs (and then
+    gives one to each of its workers)."""
+    shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=1, memory_per_gpu="256MiB",
+                               walltime=5, job_name="hpcgpu-test-2x4")
+    by_node = _run_two_node_tasks(shape, get_launcher("srun"), tmp_path)
+    assert {node: gpus for node, gpus in by_node.items()} == {
+        node: ["0,1,2,3"] for node in by_node}, by_node
+
+
+def _run_two_node_tasks(shape, launcher, tmp_path) -> dict[str, list[str]]:
+    dialect = get_dialect("slurm")
+    script = JobScript(shape, dialect, launcher, f"bash -c '{REPORT}'", log_directory=str(tmp_path))
     job_id = submit(dialect, render(script), tmp_path / "job.sh")
     wait_for(lambda: slurm_job_done(job_id), 120, what=f"job {job_id}")
     out = wait_for(lambda: (tmp_path / f"hpcgpu-test-2x4-{job_id}.out").read_text().strip(), 30, what="output")
-    lines = sorted(out.splitlines())
-    assert len(lines) == 8, out
     by_node: dict[str, list[str]] = {}
-    for line in lines:
+    for line in sorted(out.splitlines()):
         fields = dict(kv.split("=") for kv in line.split())
         by_node.setdefault(fields["node"], []).append(fields["cvd"])
     assert len(by_node) == 2, by_node
-    for node, gpus in by_node.items():
-        assert sorted(gpus) == ["0", "1", "2", "3"], (node, gpus)
+    return by_node
 
 
 @pytest.mark.sge

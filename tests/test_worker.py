@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -30,7 +31,15 @@ def test_placement_from_each_launcher(env, expected):
     assert (place.name, place.gpu) == expected
 
 
-def test_direct_worker_spawns_one_pinned_worker_per_gpu():
+def _by_name(client):
+    return client.run_on_scheduler(
+        lambda dask_scheduler: {ws.name: (ws.address, ws.resources, ws.extra["hpcgpu"]["cuda_visible_devices"])
+                                for ws in dask_scheduler.workers.values()})
+
+
+def test_one_process_per_node_starts_a_pinned_nanny_per_gpu_and_restarts_dead_workers():
+    """--gpus-per-node: one process, one nanny per GPU, each worker on its own GPU; a worker
+    that dies is restarted by its nanny on the same GPU, under the same name."""
     with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, Client(cluster) as client:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="2,3", SLURM_JOB_ID="")
         proc = subprocess.Popen(
@@ -39,18 +48,48 @@ def test_direct_worker_spawns_one_pinned_worker_per_gpu():
         )
         try:
             client.wait_for_workers(2, timeout=60)
-            extra = client.run_on_scheduler(
-                lambda dask_scheduler: {ws.name: (ws.resources, ws.extra["hpcgpu"]["cuda_visible_devices"])
-                                        for ws in dask_scheduler.workers.values()}
-            )
-            assert extra == {"job7-0-0": ({"GPU": 1.0}, "2"), "job7-0-1": ({"GPU": 1.0}, "3")}
+            workers = _by_name(client)
+            assert {n: w[1:] for n, w in workers.items()} == {
+                "job7-0-0": ({"GPU": 1.0}, "2"), "job7-0-1": ({"GPU": 1.0}, "3")}
             seen = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
             assert sorted(seen.values()) == ["2", "3"]
+            nannies = client.run(os.getpid, nanny=True)
+            assert set(nannies.values()) == {proc.pid}  # both nannies live in the one process
+            method = client.run(lambda: __import__("dask").config.get(
+                "distributed.worker.multiprocessing-method"), nanny=True)
+            assert set(method.values()) == {"forkserver"}
             assert client.submit(sum, [1, 2, 3], resources={"GPU": 1}).result() == 6
+            dead = workers["job7-0-1"][0]
+            old_pid = client.run(os.getpid, workers=[dead])[dead]
+            os.kill(old_pid, signal.SIGKILL)
+            wait_for(lambda: dead not in client.scheduler_info()["workers"]
+                     and len(client.scheduler_info()["workers"]) == 2, 60,
+                     what="the nanny to restart the dead worker")
+            again = _by_name(client)
+            assert {n: w[2] for n, w in again.items()} == {"job7-0-0": "2", "job7-0-1": "3"}
+            assert client.run(os.getpid, workers=[again["job7-0-1"][0]]) != {dead: old_pid}
         finally:
             proc.terminate()
             proc.wait(30)
         wait_for(lambda: not client.scheduler_info()["workers"], 30, what="workers to leave")
+
+
+def test_one_process_per_node_refuses_fewer_visible_gpus_and_spawns_without_nanny():
+    bad = subprocess.run([sys.executable, "-m", "hpcgpu.worker", "tcp://127.0.0.1:1", "--gpus-per-node", "2"],
+                         env=dict(os.environ, CUDA_VISIBLE_DEVICES="5"), capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "gpus_per_node=2 but CUDA_VISIBLE_DEVICES='5' lists 1 GPU(s)" in bad.stderr
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, Client(cluster) as client:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "nn",
+             "--gpus-per-node", "2", "--death-timeout", "30", "--no-nanny"],
+            env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""))
+        try:
+            client.wait_for_workers(2, timeout=60)
+            assert {n: w[2] for n, w in _by_name(client).items()} == {"nn-0-0": "0", "nn-0-1": "1"}
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 def test_worker_gpu_options_are_validated_and_recorded():

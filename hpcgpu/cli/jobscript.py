@@ -74,8 +74,13 @@ def check_script(scheduler: str, text: str) -> tuple[bool | None, str]:
 @click.option("--exclusive", is_flag=True, help="Ask for whole nodes.")
 @click.option("--launcher", default=None, type=click.Choice(sorted(LAUNCHERS)),
               help="How workers start (default: the scheduler's usual one).")
+@click.option("--one-task-per", default=None, type=click.Choice(["node", "gpu"]),
+              help="One launcher task per node starting a worker per GPU (default), or one "
+                   "task per GPU.")
 @click.option("--gpu-binding", default="gpus-per-task", show_default=True,
-              type=click.Choice(["gpus-per-task", "gpu-bind", "none"]), help="srun GPU binding.")
+              type=click.Choice(["gpus-per-task", "gpu-bind", "none"]),
+              help="srun GPU binding with one task per GPU (a value other than the default "
+                   "implies --one-task-per gpu).")
 @click.option("--site", multiple=True, metavar="KEY=VALUE",
               help="Site option of the dialect, e.g. gpu_directive=gres (repeatable).")
 @click.option("--scheduler-address", default=None, help="Scheduler address for the workers.")
@@ -116,7 +121,8 @@ def _render(scheduler: str, kw: dict) -> str:
         walltime=kw["walltime"], queue=kw["queue"], account=kw["account"],
         job_name=kw["job_name"], gpu_type=kw["gpu_type"], exclusive=kw["exclusive"],
     )
-    launcher = get_launcher(kw["launcher"] or dialect.default_launcher, kw["gpu_binding"])
+    launcher = get_launcher(kw["launcher"] or dialect.default_launcher, kw["gpu_binding"],
+                            kw["one_task_per"])
     address = kw["scheduler_address"]
     worker = WorkerCommand(
         scheduler=address, scheduler_file=None if address else kw["scheduler_file"],

@@ -42,6 +42,9 @@ account, job_name, gpu_type, exclusive
         The shape of one job (see :class:`hpcgpu.GPUJobShape`).
     launcher : str
         ``srun``, ``mpirun``, ``mpiexec``, ``jsrun`` or ``direct``; default: the dialect's.
+    one_task_per : {"node", "gpu"}
+        ``node`` (default): one launcher task per node starts a nanny and worker per GPU;
+        ``gpu``: one task per GPU, for sites that bind GPUs to tasks.
     site : dict
         Dialect options, e.g. ``{"gpu_directive": "gres"}``; ``limits``: what a node holds.
     profile : str

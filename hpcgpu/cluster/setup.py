@@ -49,7 +49,7 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     ...
     ValueError: unknown option(s) gpus_per_nod: known are nodes, gpus_per_node, \
 cpus_per_gpu, memory_per_gpu, memory_per_node, walltime, queue, account, job_name, gpu_type, \
-exclusive, launcher, python, interface, protocol, death_timeout, local_directory, \
+exclusive, launcher, one_task_per, python, interface, protocol, death_timeout, local_directory, \
 log_directory, shared_temp_directory, shebang, job_extra_directives, job_directives_skip, \
 job_script_prologue, job_script_epilogue, worker_extra_args, scheduler_options, \
 dashboard_address, site, limits, profile
@@ -59,7 +59,8 @@ dashboard_address, site, limits, profile
     limits = _limits(opts["limits"] or {})
     shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
-    launcher = get_launcher(opts["launcher"] or dialect.default_launcher)
+    launcher = get_launcher(opts["launcher"] or dialect.default_launcher,
+                            one_task_per=opts["one_task_per"])
     launcher.validate(shape)
     dialect.validate(shape)
     for name in _LIST_OPTIONS:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 
 from hpcgpu.launchers import Launcher
@@ -16,7 +15,7 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
                  python: str, launcher_args: tuple[str, ...] = ()) -> list[str]:
     """Launcher prefix, extra launcher arguments, worker command.
 
-    With ``direct`` the worker entry point spawns one process per GPU of this node itself.
+    With one task per node (the default) each task starts a worker per GPU of its node.
 
     Examples
     --------
@@ -24,9 +23,9 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
     >>> from hpcgpu.launchers import get_launcher
     >>> w = WorkerCommand(scheduler="tls://n1:4000")
     >>> shlex.join(workers_argv(a, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
-    'srun --nodes=2 --ntasks-per-node=2 --cpus-per-task=4 --gpus-per-task=1 --kill-on-bad-exit=1
+    'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=8 --kill-on-bad-exit=1
      py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
-     --launcher srun'
+     --launcher srun --gpus-per-node 2'
     >>> a1 = Allocation(None, None, nodes=1, gpus_per_node=4, cpus_per_node=8)
     >>> shlex.join(workers_argv(a1, get_launcher("direct"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
     'py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
@@ -34,10 +33,7 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
     """
     shape = allocation.shape()
     launcher.validate(shape)
-    worker = dataclasses.replace(worker, launcher=launcher.name)
-    if launcher.name == "direct":
-        worker = dataclasses.replace(worker, gpus_per_node=allocation.gpus_per_node)
-    return [*launcher.prefix(shape), *launcher_args, *worker.argv(python)]
+    return [*launcher.prefix(shape), *launcher_args, *launcher.worker(worker, shape).argv(python)]
 
 
 def split_args(text: str | None) -> tuple[str, ...]:

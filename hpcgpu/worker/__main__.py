@@ -14,12 +14,14 @@ import sys
 import click
 
 from hpcgpu.worker.gpusetup import GPUSetup
-from hpcgpu.worker.placement import JOB_ID_VARIABLES, placement_from_env
+from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
+from hpcgpu.worker.placement import JOB_ID_VARIABLES, Placement, node_placements, placement_from_env
 
 __all__ = ["main"]
 
 
-def _dask_worker_argv(scheduler, options: dict, name: str, extra: tuple[str, ...]) -> list[str]:
+def _dask_worker_argv(scheduler, options: dict, name: str, nworkers: int,
+                      extra: tuple[str, ...]) -> list[str]:
     argv = [scheduler] if scheduler else []
     flags = {
         "scheduler_file": "--scheduler-file", "nthreads": "--nthreads",
@@ -31,22 +33,18 @@ def _dask_worker_argv(scheduler, options: dict, name: str, extra: tuple[str, ...
     for key, flag in flags.items():
         if options.get(key) is not None:
             argv += [flag, str(options[key])]
-    argv += ["--name", name, "--nworkers", "1", "--resources", "GPU=1", "--no-dashboard",
+    argv += ["--name", name, "--nworkers", str(nworkers), "--resources", "GPU=1", "--no-dashboard",
              "--preload", "hpcgpu.worker.preload",
              "--worker-class", "hpcgpu.worker.gpuworker.GPUWorker"]
     return argv + list(extra)
 
 
-def _spawn_per_gpu(gpus: int) -> int:
-    """The ``direct`` launcher: one child per GPU of this node; returns the worst exit code."""
-    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    argv = [a for a in sys.argv[1:]]
-    children = []
-    for local in range(gpus):
-        env = dict(os.environ, HPCGPU_LOCAL_RANK=str(local), HPCGPU_NODE_RANK="0",
-                   CUDA_VISIBLE_DEVICES=visible[local % len(visible)] if visible else str(local))
-        child_argv = [sys.executable, "-m", "hpcgpu.worker", *_without_launcher(argv)]
-        children.append(subprocess.Popen(child_argv, env=env))
+def _spawn_per_gpu(places: list[Placement]) -> int:
+    """Without a nanny (``--no-nanny``) a process holds one worker: one child per GPU."""
+    argv = _without_launcher(sys.argv[1:])
+    children = [subprocess.Popen([sys.executable, "-m", "hpcgpu.worker", *argv],
+                                 env=dict(os.environ, **gpu_environment(place)))
+                for place in places]
 
     def forward(signum, _frame):
         for child in children:
@@ -87,8 +85,9 @@ def _without_launcher(argv: list[str]) -> list[str]:
 @click.option("--tls-key", default=None)
 @click.option("--local-directory", default=None)
 @click.option("--lifetime", default=None)
-@click.option("--launcher", default=None)
-@click.option("--gpus-per-node", type=int, default=None)
+@click.option("--launcher", default=None, help="The launcher that started this task (informative).")
+@click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
+              help="This task is its node's only one: start a nanny and worker per GPU.")
 @click.option("--rmm-pool-size", default="auto", show_default=True,
               help="RMM pool: auto (90% of the GPU), a size (40GB), a fraction (0.9) or none.")
 @click.option("--rmm-async", is_flag=True, help="cudaMallocAsync instead of an RMM pool.")
@@ -96,10 +95,16 @@ def _without_launcher(argv: list[str]) -> list[str]:
               help="Spill device memory to host beyond this: auto (80%), a size, a fraction or none.")
 @click.option("--cpu-affinity/--no-cpu-affinity", default=True, show_default=True,
               help="Pin to the CPU cores near the GPU (within the allowed cpuset).")
+@click.option("--multiprocessing-method", default=None,
+              type=click.Choice(["forkserver", "spawn", "fork"]),
+              help="How nannies start worker processes. Default: forkserver (distributed "
+                   "imported once per node) with several GPUs, else a method set in dask's "
+                   "config, else spawn.")
 @click.pass_context
 def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, rmm_async,
-         device_memory_limit, cpu_affinity, **options) -> None:
-    """Start one Dask worker pinned to this process's GPU."""
+         device_memory_limit, cpu_affinity, multiprocessing_method, **options) -> None:
+    """Start Dask workers pinned to GPUs: this task's GPU, or with --gpus-per-node one per GPU
+    of the node."""
     if scheduler is None and options["scheduler_file"] is None:
         raise click.UsageError("give the scheduler address or --scheduler-file")
     try:
@@ -108,19 +113,25 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
     os.environ.update(setup.to_env())
-    if launcher == "direct" and (gpus_per_node or 1) > 1:
-        sys.exit(_spawn_per_gpu(gpus_per_node))
-    place = placement_from_env(options.pop("name"))
-    os.environ.update(
-        HPCGPU_GPU=place.gpu or "", HPCGPU_NODE_RANK=str(place.node),
-        HPCGPU_LOCAL_RANK=str(place.local_rank),
-        HPCGPU_JOB_ID=next((os.environ[v] for v in JOB_ID_VARIABLES if os.environ.get(v)), ""),
-    )
-    if place.gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = place.gpu
+    os.environ["HPCGPU_JOB_ID"] = next(
+        (os.environ[v] for v in JOB_ID_VARIABLES if os.environ.get(v)), "")
+    prefix = options.pop("name")
+    if gpus_per_node is None:  # one task per GPU: the launcher said which
+        place = placement_from_env(prefix)
+        os.environ.update(gpu_environment(place))
+        name, nworkers = place.name, 1
+    else:  # one task per node: a nanny per GPU
+        try:
+            places = node_placements(prefix, gpus_per_node)
+        except ValueError as error:
+            raise click.UsageError(str(error)) from None
+        if "--no-nanny" in ctx.args and len(places) > 1:
+            sys.exit(_spawn_per_gpu(places))
+        name, nworkers = use_pinned_nannies(places), len(places)
+    use_forkserver(multiprocessing_method, nworkers)
     from distributed.cli.dask_worker import main as dask_worker
 
-    dask_worker.main(args=_dask_worker_argv(scheduler, options, place.name, tuple(ctx.args)),
+    dask_worker.main(args=_dask_worker_argv(scheduler, options, name, nworkers, tuple(ctx.args)),
                      prog_name="hpcgpu.worker")
 
 

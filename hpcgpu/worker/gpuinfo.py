@@ -5,10 +5,11 @@ Import is lazy: on a CPU-only login node nothing CUDA-related is loaded.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import asdict, dataclass
 
-__all__ = ["GPUInfo", "describe_gpu", "count_gpus"]
+__all__ = ["GPUInfo", "describe_gpu", "count_gpus", "nvml_library"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,9 @@ class GPUInfo:
         return asdict(self)
 
 
-def _nvml():
+@functools.lru_cache(maxsize=1)  # once per process: the preload asks twice, affinity once more
+def nvml_library():
+    """``pynvml``, initialised (once per process), or None without library, driver or GPU."""
     try:
         import pynvml  # nvidia-ml-py
 
@@ -37,7 +40,7 @@ def _nvml():
 
 def count_gpus() -> int:
     """GPUs this process can see (0 without a driver)."""
-    nvml = _nvml()
+    nvml = nvml_library()
     if nvml is None:
         return 0
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -48,7 +51,7 @@ def count_gpus() -> int:
 
 def describe_gpu(index: str) -> GPUInfo:
     """Describe the GPU named ``index`` (a physical index or a UUID) as NVML sees it."""
-    nvml = _nvml()
+    nvml = nvml_library()
     if nvml is None:
         return GPUInfo(index=index)
     try:

@@ -139,10 +139,12 @@ def choose_cores(near_gpu: list[int], allowed: set[int]) -> set[int]:
 
 
 def _gpu_cores(gpu: str) -> list[int] | None:
-    try:
-        import pynvml
+    from hpcgpu.worker.gpuinfo import nvml_library
 
-        pynvml.nvmlInit()
+    pynvml = nvml_library()
+    if pynvml is None:
+        return None
+    try:
         if gpu.startswith(("GPU-", "MIG-")):
             handle = pynvml.nvmlDeviceGetHandleByUUID(gpu)
         else:

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
 
-__all__ = ["Placement", "placement_from_env", "JOB_ID_VARIABLES"]
+__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES"]
 
 #: Job id variables of the four schedulers, for the default worker name.
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
@@ -75,18 +75,65 @@ def placement_from_env(prefix: str | None, env: Mapping[str, str] | None = None)
     """
     env = os.environ if env is None else env
     local = _first_int(env, ("HPCGPU_LOCAL_RANK",) + LOCAL_RANK_VARIABLES) or 0
-    node = _first_int(env, ("HPCGPU_NODE_RANK", "SLURM_NODEID"))
-    if node is None:
-        rank = _first_int(env, RANK_VARIABLES)
-        size = _first_int(env, _LOCAL_SIZE_VARIABLES)
-        node = rank // size if rank is not None and size else 0
-    visible = [v for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    node = _node_index(env)
+    visible = _visible(env)
     if len(visible) == 1:
         gpu: str | None = visible[0]
     elif visible:
         gpu = visible[local % len(visible)]
     else:
         gpu = str(local)
+    prefix = _prefix(prefix, env)
+    return Placement(node=node, local_rank=local, gpu=gpu, name=f"{prefix}-{node}-{local}")
+
+
+def node_placements(prefix: str | None, gpus: int,
+                    env: Mapping[str, str] | None = None) -> list[Placement]:
+    """The placements of all ``gpus`` workers that one process per node starts.
+
+    The launcher gave this task every GPU of its node: worker ``i`` takes the ``i``-th
+    entry of ``CUDA_VISIBLE_DEVICES`` (or GPU ``i`` where it is unset). Fewer entries than
+    ``gpus`` would put two workers on one GPU, so that is refused.
+
+    Examples
+    --------
+    >>> env = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "1", "SLURM_LOCALID": "0",
+    ...        "CUDA_VISIBLE_DEVICES": "4,5"}
+    >>> [(p.name, p.gpu) for p in node_placements(None, 2, env)]
+    [('77-1-0', '4'), ('77-1-1', '5')]
+    >>> node_placements("job", 4, {"CUDA_VISIBLE_DEVICES": "0"})
+    Traceback (most recent call last):
+    ...
+    ValueError: gpus_per_node=4 but CUDA_VISIBLE_DEVICES='0' lists 1 GPU(s): give this task all GPUs of its node, or start one task per GPU
+    """
+    env = os.environ if env is None else env
+    if gpus < 1:
+        raise ValueError(f"gpus_per_node={gpus!r} must be at least 1")
+    visible = _visible(env)
+    if visible and len(visible) < gpus:
+        raise ValueError(
+            f"gpus_per_node={gpus} but CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r} "
+            f"lists {len(visible)} GPU(s): give this task all GPUs of its node, or start one "
+            "task per GPU")
+    node, prefix = _node_index(env), _prefix(prefix, env)
+    return [Placement(node=node, local_rank=i, gpu=visible[i] if visible else str(i),
+                      name=f"{prefix}-{node}-{i}") for i in range(gpus)]
+
+
+def _node_index(env: Mapping[str, str]) -> int:
+    node = _first_int(env, ("HPCGPU_NODE_RANK", "SLURM_NODEID"))
+    if node is None:
+        rank = _first_int(env, RANK_VARIABLES)
+        size = _first_int(env, _LOCAL_SIZE_VARIABLES)
+        node = rank // size if rank is not None and size else 0
+    return node
+
+
+def _visible(env: Mapping[str, str]) -> list[str]:
+    return [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+
+
+def _prefix(prefix: str | None, env: Mapping[str, str]) -> str:
     if prefix is None:
         prefix = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), socket.gethostname())
-    return Placement(node=node, local_rank=local, gpu=gpu, name=f"{prefix}-{node}-{local}")
+    return prefix

@@ -11,5 +11,5 @@
 #BSUB -o logs/%J.out
 #BSUB -e logs/%J.err
 
-# hpcgpu: 2 node(s) x 4 GPU(s), one Dask worker per GPU, started by jsrun
-jsrun --nrs 8 --rs_per_host 4 --tasks_per_rs 1 --gpu_per_rs 1 --cpu_per_rs 8 --bind packed:8 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher jsrun
+# hpcgpu: 2 node(s) x 4 GPU(s), one Dask worker per GPU, started by jsrun (one task per node)
+jsrun --nrs 2 --rs_per_host 1 --tasks_per_rs 1 --gpu_per_rs 4 --cpu_per_rs 32 --bind packed:32 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher jsrun --gpus-per-node 4

@@ -11,5 +11,5 @@
 #BSUB -o logs/%J.out
 #BSUB -e logs/%J.err
 
-# hpcgpu: 2 node(s) x 6 GPU(s), one Dask worker per GPU, started by jsrun
-jsrun --nrs 12 --rs_per_host 6 --tasks_per_rs 1 --gpu_per_rs 1 --cpu_per_rs 7 --bind packed:7 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 7 --memory-limit auto --death-timeout 120 --launcher jsrun
+# hpcgpu: 2 node(s) x 6 GPU(s), one Dask worker per GPU, started by jsrun (one task per node)
+jsrun --nrs 2 --rs_per_host 1 --tasks_per_rs 1 --gpu_per_rs 6 --cpu_per_rs 42 --bind packed:42 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 7 --memory-limit auto --death-timeout 120 --launcher jsrun --gpus-per-node 6

@@ -7,5 +7,5 @@
 #PBS -j oe
 #PBS -o logs/
 
-# hpcgpu: 2 node(s) x 4 GPU(s), one Dask worker per GPU, started by mpiexec
-mpiexec -n 8 --ppn 4 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher mpiexec
+# hpcgpu: 2 node(s) x 4 GPU(s), one Dask worker per GPU, started by mpiexec (one task per node)
+mpiexec -n 2 --ppn 1 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher mpiexec --gpus-per-node 4

@@ -9,5 +9,5 @@
 #$ -j y
 #$ -o logs/
 
-# hpcgpu: 1 node(s) x 4 GPU(s), one Dask worker per GPU, started by direct
+# hpcgpu: 1 node(s) x 4 GPU(s), one Dask worker per GPU, started by direct (one task per node)
 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher direct --gpus-per-node 4

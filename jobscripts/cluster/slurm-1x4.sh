@@ -9,5 +9,5 @@
 #SBATCH --output=logs/%x-%j.out
 #SBATCH --error=logs/%x-%j.err
 
-# hpcgpu: 1 node(s) x 4 GPU(s), one Dask worker per GPU, started by srun
-srun --nodes=1 --ntasks-per-node=4 --cpus-per-task=8 --gpus-per-task=1 --kill-on-bad-exit=1 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher srun
+# hpcgpu: 1 node(s) x 4 GPU(s), one Dask worker per GPU, started by srun (one task per node)
+srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=32 --kill-on-bad-exit=1 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher srun --gpus-per-node 4

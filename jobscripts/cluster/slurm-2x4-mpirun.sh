@@ -9,5 +9,5 @@
 #SBATCH --output=logs/%x-%j.out
 #SBATCH --error=logs/%x-%j.err
 
-# hpcgpu: 2 node(s) x 4 GPU(s), one Dask worker per GPU, started by mpirun
-mpirun -n 8 --map-by ppr:4:node --bind-to none python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher mpirun
+# hpcgpu: 2 node(s) x 4 GPU(s), one Dask worker per GPU, started by mpirun (one task per node)
+mpirun -n 2 --map-by ppr:1:node --bind-to none python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher mpirun --gpus-per-node 4

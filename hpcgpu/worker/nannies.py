@@ -1,0 +1,110 @@
+"""Several GPU workers from one process: one nanny per GPU, each pinning its own worker.
+
+With one launcher task per node, ``python -m hpcgpu.worker --gpus-per-node G`` runs
+``dask worker --nworkers G`` in one process (G nannies, G worker processes), as dask-cuda's
+``CUDAWorker`` does. ``dask worker`` gives all its nannies the same options, so the nanny
+class it builds them from is swapped for one that adds each worker's GPU to that nanny's
+``env``: the nanny sets it in its worker process before the worker (and CUDA) starts, and
+sets it again in every process it restarts.
+
+The nannies start their worker processes from a fork server (:func:`use_forkserver`) that
+imports distributed once per node, instead of a fresh interpreter importing it per GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Iterable
+
+from hpcgpu.worker.placement import Placement
+
+__all__ = ["gpu_environment", "pinned_nanny_class", "use_pinned_nannies", "use_forkserver",
+           "FORKSERVER_PRELOAD"]
+
+#: what the fork server imports before it forks worker processes: distributed's own list
+#: (``distributed.utils.get_mp_context``) less pandas, which a spawned worker does not import
+#: at start either and which lies on the start-up's critical path, plus the GPU worker's
+#: modules. No CUDA library: a process must not fork after CUDA is initialised.
+FORKSERVER_PRELOAD = ("distributed", "dask", "msgpack", "cloudpickle", "tornado", "toolz",
+                      "numpy", "lz4", "hpcgpu.worker.gpuworker", "hpcgpu.worker.preload")
+
+
+def gpu_environment(place: Placement) -> dict[str, str]:
+    """The variables that pin one worker process to its GPU and tell it its place.
+
+    Examples
+    --------
+    >>> gpu_environment(Placement(node=1, local_rank=2, gpu="6", name="j-1-2"))
+    {'CUDA_VISIBLE_DEVICES': '6', 'HPCGPU_GPU': '6', 'HPCGPU_NODE_RANK': '1', 'HPCGPU_LOCAL_RANK': '2'}
+    """
+    env = {"CUDA_VISIBLE_DEVICES": place.gpu} if place.gpu is not None else {}
+    return {**env, "HPCGPU_GPU": place.gpu or "", "HPCGPU_NODE_RANK": str(place.node),
+            "HPCGPU_LOCAL_RANK": str(place.local_rank)}
+
+
+def pinned_nanny_class(placements: Iterable[Placement]) -> type:
+    """A ``distributed.Nanny`` subclass that pins the worker named ``p.name`` to ``p.gpu``.
+
+    Examples
+    --------
+    >>> cls = pinned_nanny_class([Placement(0, 0, "3", "j-0-0")])
+    >>> cls.placements["j-0-0"].gpu, cls.__mro__[1].__name__
+    ('3', 'Nanny')
+    """
+    from distributed import Nanny
+
+    by_name = {p.name: p for p in placements}
+
+    class PinnedNanny(Nanny):
+        placements = by_name
+
+        def __init__(self, *args, name=None, env=None, **kwargs):
+            place = by_name.get(str(name))
+            if place is None:  # dask worker named its nannies differently than expected
+                raise RuntimeError(f"no GPU for the worker named {name!r}: expected one of "
+                                   f"{', '.join(by_name)}")
+            super().__init__(*args, name=name, env={**(env or {}), **gpu_environment(place)},
+                             **kwargs)
+
+    return PinnedNanny
+
+
+def use_pinned_nannies(placements: list[Placement]) -> str:
+    """Make ``dask worker`` build its nannies pinned; returns the ``--name`` to give it.
+
+    ``dask worker --name P --nworkers G`` names its workers ``P-0`` .. ``P-(G-1)`` (just
+    ``P`` when G is 1), so ``P`` is the placements' shared ``<job>-<node>`` prefix.
+    """
+    from distributed.cli import dask_worker
+
+    dask_worker.Nanny = pinned_nanny_class(placements)
+    if len(placements) == 1:
+        return placements[0].name
+    return placements[0].name.rsplit("-", 1)[0]
+
+
+def use_forkserver(method: str | None, nworkers: int) -> str:
+    """Choose how the nannies start worker processes; returns the method in use.
+
+    ``method`` (the entry point's option) wins; then a method set in dask's configuration
+    (``distributed.worker.multiprocessing-method``) other than distributed's default
+    ``spawn``; then ``forkserver`` when this process starts several workers. With
+    ``forkserver`` each worker process is forked from a server process that imported
+    :data:`FORKSERVER_PRELOAD` once, instead of being a new interpreter that imports them
+    all again: on a node with G GPUs that is one import of distributed instead of G.
+    """
+    import multiprocessing
+
+    import dask
+    import distributed.utils
+
+    configured = dask.config.get("distributed.worker.multiprocessing-method")
+    chosen = method or (configured if configured != "spawn" else
+                        "forkserver" if nworkers > 1 else "spawn")
+    dask.config.set({"distributed.worker.multiprocessing-method": chosen})
+    if chosen == "forkserver":
+        # find_spec, not import: distributed's own check imports pandas into this process
+        preload = [m for m in FORKSERVER_PRELOAD if importlib.util.find_spec(m) is not None]
+        multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
+        distributed.utils._forkserver_preload_set = True  # keep this list, not distributed's
+    return chosen
