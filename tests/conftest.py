@@ -61,3 +61,15 @@ def wait_for(predicate, timeout: float, interval: float = 0.25, what: str = "con
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def gpus_per_node(places) -> dict:
+    """``{node: number of distinct GPUs}`` from ``(node, gpu)`` pairs, one per worker.
+
+    Fails when two workers of a node share a GPU.
+    """
+    seen: dict = {}
+    for node, gpu in places:
+        assert gpu not in seen.setdefault(node, set()), f"two workers on GPU {gpu} of node {node}"
+        seen[node].add(gpu)
+    return {node: len(gpus) for node, gpus in seen.items()}

@@ -11,6 +11,8 @@ import uuid
 
 import pytest
 
+from conftest import gpus_per_node
+
 from batchtools import CHECK, OMPI_ROOT, ROOT, processes_with
 
 pytestmark = pytest.mark.mpi
@@ -62,11 +64,7 @@ def test_gpurunner_under_srun_keeps_every_gpu_and_the_exit_code(slurm, tmp_path)
     assert done.returncode == 5, done.stderr[-3000:]
     result = json.loads((tmp_path / "r.json").read_text())
     assert all(result["checks"].values()), result
-    # two workers on each node, on two distinct GPUs of that node (which ones is SLURM's
-    # choice: other jobs may hold GPUs 0 and 1)
-    by_node: dict = {}
-    for node, gpu in result["places"].values():
-        by_node.setdefault(node, set()).add(gpu)
-    assert sorted(by_node) == [0, 1] and all(len(gpus) == 2 for gpus in by_node.values()), result
+    # which GPUs is SLURM's choice: other jobs may hold GPUs 0 and 1
+    assert gpus_per_node(result["places"].values()) == {0: 2, 1: 2}, result
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # scheduler file, TLS gone
     assert processes_with(marker) == []

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from batchtools import CHECK, ROOT, processes_with, slurm_finished
-from conftest import wait_for
+from conftest import gpus_per_node, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -42,12 +42,8 @@ def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert all(result["checks"].values()), result
     # one worker per (node, GPU): 2 fake nodes x GPUs 0 and 1, each worker's own
-    # two workers on each node, on two distinct GPUs of that node (which ones is SLURM's
-    # choice: other jobs may hold GPUs 0 and 1)
-    by_node: dict = {}
-    for node, gpu in result["places"].values():
-        by_node.setdefault(node, set()).add(gpu)
-    assert sorted(by_node) == [0, 1] and all(len(gpus) == 2 for gpus in by_node.values()), result
+    # which GPUs is SLURM's choice: other jobs may hold GPUs 0 and 1
+    assert gpus_per_node(result["places"].values()) == {0: 2, 1: 2}, result
     assert sorted(result["workers"]) == [f"{job_id}-{n}-{g}" for n in (0, 1) for g in (0, 1)]
     assert list((tmp_path / ".hpcgpu").iterdir()) == []
 
