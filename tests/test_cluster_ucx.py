@@ -4,7 +4,9 @@ scheduler, workers and client configured from one ``NetworkSettings``; and
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import cloudpickle
 import dask.array as da
@@ -12,6 +14,7 @@ import pytest
 from distributed import Client
 
 from cluster_helpers import FAST
+from conftest import ROOT
 from hpcgpu import SLURMCluster
 from hpcgpu.network import ucx_unavailable_reason
 
@@ -38,7 +41,21 @@ def _check_compute_over_ucx(cluster, gpus: int) -> None:
         assert sum(incoming for _, incoming in views.values()) > 0
 
 
+def _isolated(body: str, tmp_path) -> None:
+    """Run ``body(tmp_path)`` in a fresh Python: UCX is initialised once per process, and
+    ucxx (0.52) can crash (SIGSEGV in its progress thread) when a later UCX scheduler in the
+    same process runs on a new event loop; other UCX tests share this pytest process."""
+    code = f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_cluster_ucx as t; t.{body}({str(tmp_path)!r})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+
+
 def test_slurm_cluster_over_ucx(slurm, tmp_path):
+    _isolated("_cluster_over_ucx", tmp_path)
+
+
+def _cluster_over_ucx(tmp_path: str) -> None:
+    tmp_path = Path(tmp_path)
     with SLURMCluster(protocol="ucx", interface="lo", gpus_per_node=2,
                       log_directory=str(tmp_path / "logs"), **FAST) as cluster:
         assert cluster.scheduler_address.startswith("ucx://127.0.0.1:")
