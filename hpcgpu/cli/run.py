@@ -28,8 +28,14 @@ __all__ = ["run"]
               help="Seconds to wait for --min-workers.")
 @click.option("--tls/--no-tls", default=True, show_default=True,
               help="Encrypt and authenticate with a job-private temporary certificate.")
-@click.option("--protocol", default=None, help="Without TLS: tcp (default) or ucx.")
+@click.option("--protocol", default=None,
+              help="ucx (UCX for scheduler, workers and script; UCX carries no TLS), or without "
+                   "TLS: tcp (default).")
 @click.option("--interface", default=None, help="Network interface, e.g. ib0.")
+@click.option("--transports", default=None,
+              help="UCX transports: auto (default) or some of infiniband,nvlink,rdmacm,tcp.")
+@click.option("--fallback", default=None,
+              help="tcp/tls: use it, with a warning, when UCX cannot load (default: fail).")
 @click.option("--dashboard-address", default=":8787", show_default=True,
               help="Dashboard address ('' turns it off).")
 @click.option("--nthreads", type=int, default=1, show_default=True, help="Threads per worker.")
@@ -63,7 +69,8 @@ def run(script: str, args: tuple[str, ...], **kw) -> None:
             launcher_args=split_args(kw["launcher_args"]), nodes=kw["nodes"],
             gpus_per_node=kw["gpus_per_node"], min_workers=kw["min_workers"],
             timeout=kw["timeout"], tls=kw["tls"], protocol=kw["protocol"],
-            interface=kw["interface"], dashboard_address=kw["dashboard_address"] or None,
+            interface=kw["interface"], transports=kw["transports"], fallback=kw["fallback"],
+            dashboard_address=kw["dashboard_address"] or None,
             nthreads=kw["nthreads"], memory_limit=kw["memory_limit"],
             worker_args=split_args(kw["worker_args"]), work_dir=kw["work_dir"],
             keep_work_dir=kw["keep_work_dir"], grace=kw["grace"],
@@ -71,4 +78,6 @@ def run(script: str, args: tuple[str, ...], **kw) -> None:
         code = run_batch(options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    except ImportError as exc:  # UCXUnavailableError: UCX asked for, not loadable, no fallback
+        raise click.ClickException(str(exc)) from None
     sys.exit(code)

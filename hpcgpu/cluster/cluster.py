@@ -10,7 +10,7 @@ import warnings
 from typing import Any, ClassVar
 
 from dask.utils import parse_timedelta
-from distributed.core import Status
+from distributed.core import Status, rpc
 from distributed.deploy.spec import SpecCluster
 from distributed.scheduler import Scheduler
 from distributed.security import Security
@@ -22,7 +22,10 @@ from hpcgpu.cluster._jobqueue import JobQueueCluster
 from hpcgpu.cluster.adaptive import GPUAdaptive
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
+from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
 from hpcgpu.cluster.monitor import JobMonitor
+from hpcgpu.cluster.network import cluster_network
+from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 
 __all__ = ["GPUCluster"]
@@ -57,6 +60,14 @@ worker_extra_args, scheduler_options, shared_temp_directory
         As in dask-jobqueue.
     max_failed_jobs : int
         Jobs that may end before their workers connect before hpcgpu stops replacing them.
+    transports, scheduler_interface, worker_interface, net_devices, client_protocol, \
+fallback, ucx_environment
+        UCX and per-role network options (:class:`hpcgpu.network.NetworkSettings`;
+        docs/networking.md). ``protocol="ucx"`` configures scheduler, workers and client.
+    scheduler_in_job : bool
+        Run the Dask scheduler inside the first job instead of this process (a login node
+        without InfiniBand): workers speak UCX to it, this process reaches it over
+        ``client_protocol`` (TLS by default). That job stays while the cluster lives.
 
     Examples
     --------
@@ -86,13 +97,16 @@ worker_extra_args, scheduler_options, shared_temp_directory
         self._poll_interval = parse_timedelta(poll_interval or config.get("poll-interval"))
         self._tail_lines = int(config.get("stderr-tail-lines"))
         security = _security(security)
+        # Once, before anything starts: UCX missing raises here (or falls back, warned).
+        self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
             n_workers=0, loop=loop, security=security, asynchronous=asynchronous,
             shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
-            name=name, scheduler_options=setup.scheduler_options, scheduler_cls=scheduler_cls,
-            interface=setup.interface,
-            protocol=setup.protocol or ("tls://" if security else None),
-            config_name=kind, **setup.job_options,
+            name=name, scheduler_cls=scheduler_cls,
+            # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
+            scheduler_options={**scheduler_options(net), **setup.scheduler_options},
+            interface=net.worker_interface, protocol=net.protocol, config_name=kind,
+            environment=job_environment(net, "worker"), **setup.job_options,
         )
         self.new_spec["group"] = worker_suffixes(self._shape)
         if n_workers:
@@ -104,7 +118,15 @@ worker_extra_args, scheduler_options, shared_temp_directory
             self.periodic_callbacks["hpcgpu-poll"] = PeriodicCallback(
                 self._poll, self._poll_interval * 1000
             )
-        await super()._start()
+        # UCX reads its configuration once per process, at the first UCX connection.
+        with config_context(self.network, "scheduler"):
+            if self._setup.scheduler_in_job and self.scheduler is None:
+                self.scheduler = await JobScheduler(self)
+            await super()._start()
+        if self.network.client_protocol and not self._setup.scheduler_in_job:
+            addresses = [listener.contact_address for listener in self.scheduler.listeners]
+            self.scheduler_comm = rpc(client_address(addresses, self.network),
+                                      connection_args=self.security.get_connection_args("client"))
 
     @property
     def gpus_per_job(self) -> int:
@@ -136,6 +158,8 @@ worker_extra_args, scheduler_options, shared_temp_directory
                 )
                 logger.warning(message)
                 warnings.warn(message, stacklevel=2)
+        # With the scheduler in a job, that job's GPUs count as the first ones.
+        jobs = max(jobs - int(self._setup.scheduler_in_job), 0)
         self._target_jobs = jobs
         self._scale_jobs(jobs)
         self.loop.add_callback(self._correct_state)
@@ -229,7 +253,7 @@ worker_extra_args, scheduler_options, shared_temp_directory
     async def _open(self, names: set[str]) -> None:
         if not names:
             return
-        address = getattr(self.scheduler, "contact_address", None) or self.scheduler.address
+        address = worker_address(self.scheduler, self.network)
         jobs = {}
         for name in sorted(names):
             options = dict(self.worker_spec[name].get("options", {}), name=name)

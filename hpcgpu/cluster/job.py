@@ -56,6 +56,13 @@ class GPUJob(Job):
         ``local_directory``, ``worker_extra_args``, ``job_extra_directives``,
         ``job_directives_skip``, ``job_script_prologue``, ``job_script_epilogue``,
         ``shebang``, ``config_name``.
+    environment : tuple of (name, value)
+        Exported before the workers start: the network's ``UCX_*`` and
+        ``DASK_DISTRIBUTED_UCXX__*`` variables (:func:`hpcgpu.network.job_environment`).
+    scheduler_file, scheduler_lines
+        Only for the job that runs the scheduler (``scheduler_in_job``): its workers read
+        the address from ``scheduler_file``; ``scheduler_lines`` start the scheduler before
+        them, and the last one waits for it after them.
     """
 
     config_name = "slurm"  # dask-jobqueue's fallback config section; hpcgpu passes its own
@@ -63,14 +70,22 @@ class GPUJob(Job):
     def __init__(self, scheduler: str | None = None, name: str | None = None, *,
                  shape: GPUJobShape, dialect: Dialect, launcher: Launcher,
                  security: Any = None, protocol: str | None = None,
-                 job_script_epilogue: list[str] | None = None, **options: Any) -> None:
+                 job_script_epilogue: list[str] | None = None,
+                 environment: tuple[tuple[str, str], ...] = (),
+                 scheduler_file: str | None = None, scheduler_lines: tuple[str, ...] = (),
+                 **options: Any) -> None:
         self.shape, self.dialect, self.launcher = shape, dialect, launcher
         self.security_files = _tls_files(security)
         self.protocol = protocol
         self.job_script_epilogue = list(job_script_epilogue or [])
+        # The network's exports (UCX, distributed-ucxx), and for the job that runs the
+        # scheduler: its scheduler file and the shell lines that start and wait for it.
+        self.environment = tuple(environment)
+        self.scheduler_file = scheduler_file
+        self.scheduler_lines = tuple(scheduler_lines)
         self.options = dict(options)
         super().__init__(
-            scheduler=scheduler, name=name, cores=shape.cpus_per_node * shape.nodes,
+            scheduler=scheduler or scheduler_file, name=name, cores=shape.cpus_per_node * shape.nodes,
             memory=str((shape.node_memory or 2**30) * shape.nodes),
             processes=shape.total_gpus, job_name=shape.job_name, **options,
         )
@@ -78,8 +93,10 @@ class GPUJob(Job):
     def worker_command(self) -> WorkerCommand:
         """The ``python -m hpcgpu.worker`` options every worker of this job gets."""
         memory = self.shape.gpu_memory
+        from_file = self.scheduler_file is not None
         return WorkerCommand(
-            scheduler=self.scheduler, name=str(self.name), nthreads=self.shape.cpus_per_gpu,
+            scheduler=None if from_file else self.scheduler,
+            scheduler_file=self.scheduler_file, name=str(self.name), nthreads=self.shape.cpus_per_gpu,
             memory_limit=str(memory) if memory else "auto",
             protocol=self.protocol.rstrip(":/") if self.protocol else None,
             interface=self.options.get("interface"),
@@ -97,8 +114,9 @@ class GPUJob(Job):
             log_directory=self.log_directory or ".",
             job_extra_directives=tuple(self.job_extra_directives or ()),
             job_directives_skip=tuple(self.job_directives_skip or ()),
-            job_script_prologue=tuple(self._job_script_prologue or ()),
-            job_script_epilogue=tuple(self.job_script_epilogue),
+            job_script_prologue=tuple(self._job_script_prologue or ()) + self.scheduler_lines[:-1],
+            job_script_epilogue=tuple(self.job_script_epilogue) + self.scheduler_lines[-1:],
+            environment=self.environment,
             shebang=self.shebang or "#!/usr/bin/env bash",
         )
         return render(script)

@@ -13,10 +13,13 @@ from hpcgpu.launchers import Launcher, get_launcher
 from hpcgpu.resources import GPUJobShape, NodeLimits
 from hpcgpu.units import parse_memory
 
-__all__ = ["ClusterSetup", "prepare", "SHAPE_OPTIONS"]
+__all__ = ["ClusterSetup", "prepare", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
 
 SHAPE_OPTIONS = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
                  "walltime", "queue", "account", "job_name", "gpu_type", "exclusive")
+#: Options of :class:`hpcgpu.network.NetworkSettings` (``interface`` and ``protocol`` too).
+NETWORK_OPTIONS = ("protocol", "transports", "interface", "scheduler_interface", "worker_interface",
+                   "net_devices", "client_protocol", "fallback", "ucx_environment")
 _LIST_OPTIONS = ("job_extra_directives", "job_directives_skip", "job_script_prologue",
                  "job_script_epilogue", "worker_extra_args")
 
@@ -34,6 +37,8 @@ class ClusterSetup:
     interface: str | None
     protocol: str | None
     job_options: dict
+    network_options: dict
+    scheduler_in_job: bool = False
 
 
 def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
@@ -49,10 +54,11 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     ...
     ValueError: unknown option(s) gpus_per_nod: known are nodes, gpus_per_node, \
 cpus_per_gpu, memory_per_gpu, memory_per_node, walltime, queue, account, job_name, gpu_type, \
-exclusive, launcher, one_task_per, python, interface, protocol, death_timeout, local_directory, \
-log_directory, shared_temp_directory, shebang, job_extra_directives, job_directives_skip, \
-job_script_prologue, job_script_epilogue, worker_extra_args, scheduler_options, \
-dashboard_address, site, limits, profile
+exclusive, launcher, one_task_per, python, interface, protocol, transports, scheduler_interface, \
+worker_interface, net_devices, client_protocol, fallback, ucx_environment, scheduler_in_job, \
+death_timeout, local_directory, log_directory, shared_temp_directory, shebang, \
+job_extra_directives, job_directives_skip, job_script_prologue, job_script_epilogue, \
+worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
     """
     get_dialect(scheduler)  # unknown scheduler names fail first
     opts = config.resolve(scheduler, options)
@@ -82,6 +88,8 @@ dashboard_address, site, limits, profile
         shared_temp_directory=opts["shared_temp_directory"] or log_directory,
         scheduler_options=scheduler_options, interface=opts["interface"],
         protocol=opts["protocol"], job_options=job_options,
+        network_options={name: opts[name] for name in NETWORK_OPTIONS},
+        scheduler_in_job=bool(opts["scheduler_in_job"]),
     )
 
 

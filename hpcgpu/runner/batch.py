@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcgpu.launchers import get_launcher
+from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
+                            resolve, worker_options)
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.launch import workers_argv
 from hpcgpu.runner.processes import Child, start_child
@@ -31,7 +33,7 @@ from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
 from hpcgpu.worker_command import WorkerCommand
 
-__all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv"]
+__all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"]
 
 #: Signals that stop a batch run: cancel (TERM), walltime warnings (USR1/USR2), Ctrl-C, hang-up.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
@@ -54,6 +56,8 @@ class BatchOptions:
     tls: bool = True
     protocol: str | None = None
     interface: str | None = None
+    transports: str | None = None
+    fallback: str | None = None
     dashboard_address: str | None = ":8787"
     nthreads: int = 1
     memory_limit: str = "auto"
@@ -64,13 +68,33 @@ class BatchOptions:
     python: str = field(default_factory=lambda: sys.executable)
 
     def protocol_name(self) -> str:
-        """``tls`` with TLS on; else the protocol asked for, ``tcp`` by default."""
+        """``ucx``/``ucxx`` as asked (UCX carries no TLS); else ``tls`` with TLS on, or the
+        protocol asked for, ``tcp`` by default."""
+        if (self.protocol or "").lower() in UCX_PROTOCOLS:
+            return self.protocol.lower()
         if self.tls:
             if self.protocol not in (None, "tls"):
                 raise ValueError(f"protocol={self.protocol!r} does not carry TLS: "
                                  "use --protocol tls, or --no-tls")
             return "tls"
         return self.protocol or "tcp"
+
+
+def network(options: BatchOptions) -> NetworkSettings:
+    """The run's :class:`~hpcgpu.network.NetworkSettings`, resolved (UCX missing raises,
+    or falls back with a warning when ``fallback`` is given).
+
+    Examples
+    --------
+    >>> network(BatchOptions("a.py", protocol="tcp", tls=False)).protocol
+    'tcp'
+    """
+    fallback = options.fallback
+    if fallback is not None and fallback.lower() in ("true", "yes", "1"):
+        fallback = "tls" if options.tls else "tcp"
+    net = NetworkSettings.create(options.protocol_name(), options.transports or "auto",
+                                 options.interface, fallback=fallback)
+    return resolve(net)
 
 
 def script_argv(python: str, script: str, args: tuple[str, ...]) -> list[str]:
@@ -114,12 +138,18 @@ class _Stop:
             self.forwarded = True
 
 
+def _role_env(net: NetworkSettings, role: str) -> dict[str, str]:
+    """This environment plus the role's UCX settings (``DASK_DISTRIBUTED_UCXX__*``, ``UCX_*``)."""
+    return {**os.environ, **dict(job_environment(net, role))}
+
+
 @dataclass
 class _Session:
     options: BatchOptions
     allocation: Allocation
     directory: Path
     stop: _Stop
+    network: NetworkSettings
     tls: TLSFiles | None = None
     scheduler: Child | None = None
     workers: Child | None = None
@@ -131,23 +161,24 @@ class _Session:
 
 
 def _start_cluster(s: _Session) -> None:
-    o = s.options
-    s.tls = write_tls_files(s.directory) if o.tls else None
+    o, net = s.options, s.network
+    s.tls = write_tls_files(s.directory) if net.protocol == "tls" else None
     scheduler_file = str(s.directory / "scheduler.json")
-    sched_options = SchedulerOptions(o.protocol_name(), o.interface, o.dashboard_address)
-    s.scheduler, info = start_scheduler(o.python, scheduler_file, sched_options, s.tls, os.environ)
+    sched_options = SchedulerOptions(net.protocol, net.scheduler_interface, o.dashboard_address)
+    s.scheduler, info = start_scheduler(o.python, scheduler_file, sched_options, s.tls,
+                                        _role_env(net, "scheduler"))
     s.address = info["address"]
     dashboard = info.get("services", {}).get("dashboard") if o.dashboard_address else None
     _say(f"scheduler {s.address} (pid {s.scheduler.pid})"
          + (f", dashboard on port {dashboard}" if dashboard else ""))
     worker = WorkerCommand(
         scheduler=s.address, nthreads=o.nthreads, memory_limit=o.memory_limit,
-        interface=o.interface, death_timeout=60, extra=o.worker_args,
+        death_timeout=60, extra=o.worker_args, **worker_options(net),
         **({"tls_ca_file": s.tls.ca_file, "tls_cert": s.tls.cert, "tls_key": s.tls.key} if s.tls else {}),
     )
     launcher = get_launcher(o.launcher or s.allocation.default_launcher)
     argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
-    s.workers = start_child("workers", argv, env=os.environ)
+    s.workers = start_child("workers", argv, env=_role_env(net, "worker"))
     _say(f"{s.allocation.total_gpus} worker(s) on {s.allocation.nodes} node(s) x "
          f"{s.allocation.gpus_per_node} GPU(s) through {launcher.name} (pid {s.workers.pid})")
 
@@ -176,7 +207,7 @@ def _wait_for_workers(s: _Session, client) -> bool:
 
 def _run_script(s: _Session) -> int:
     o = s.options
-    env = {**os.environ, "DASK_SCHEDULER_ADDRESS": s.address,
+    env = {**_role_env(s.network, "client"), "DASK_SCHEDULER_ADDRESS": s.address,
            "HPCGPU_SCHEDULER_FILE": str(s.directory / "scheduler.json"),
            "HPCGPU_N_WORKERS": str(s.allocation.total_gpus)}
     if s.tls is not None:
@@ -215,20 +246,21 @@ def run_batch(options: BatchOptions) -> int:
     """Run ``options.script`` on a Dask cluster of this allocation; return its exit code."""
     allocation = detect_allocation(nodes=options.nodes, gpus_per_node=options.gpus_per_node)
     get_launcher(options.launcher or allocation.default_launcher).validate(allocation.shape())
-    options.protocol_name()
+    net = network(options)  # before anything starts: UCX missing fails here
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
         raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "
                          f"allocation's {allocation.total_gpus} GPU(s)")
     directory = make_job_directory(options.work_dir, allocation.job_id)
     with _Stop() as stop:
-        session = _Session(options, allocation, directory, stop)
+        session = _Session(options, allocation, directory, stop, net)
         client = None
         try:
             _start_cluster(session)
             from distributed import Client
 
             security = session.tls.security() if session.tls else None
-            client = Client(session.address, security=security, timeout="60s")
+            with config_context(net, "client"):
+                client = Client(session.address, security=security, timeout="60s")
             if _wait_for_workers(session, client) and stop.signum is None:
                 code = _run_script(session)
             else:

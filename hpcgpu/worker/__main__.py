@@ -71,6 +71,26 @@ def _without_launcher(argv: list[str]) -> list[str]:
     return out
 
 
+def _require_ucx(protocol: str) -> None:
+    """Fail now, with the fix, when UCX is asked for and cannot load (never fall back here:
+    the scheduler and the other workers speak UCX)."""
+    from hpcgpu.network import INSTALL_HINT, UCX_PROTOCOLS, ucx_unavailable_reason
+
+    if protocol.lower() not in UCX_PROTOCOLS:
+        return
+    reason = ucx_unavailable_reason()
+    if reason is not None:
+        raise click.ClickException(f"protocol {protocol!r} needs UCX but {reason}: {INSTALL_HINT}")
+    from hpcgpu.worker.gpuinfo import _nvml
+
+    if _nvml() is None:  # CPU mode (no driver): UCX must not ask for CUDA
+        import dask
+
+        for key in ("create-cuda-context", "cuda-copy", "nvlink"):
+            if dask.config.get(f"distributed-ucxx.{key}", None):
+                dask.config.set({f"distributed-ucxx.{key}": False})
+
+
 @click.command(context_settings=dict(ignore_unknown_options=True, allow_extra_args=True))
 @click.argument("scheduler", required=False)
 @click.option("--scheduler-file", default=None)
@@ -107,6 +127,7 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     of the node."""
     if scheduler is None and options["scheduler_file"] is None:
         raise click.UsageError("give the scheduler address or --scheduler-file")
+    _require_ucx(options["protocol"] or (scheduler or "").split("://")[0])
     try:
         setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
                          device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)

@@ -1,0 +1,135 @@
+"""``scheduler_in_job``: the Dask scheduler runs inside the cluster's first job.
+
+For sites whose login node has no InfiniBand (or no UCX): the first job's script starts
+the scheduler (:mod:`hpcgpu.cluster.scheduler_process`) on its first node (in the background, without a GPU), listening on
+UCX for the workers and on TCP/TLS for the client, then starts that job's workers, which
+read the scheduler file in the log directory. The cluster object waits for the listeners
+file and connects to the client listener; the other jobs' workers get the UCX address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import time
+from typing import Any
+
+from distributed.deploy.spec import ProcessInterface
+
+from hpcgpu.network import NetworkSettings, client_address, job_environment, scheduler_options
+
+__all__ = ["JobScheduler", "scheduler_lines", "worker_address", "START_TIMEOUT"]
+
+#: Seconds the cluster waits for the scheduler job to start (queue wait included).
+START_TIMEOUT = 300.0
+
+
+def worker_address(scheduler: Any, net: NetworkSettings) -> str:
+    """The scheduler address workers use: the listener speaking the workers' protocol."""
+    contact = getattr(scheduler, "contact_address", None)
+    listeners = getattr(scheduler, "listeners", None)
+    if listeners and net.client_protocol:
+        return client_address([l.contact_address for l in listeners],
+                              NetworkSettings(protocol=net.protocol))
+    return contact or scheduler.address
+
+
+def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
+                    tls: dict[str, str | None]) -> tuple[str, ...]:
+    """Shell lines: start the scheduler in the background (its role's UCX settings, no
+    GPU), and, last, wait for it once the workers' launcher returns.
+
+    Examples
+    --------
+    >>> lines = scheduler_lines("py", "/l/c.json", NetworkSettings.create(
+    ...     "ucx", interface="ib0", client_protocol="tcp"), {})
+    >>> print(lines[0])  # doctest: +NORMALIZE_WHITESPACE
+    rm -f /l/c.json /l/c.json.listeners
+    >>> print(lines[1])  # doctest: +NORMALIZE_WHITESPACE
+    env -u DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT CUDA_VISIBLE_DEVICES=
+    py -m hpcgpu.cluster.scheduler_process /l/c.json --protocol ucx,tcp --interface ib0,ib0 &
+    >>> lines[-1]
+    'wait "$HPCGPU_SCHEDULER_PID"'
+    """
+    options = scheduler_options(net)
+    protocol, interface = options["protocol"], options["interface"]
+    join = lambda v: ",".join(map(str, v)) if isinstance(v, list) else str(v)  # noqa: E731
+    worker_env = dict(job_environment(net, "worker"))
+    own = dict(job_environment(net, "scheduler"))
+    env = ["env"]
+    for name in worker_env:
+        if name not in own:
+            env += ["-u", name]
+    env += [f"{k}={v}" for k, v in own.items()] + ["CUDA_VISIBLE_DEVICES="]
+    argv = [python, "-m", "hpcgpu.cluster.scheduler_process", scheduler_file,
+            "--protocol", join(protocol)]
+    if interface:
+        argv += ["--interface", join(interface)]
+    for key, flag in (("tls_ca_file", "--tls-ca-file"), ("tls_cert", "--tls-cert"), ("tls_key", "--tls-key")):
+        if tls.get(key):
+            argv += [flag, str(tls[key])]
+    return (
+        f"rm -f {shlex.quote(scheduler_file)} {shlex.quote(scheduler_file + '.listeners')}",
+        shlex.join(env + argv) + " &",
+        'HPCGPU_SCHEDULER_PID=$!',
+        'wait "$HPCGPU_SCHEDULER_PID"',
+    )
+
+
+class JobScheduler(ProcessInterface):
+    """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``.
+
+    ``address`` (and ``external_address``) is the client's listener, ``contact_address``
+    the workers'. Closing it cancels the job.
+    """
+
+    def __init__(self, cluster: Any, timeout: float | None = None) -> None:
+        super().__init__()
+        self.network: NetworkSettings = cluster.network
+        options = dict(cluster._job_kwargs)
+        directory = options.get("log_directory") or os.getcwd()
+        name = f"{cluster._name}-scheduler"
+        self.scheduler_file = os.path.join(directory, f"{name}.json")
+        self.listeners_file = self.scheduler_file + ".listeners"
+        self.timeout = float(timeout or START_TIMEOUT)
+        job_cls = cluster.job_cls
+        self.job = job_cls(None, name=name, scheduler_file=self.scheduler_file, **options)
+        self.job.scheduler_lines = scheduler_lines(
+            options.get("python") or "python3", self.scheduler_file, self.network,
+            self.job.security_files)
+
+    async def start(self) -> None:
+        """Submit the job and wait for its scheduler's listeners (cancel it on failure)."""
+        for path in (self.scheduler_file, self.listeners_file):
+            if os.path.exists(path):
+                os.unlink(path)  # a stale file would point at a dead scheduler
+        await self.job.start()
+        try:
+            addresses = await self._listeners()
+        except BaseException:
+            await self.job.close()
+            raise
+        self.contact_address = addresses[0]
+        self.address = self.external_address = client_address(addresses, self.network)
+        await super().start()
+
+    async def _listeners(self) -> list[str]:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            try:
+                with open(self.listeners_file) as file:
+                    return json.load(file)["addresses"]
+            except (FileNotFoundError, ValueError, KeyError):
+                await asyncio.sleep(0.25)
+        raise TimeoutError(
+            f"the scheduler job {self.job.job_id} wrote no {self.listeners_file} within "
+            f"{self.timeout:g} s: see its output in {os.path.dirname(self.scheduler_file)} "
+            "(queue wait counts too: raise death_timeout, or check the queue)"
+        )
+
+    async def close(self) -> None:
+        """Cancel the scheduler's job."""
+        await self.job.close()
+        await super().close()

@@ -1,0 +1,61 @@
+"""A cluster's communication settings, from its options and its security, resolved once.
+
+Cluster mode passes the result to the scheduler (:func:`hpcgpu.network.scheduler_options`,
+in :func:`hpcgpu.network.config_context`), to every job (``--protocol``/``--interface``
+of the workers and the ``UCX_*``/``DASK_DISTRIBUTED_UCXX__*`` exports of the script) and
+to the client (:func:`hpcgpu.network.client_address`). See docs/networking.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcgpu.network import NetworkSettings, resolve
+
+__all__ = ["cluster_network"]
+
+
+def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bool = False) -> NetworkSettings:
+    """The :class:`~hpcgpu.network.NetworkSettings` of one cluster.
+
+    ``protocol`` defaults to ``tls`` with security on, ``tcp`` without; ``fallback=True``
+    follows the same rule. With ``scheduler_in_job`` and UCX, the client reaches the
+    scheduler through a second listener (``client_protocol``, by default ``tls``/``tcp``
+    likewise), and UCX is not checked here (the login node need not have it: the workers
+    fail early, with the fix, where it is missing).
+
+    Examples
+    --------
+    >>> cluster_network({"protocol": "ucx", "interface": "ib0"}, security=None, scheduler_in_job=True)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    NetworkSettings(protocol='ucx', transports=None, scheduler_interface='ib0',
+        worker_interface='ib0', net_devices=None, client_protocol='tcp', fallback=None,
+        ucx_environment=())
+    >>> cluster_network({}, security=object()).protocol
+    'tls'
+    >>> cluster_network({"protocol": "ucx", "client_protocol": "tls"}, security=None)
+    Traceback (most recent call last):
+    ...
+    ValueError: client_protocol='tls' needs security (a Security with certificates, or the default security=None/True): pass security=True or client_protocol='tcp'
+    """
+    secure = "tls" if security else "tcp"
+    protocol = options.get("protocol") or secure
+    fallback = secure if options.get("fallback") is True else options.get("fallback")
+    client_protocol = options.get("client_protocol")
+    if scheduler_in_job and client_protocol is None and str(protocol).lower().startswith("ucx"):
+        client_protocol = secure
+    net = NetworkSettings.create(
+        protocol, options.get("transports") or "auto", options.get("interface"),
+        scheduler_interface=options.get("scheduler_interface"),
+        worker_interface=options.get("worker_interface"), net_devices=options.get("net_devices"),
+        client_protocol=client_protocol, fallback=fallback,
+        ucx_environment=options.get("ucx_environment") or None,
+    )
+    if "tls" in (net.protocol, net.client_protocol) and not security:
+        raise ValueError(
+            f"{'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tls' needs "
+            "security (a Security with certificates, or the default security=None/True): pass "
+            f"security=True or {'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tcp'"
+        )
+    # With the scheduler in a job and a second listener, this process never speaks UCX.
+    return resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")

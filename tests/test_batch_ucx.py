@@ -1,0 +1,42 @@
+"""Batch mode over UCX on the real local SLURM: ``sbatch jobscripts/slurm-2x4.sbatch
+--protocol ucx ...`` (2 fake nodes x 1 GPU, UCX over TCP on loopback)."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchtools import ROOT, slurm_finished
+from conftest import wait_for
+from hpcgpu.network import ucx_unavailable_reason
+from test_batch_slurm import logs, sbatch
+
+REASON = ucx_unavailable_reason()
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(
+    REASON is not None, reason=f"needs distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}")]
+
+
+def test_sbatch_hpcgpu_run_protocol_ucx(slurm, tmp_path):
+    job_id = sbatch(tmp_path, 2, 1, "--protocol", "ucx", "--interface", "lo",
+                    "--dashboard-address", "", str(ROOT / "tests" / "ucx_batch_script.py"))
+    state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
+    assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)
+    text = "".join(p.read_text() for p in tmp_path.glob(f"{job_id}.*"))
+    assert "hpcgpu run: scheduler ucx://127.0.0.1:" in text
+    assert "RESULT ucx://127.0.0.1:" in text
+
+
+def test_hpcgpu_run_without_ucx_fails_before_starting(tmp_path):
+    """The same command where UCX cannot load: a clear error, nothing started (a
+    fallback is opt-in)."""
+    import subprocess
+    import sys
+
+    code = ("import hpcgpu.network.availability as a; a.ucx_unavailable_reason = lambda: 'test'; "
+            "import sys; from hpcgpu.cli import main; sys.argv = ['hpcgpu', 'run', '--protocol', "
+            "'ucx', '--launcher', 'direct', '--gpus-per-node', '1', 'x.py']; main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "protocol='ucx' was requested but test" in done.stderr
+    assert "pip install 'hpcgpu[ucx]'" in done.stderr
+    assert not (tmp_path / ".hpcgpu").exists()
