@@ -81,9 +81,9 @@ def _require_ucx(protocol: str) -> None:
     reason = ucx_unavailable_reason()
     if reason is not None:
         raise click.ClickException(f"protocol {protocol!r} needs UCX but {reason}: {INSTALL_HINT}")
-    from hpcgpu.worker.gpuinfo import _nvml
+    from hpcgpu.worker.gpuinfo import nvml_library
 
-    if _nvml() is None:  # CPU mode (no driver): UCX must not ask for CUDA
+    if nvml_library() is None:  # CPU mode (no driver): UCX must not ask for CUDA
         import dask
 
         for key in ("create-cuda-context", "cuda-copy", "nvlink"):
