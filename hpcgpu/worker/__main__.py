@@ -15,6 +15,7 @@ import click
 
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.placement import JOB_ID_VARIABLES, placement_from_env
+from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
 
 __all__ = ["main"]
 
@@ -87,6 +88,10 @@ def _without_launcher(argv: list[str]) -> list[str]:
 @click.option("--tls-key", default=None)
 @click.option("--local-directory", default=None)
 @click.option("--lifetime", default=None)
+@click.option("--walltime", type=float, default=None,
+              help="The job's walltime (s): retire gracefully before the job ends.")
+@click.option("--retire-before", default=None, help="Retire this long before the end (or off).")
+@click.option("--lifetime-stagger", default=None, help="Spread of the retirement times.")
 @click.option("--launcher", default=None)
 @click.option("--gpus-per-node", type=int, default=None)
 @click.option("--rmm-pool-size", default="auto", show_default=True,
@@ -98,7 +103,8 @@ def _without_launcher(argv: list[str]) -> list[str]:
               help="Pin to the CPU cores near the GPU (within the allowed cpuset).")
 @click.pass_context
 def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, rmm_async,
-         device_memory_limit, cpu_affinity, **options) -> None:
+         device_memory_limit, cpu_affinity, walltime, retire_before, lifetime_stagger,
+         **options) -> None:
     """Start one Dask worker pinned to this process's GPU."""
     if scheduler is None and options["scheduler_file"] is None:
         raise click.UsageError("give the scheduler address or --scheduler-file")
@@ -120,7 +126,11 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
         os.environ["CUDA_VISIBLE_DEVICES"] = place.gpu
     from distributed.cli.dask_worker import main as dask_worker
 
-    dask_worker.main(args=_dask_worker_argv(scheduler, options, place.name, tuple(ctx.args)),
+    extra = tuple(ctx.args)
+    if options["lifetime"] is None:
+        extra += tuple(lifetime_options(walltime, retire_before, lifetime_stagger, extra))
+    forward_drain_to_children()
+    dask_worker.main(args=_dask_worker_argv(scheduler, options, place.name, extra),
                      prog_name="hpcgpu.worker")
 
 
