@@ -13,6 +13,7 @@ from distributed import Client, wait
 
 from cluster_helpers import FAST
 from conftest import wait_for
+from reliability_helpers import run_chain, runs, step
 from hpcgpu import SLURMCluster
 
 pytestmark = pytest.mark.slurm
@@ -35,34 +36,6 @@ def make(slurm, tmp_path):
     yield make
     for cluster in clusters:
         cluster.close()
-
-
-def _make_step():
-    # Nested, so that it is pickled by value: the workers cannot import this test module.
-    def step(previous: int, i: int, log: str, pause: float) -> int:
-        """One link of a chain; appends its index to ``log`` so reruns are visible."""
-        time.sleep(pause)
-        with open(log, "a") as file:
-            file.write(f"{i}\n")
-        return previous + i
-
-    return step
-
-
-step = _make_step()
-
-
-def run_chain(client: Client, n: int, log: str, pause: float) -> list:
-    """n tasks in a chain, every intermediate result kept (held by some worker)."""
-    futures = [client.submit(step, 0, 0, log, pause, key="link-0")]
-    for i in range(1, n):
-        futures.append(client.submit(step, futures[-1], i, log, pause, key=f"link-{i}"))
-    return futures
-
-
-def runs(log: str) -> Counter:
-    with open(log) as file:
-        return Counter(int(line) for line in file if line.strip())
 
 
 def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path):
