@@ -23,6 +23,7 @@ from hpcgpu.cluster.adaptive import GPUAdaptive
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.expiry import WalltimeReplacement, retirement_options
+from hpcgpu.cluster.faults import cancel_together
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 
@@ -239,7 +240,7 @@ worker_extra_args, scheduler_options, shared_temp_directory
                 for job in to_close:
                     if job in self._records:
                         self._records[job].cancelled_by_us = True
-                await asyncio.gather(*(self.workers[job].close() for job in to_close))
+                await cancel_together(self._dialect, [self.workers[job] for job in to_close])
                 for job in to_close:
                     self.workers.pop(job, None)
             await self._open(set(self.worker_spec) - set(self.workers))

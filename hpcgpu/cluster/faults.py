@@ -16,7 +16,7 @@ import re
 from hpcgpu import commands, config
 from hpcgpu.commands import CommandError, CommandResult
 
-__all__ = ["is_transient", "status_failed", "submit_with_retries", "TRANSIENT_PATTERNS"]
+__all__ = ["cancel_together", "is_transient", "status_failed", "submit_with_retries", "TRANSIENT_PATTERNS"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -96,3 +96,19 @@ async def submit_with_retries(argv: list[str], retries: int | None = None,
     hint = (f"gave up after {retries + 1} attempts: is the scheduler's controller up? "
             "(`sinfo`, `qstat`, `bjobs` on the login node)" if is_transient(result) else "")
     raise CommandError(result, hint)
+
+
+async def cancel_together(dialect, jobs: list) -> None:
+    """Cancel ``jobs`` (:class:`~hpcgpu.cluster.GPUJob`) with ONE cancel command, then close
+    them: scaling 200 jobs down is one ``scancel``, not 200."""
+    ids = [job.job_id for job in jobs if job.job_id and not getattr(job, "ended", False)]
+    for start in range(0, len(ids), 500):  # keep the command line short
+        chunk = ids[start:start + 500]
+        done = await asyncio.to_thread(commands.run, dialect.cancel_argv(chunk), timeout=120,
+                                       check=False)
+        if done.returncode != 0:
+            logger.warning("%s", CommandError(done))
+        logger.info("cancelled job(s) %s", " ".join(chunk))
+    for job in jobs:
+        job.ended = True  # cancelled above: GPUJob.close has nothing left to cancel
+    await asyncio.gather(*(job.close() for job in jobs))
