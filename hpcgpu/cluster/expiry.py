@@ -84,12 +84,14 @@ class WalltimeReplacement:
             record.retiring = True
             del self.worker_spec[name]
             replaced.append(name)
+        first_retirement = plan.walltime - plan.retire_before - 2 * plan.stagger
         for name in replaced:
             self.worker_spec.update(self.new_worker_spec())
             record = self._records[name]
+            left = max(first_retirement - (now - record.started), 0)
             message = (f"job {name} (id {record.job_id}) nears its walltime: its workers retire "
-                       f"from about {max(plan.walltime - plan.retire_before - 2 * plan.stagger - (now - record.started), 0):.0f} s "
-                       "from now, their data moving to other workers; a replacement is submitted")
+                       f"from about {left:.0f} s from now, their data moving to other workers; "
+                       "a replacement is submitted")
             self.events.append(message)
             logger.info("%s", message)
         if replaced:

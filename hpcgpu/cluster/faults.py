@@ -16,7 +16,8 @@ import re
 from hpcgpu import commands, config
 from hpcgpu.commands import CommandError, CommandResult
 
-__all__ = ["cancel_together", "is_transient", "status_failed", "submit_with_retries", "TRANSIENT_PATTERNS"]
+__all__ = ["cancel_together", "is_transient", "status_failed", "submit_with_retries",
+           "TRANSIENT_PATTERNS"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
