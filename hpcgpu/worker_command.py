@@ -36,7 +36,14 @@ class WorkerCommand:
     death_timeout : int
         Seconds a worker waits for an unreachable scheduler before it exits.
     lifetime : int or None
-        Seconds after which the worker retires gracefully (set from the walltime).
+        Seconds after which the worker retires gracefully (Dask's ``--lifetime``); by default
+        the worker works it out from ``walltime``.
+    walltime : int or None
+        The job's walltime in seconds: the worker retires gracefully before its job ends
+        (:mod:`hpcgpu.worker.walltime`).
+    retire_before, lifetime_stagger : str or None
+        When to retire before the end (``off`` never), and the spread (default: from the
+        walltime, see :class:`hpcgpu.walltime.Retirement`).
     gpus_per_node : int or None
         With one launcher task per node: the GPU workers (one nanny each) this task starts;
         None: the task is one GPU's (set by :meth:`hpcgpu.launchers.Launcher.worker`).
@@ -83,6 +90,9 @@ class WorkerCommand:
     local_directory: str | None = None
     death_timeout: int = 120
     lifetime: int | None = None
+    walltime: int | None = None
+    retire_before: str | None = None
+    lifetime_stagger: str | None = None
     gpus_per_node: int | None = None
     launcher: str | None = None
     rmm_pool_size: str | None = None
@@ -117,6 +127,9 @@ class WorkerCommand:
             ("--tls-key", self.tls_key),
             ("--local-directory", self.local_directory),
             ("--lifetime", self.lifetime),
+            ("--walltime", self.walltime),
+            ("--retire-before", self.retire_before),
+            ("--lifetime-stagger", self.lifetime_stagger),
             ("--launcher", self.launcher),
             ("--gpus-per-node", self.gpus_per_node),
             ("--rmm-pool-size", self.rmm_pool_size),

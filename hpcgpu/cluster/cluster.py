@@ -23,6 +23,8 @@ from hpcgpu.cluster.adaptive import GPUAdaptive
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
+from hpcgpu.cluster.expiry import WalltimeReplacement, retirement_options
+from hpcgpu.cluster.faults import cancel_together
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.network import cluster_network
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
@@ -33,7 +35,7 @@ __all__ = ["GPUCluster"]
 logger = logging.getLogger("hpcgpu.cluster")
 
 
-class GPUCluster(JobMonitor, JobQueueCluster):
+class GPUCluster(JobMonitor, WalltimeReplacement, JobQueueCluster):
     """Dask on a batch scheduler, one worker per GPU, scaled in GPUs or whole jobs.
 
     Parameters
@@ -68,6 +70,15 @@ fallback, ucx_environment
         Run the Dask scheduler inside the first job instead of this process (a login node
         without InfiniBand): workers speak UCX to it, this process reaches it over
         ``client_protocol`` (TLS by default). That job stays while the cluster lives.
+    retire_before, lifetime_stagger, replace_ahead : str or float
+        Walltime-aware retirement (docs/reliability.md): workers retire gracefully this long
+        before the walltime (``"off"``: never), spread over ``2 * lifetime_stagger``; the
+        replacement job is submitted ``replace_ahead`` before the first retires.
+    signal_before_walltime : str, float or bool
+        Ask the scheduler for a warning signal this long before the end (SLURM
+        ``--signal=USR1@N``, SGE ``-notify``, LSF ``-wa``): workers drain on it. ``True``: 120 s.
+    requeue : bool
+        Let the scheduler requeue a preempted job (``--requeue``, ``-r y``).
 
     Examples
     --------
@@ -85,13 +96,22 @@ fallback, ucx_environment
                  n_workers: int = 0, asynchronous: bool = False, loop: Any = None,
                  name: str | None = None, silence_logs: str | bool = "error",
                  scheduler_cls: type = Scheduler, max_failed_jobs: int | None = None,
-                 poll_interval: str | float | None = None, **options: Any) -> None:
+                 poll_interval: str | float | None = None, retire_before: Any = None,
+                 lifetime_stagger: Any = None, replace_ahead: Any = None,
+                 signal_before_walltime: Any = None, requeue: bool = False,
+                 **options: Any) -> None:
         kind = scheduler or self.scheduler_name
         setup: ClusterSetup = prepare(kind, options)  # ValueError before anything starts
+        self._retirement, retire_job, extra = retirement_options(
+            kind, setup.shape.walltime, retire_before, lifetime_stagger, replace_ahead,
+            signal_before_walltime, requeue)
+        job_options = dict(setup.job_options, **retire_job)
+        job_options["job_extra_directives"] = [*job_options["job_extra_directives"], *extra]
         self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect
         self._log_directory = setup.log_directory
         self._records: dict[str, JobRecord] = {}
         self.failures: list[str] = []
+        self.events: list[str] = []
         self._target_jobs = 0
         self._max_failed_jobs = int(max_failed_jobs or config.get("max-failed-jobs"))
         self._poll_interval = parse_timedelta(poll_interval or config.get("poll-interval"))
@@ -106,7 +126,7 @@ fallback, ucx_environment
             # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
             scheduler_options={**scheduler_options(net), **setup.scheduler_options},
             interface=net.worker_interface, protocol=net.protocol, config_name=kind,
-            environment=job_environment(net, "worker"), **setup.job_options,
+            environment=job_environment(net, "worker"), **job_options,
         )
         self.new_spec["group"] = worker_suffixes(self._shape)
         if n_workers:
@@ -195,6 +215,8 @@ fallback, ucx_environment
         """Retire every worker of ``jobs`` (their data moves first), then cancel the jobs."""
         for job in jobs:
             self.worker_spec.pop(job, None)
+            if job in self._records:
+                self._records[job].retiring = False  # asked for: retire it now
         self._target_jobs = len(self.worker_spec)
         await self._correct_state()
 
@@ -235,7 +257,7 @@ fallback, ucx_environment
         data moves) before the job is cancelled; upstream passes job names as addresses."""
         async with self._lock:
             self._correct_state_waiting = None
-            to_close = set(self.workers) - set(self.worker_spec)
+            to_close = set(self.workers) - set(self.worker_spec) - self._retiring_jobs()
             if to_close:
                 connected = self.connected_by_job()
                 names = sorted(n for job in to_close for n in connected.get(job, ()))
@@ -245,7 +267,7 @@ fallback, ucx_environment
                 for job in to_close:
                     if job in self._records:
                         self._records[job].cancelled_by_us = True
-                await asyncio.gather(*(self.workers[job].close() for job in to_close))
+                await cancel_together(self._dialect, [self.workers[job] for job in to_close])
                 for job in to_close:
                     self.workers.pop(job, None)
             await self._open(set(self.worker_spec) - set(self.workers))
@@ -266,6 +288,7 @@ fallback, ucx_environment
             if isinstance(error, BaseException):
                 record.state, record.ended = "failed", True
                 self.worker_spec.pop(name, None)
+                self.failures.append(f"submitting job {name} failed: {error}")
                 logger.error("submitting job %s failed: %s", name, error)
                 continue
             record.job_id, record.state = job.job_id, "pending"

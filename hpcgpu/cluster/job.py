@@ -18,6 +18,7 @@ from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu import commands
 from hpcgpu.cluster._jobqueue import Job
+from hpcgpu.cluster.faults import submit_with_retries
 from hpcgpu.dialects import Dialect
 from hpcgpu.launchers import Launcher
 from hpcgpu.render import render, worker_job_script
@@ -63,6 +64,8 @@ class GPUJob(Job):
         Only for the job that runs the scheduler (``scheduler_in_job``): its workers read
         the address from ``scheduler_file``; ``scheduler_lines`` start the scheduler before
         them, and the last one waits for it after them.
+    retire_before, lifetime_stagger : str or None
+        Walltime-aware retirement of the workers (:class:`hpcgpu.walltime.Retirement`).
     """
 
     config_name = "slurm"  # dask-jobqueue's fallback config section; hpcgpu passes its own
@@ -73,8 +76,10 @@ class GPUJob(Job):
                  job_script_epilogue: list[str] | None = None,
                  environment: tuple[tuple[str, str], ...] = (),
                  scheduler_file: str | None = None, scheduler_lines: tuple[str, ...] = (),
+                 retire_before: str | None = None, lifetime_stagger: str | None = None,
                  **options: Any) -> None:
         self.shape, self.dialect, self.launcher = shape, dialect, launcher
+        self.retirement = {"retire_before": retire_before, "lifetime_stagger": lifetime_stagger}
         self.security_files = _tls_files(security)
         self.protocol = protocol
         self.job_script_epilogue = list(job_script_epilogue or [])
@@ -102,6 +107,7 @@ class GPUJob(Job):
             interface=self.options.get("interface"),
             local_directory=self.options.get("local_directory"),
             death_timeout=int(self.options.get("death_timeout") or 120),
+            walltime=self.shape.walltime, **self.retirement,
             extra=tuple(str(a) for a in self.options.get("worker_extra_args") or ()),
             **self.security_files,
         )
@@ -129,9 +135,7 @@ class GPUJob(Job):
         try:
             with os.fdopen(fd, "w") as file:
                 file.write(text)
-            result = await asyncio.to_thread(
-                commands.run, self.dialect.submit_argv(path), timeout=120
-            )
+            result = await submit_with_retries(self.dialect.submit_argv(path))
         finally:
             os.unlink(path)
         self.job_id = self.dialect.parse_job_id(result.stdout)

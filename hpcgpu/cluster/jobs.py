@@ -27,8 +27,9 @@ class JobInfo:
     job_id : str or None
         The batch scheduler's id (None until submitted).
     state : str
-        ``submitting``, ``pending``, ``running``, ``completing``, ``completed``, ``failed``,
-        ``cancelled`` or ``unknown``.
+        ``submitting``, ``pending``, ``running``, ``retiring`` (near its walltime, replaced
+        already, its workers moving their data away), ``completing``, ``completed``,
+        ``failed``, ``cancelled`` or ``unknown``.
     nodes : tuple of str
     workers : tuple of str
         Names of its workers connected now.
@@ -70,10 +71,13 @@ class JobRecord:
     cancelled_by_us: bool = False
     ended: bool = False
     submitted: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    retiring: bool = False
 
     def info(self) -> JobInfo:
         """A frozen snapshot."""
-        return JobInfo(self.name, self.job_id, self.state, self.nodes,
+        state = "retiring" if self.retiring and self.state == "running" else self.state
+        return JobInfo(self.name, self.job_id, state, self.nodes,
                        tuple(sorted(self.connected)), self.expected, self.exit_code,
                        self.stderr_tail)
 

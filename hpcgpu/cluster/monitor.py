@@ -19,6 +19,7 @@ from distributed.objects import SchedulerInfo
 
 from hpcgpu import commands
 from hpcgpu.cluster.adaptive import job_of_worker
+from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import JobInfo, JobRecord, failure_report, format_table, tail
 from hpcgpu.dialects import JobStatus
 
@@ -32,6 +33,8 @@ class JobMonitor:
 
     _records: dict[str, JobRecord]
     failures: list[str]
+    events: list[str]
+    _status_failures: int = 0
 
     # ------------------------------------------------------------------ the table
     @property
@@ -70,9 +73,17 @@ class JobMonitor:
             return
         argv = self._dialect.status_argv(sorted(live))
         result = await asyncio.to_thread(commands.run, argv, timeout=30, check=False)
-        if result.returncode not in (0, 1) or result.returncode == 1 and not result.stdout:
-            if result.returncode != 1:
-                logger.warning("%s", commands.CommandError(result))
+        if status_failed(result):
+            # Never read a failed status call as "the jobs are gone": keep their last state.
+            self._status_failures += 1
+            if self._status_failures in (1, 5) or self._status_failures % 30 == 0:
+                logger.warning("job status unknown (%d failed polls, jobs keep their last "
+                               "state): %s", self._status_failures, commands.CommandError(result))
+            return
+        if self._status_failures:
+            logger.warning("job status available again after %d failed polls",
+                           self._status_failures)
+            self._status_failures = 0
         statuses = self._dialect.parse_status(result.stdout)
         self._refresh_connected()
         for job_id, record in live.items():
@@ -80,12 +91,17 @@ class JobMonitor:
             if status is not None:
                 record.state, record.nodes = status.state, status.nodes or record.nodes
                 record.exit_code = status.exit_code
+                if status.state == "running" and record.started is None:
+                    record.started = time.monotonic()
+                elif status.state == "pending":
+                    record.started = None  # requeued: its walltime starts again
             elif time.monotonic() - record.submitted > 2 * self._poll_interval:
                 # The scheduler no longer lists it: finished, however it ended.
                 status = JobStatus(job_id, "cancelled" if record.cancelled_by_us else "completed")
                 record.state = status.state
             if status is not None and status.finished:
                 await self._job_ended(record)
+        self._replace_expiring()
 
     async def _job_ended(self, record: JobRecord) -> None:
         record.ended = True
@@ -106,8 +122,15 @@ class JobMonitor:
             report = failure_report(record.info(), log)
             self.failures.append(report)
             logger.error("%s", report)
+        elif record.retiring:
+            logger.info("job %s (%s) ended near its walltime: %s", record.name, record.job_id,
+                        record.state)
         else:
-            logger.info("job %s (%s) ended: %s", record.name, record.job_id, record.state)
+            message = (f"job {record.name} (id {record.job_id}) ended while its workers were "
+                       f"connected: state {record.state}, exit code {record.exit_code}; tasks "
+                       "and data held only by its workers are recomputed elsewhere")
+            self.events.append(message)
+            logger.warning("%s", message)
         # dask/distributed#9102: drop the dead job from the spec so that plans and
         # adaptive scaling see it gone, then replace it up to the failure limit.
         self.worker_spec.pop(record.name, None)

@@ -16,6 +16,7 @@ import click
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import JOB_ID_VARIABLES, Placement, node_placements, placement_from_env
+from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
 
 __all__ = ["main"]
 
@@ -105,6 +106,10 @@ def _require_ucx(protocol: str) -> None:
 @click.option("--tls-key", default=None)
 @click.option("--local-directory", default=None)
 @click.option("--lifetime", default=None)
+@click.option("--walltime", type=float, default=None,
+              help="The job's walltime (s): retire gracefully before the job ends.")
+@click.option("--retire-before", default=None, help="Retire this long before the end (or off).")
+@click.option("--lifetime-stagger", default=None, help="Spread of the retirement times.")
 @click.option("--launcher", default=None, help="The launcher that started this task (informative).")
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
               help="This task is its node's only one: start a nanny and worker per GPU.")
@@ -122,7 +127,8 @@ def _require_ucx(protocol: str) -> None:
                    "config, else spawn.")
 @click.pass_context
 def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, rmm_async,
-         device_memory_limit, cpu_affinity, multiprocessing_method, **options) -> None:
+         device_memory_limit, cpu_affinity, multiprocessing_method,
+         walltime, retire_before, lifetime_stagger, **options) -> None:
     """Start Dask workers pinned to GPUs: this task's GPU, or with --gpus-per-node one per GPU
     of the node."""
     if scheduler is None and options["scheduler_file"] is None:
@@ -152,7 +158,11 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     use_forkserver(multiprocessing_method, nworkers)
     from distributed.cli.dask_worker import main as dask_worker
 
-    dask_worker.main(args=_dask_worker_argv(scheduler, options, name, nworkers, tuple(ctx.args)),
+    extra = tuple(ctx.args)
+    if options["lifetime"] is None:
+        extra += tuple(lifetime_options(walltime, retire_before, lifetime_stagger, extra))
+    forward_drain_to_children()
+    dask_worker.main(args=_dask_worker_argv(scheduler, options, name, nworkers, extra),
                      prog_name="hpcgpu.worker")
 
 

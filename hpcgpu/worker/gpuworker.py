@@ -14,6 +14,7 @@ from distributed import Worker
 from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.worker.gpusetup import GPUSetup, apply_cpu_affinity, device_data, logger, setup_rmm
+from hpcgpu.worker.walltime import install_drain
 
 __all__ = ["GPUWorker", "prepare_gpu"]
 
@@ -64,3 +65,9 @@ class GPUWorker(Worker):
         self.hpcgpu_setup = prepare_gpu(GPUSetup.from_env(), os.environ.get("HPCGPU_GPU") or None,
                                         kwargs)
         super().__init__(*args, **kwargs)
+
+    async def start_unsafe(self):
+        """Start, then drain (retire gracefully) on SIGUSR1/SIGUSR2 instead of dying."""
+        await super().start_unsafe()
+        install_drain(self)
+        return self

@@ -1,0 +1,82 @@
+"""Submission throughput and polling cost of a cluster with many jobs, on a real scheduler.
+
+    python benchmarks/submit_throughput.py --jobs 200 [--scheduler slurm] [--out results.json]
+
+Jobs are submitted held (``--hold`` on SLURM, ``-h`` on SGE) so that they never run and never
+stand in the way of anyone else's jobs; everything submitted is cancelled at the end. Reports:
+seconds from ``scale(jobs=N)`` until every job has an id, jobs per second, status calls per
+poll interval and the duration of one status call for all N jobs, and the cancellation time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+from hpcgpu import SGECluster, SLURMCluster, commands
+
+HOLD = {"slurm": ["--hold"], "sge": ["-h"]}
+STATUS = {"slurm": "squeue", "sge": "qstat"}
+
+
+def measure(scheduler: str, jobs: int, poll_interval: float, log_directory: str) -> dict:
+    calls: list[tuple[str, float, float]] = []  # (command, start, seconds)
+    real = commands.runner
+
+    def timed(argv, timeout, input):
+        start = time.monotonic()
+        result = real(argv, timeout, input)
+        calls.append((argv[0], start, time.monotonic() - start))
+        return result
+
+    cls = {"slurm": SLURMCluster, "sge": SGECluster}[scheduler]
+    commands.set_runner(timed)
+    try:
+        cluster = cls(gpus_per_node=1, walltime="00:05:00", job_extra_directives=HOLD[scheduler],
+                      poll_interval=poll_interval, log_directory=log_directory,
+                      scheduler_options={"dashboard_address": "localhost:0"})
+        start = time.monotonic()
+        cluster.scale(jobs=jobs)
+        while sum(bool(j.job_id) for j in cluster.jobs) < jobs:
+            time.sleep(0.05)
+        submitted = time.monotonic() - start
+        window_start = time.monotonic()
+        time.sleep(10 * poll_interval)
+        window = time.monotonic() - window_start
+        polls = [c for c in calls if c[0] == STATUS[scheduler] and c[1] >= window_start]
+        start = time.monotonic()
+        cluster.close()
+        cancelled = time.monotonic() - start
+    finally:
+        commands.set_runner(None)
+    return {
+        "scheduler": scheduler, "jobs": jobs, "poll_interval_s": poll_interval,
+        "submit_s": round(submitted, 2), "jobs_per_s": round(jobs / submitted, 1),
+        "status_calls_per_interval": round(len(polls) / (window / poll_interval), 2),
+        "status_call_s_median": round(statistics.median(c[2] for c in polls), 3),
+        "cancel_calls": sum(c[0] in ("scancel", "qdel") for c in calls),
+        "cancel_s": round(cancelled, 2), "machine": platform.node(),
+        "cpus": __import__("os").cpu_count(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--scheduler", choices=["slurm", "sge"], default="slurm")
+    parser.add_argument("--poll-interval", type=float, default=1.0)
+    parser.add_argument("--log-directory", default="/tmp/hpcgpu-submit-bench")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    result = measure(args.scheduler, args.jobs, args.poll_interval, args.log_directory)
+    print(json.dumps(result, indent=2))
+    if args.out:
+        with open(args.out, "w") as file:
+            json.dump(result, file, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Lost jobs and workers on the real local Grid Engine: qdel and kill -9 mid-computation."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+from distributed import Client, wait
+
+from cluster_helpers import FAST
+from conftest import wait_for
+from hpcgpu import SGECluster
+from reliability_helpers import run_chain, runs
+
+pytestmark = pytest.mark.sge
+
+
+@pytest.fixture
+def cluster(sge, tmp_path):
+    cluster = SGECluster(log_directory=str(tmp_path / "logs"), gpus_per_node=1, **FAST)
+    yield cluster
+    cluster.close()
+
+
+def test_qdel_mid_computation_is_recomputed_and_replaced(cluster, tmp_path):
+    cluster.adapt(minimum_jobs=1, maximum_jobs=1, interval="300ms")
+    cluster.wait_for_workers(gpus=1, timeout=60)
+    (first,) = cluster.jobs
+    log = str(tmp_path / "runs.log")
+    with Client(cluster) as client:
+        futures = run_chain(client, 16, log, pause=0.5)
+        wait_for(lambda: os.path.exists(log) and len(runs(log)) >= 4, 60,
+                 what="part of the chain to run")
+        subprocess.run(["qdel", first.job_id], check=True, capture_output=True)
+        assert client.gather(futures) == [sum(range(i + 1)) for i in range(16)]
+    assert max(runs(log).values()) >= 2  # lost with the job, recomputed on its replacement
+    assert len(cluster.jobs) >= 2 and cluster.jobs[1].job_id
+    assert any(first.name in e and "ended while its workers were connected" in e
+               for e in cluster.events), cluster.events
+
+
+def test_sge_worker_killed_outright_is_restarted(cluster):
+    cluster.scale(jobs=1)
+    cluster.wait_for_workers(gpus=1, timeout=60)
+    with Client(cluster) as client:
+        data = client.map(lambda i: i + 1, range(8), pure=False)
+        wait(data)
+        (pid,) = client.run(os.getpid).values()
+        os.kill(pid, signal.SIGKILL)
+        assert client.submit(sum, data).result(timeout=60) == sum(range(1, 9))
+        wait_for(lambda: len(client.scheduler_info()["workers"]) == 1, 60,
+                 what="the nanny to restart the worker")
+        assert pid not in client.run(os.getpid).values()
