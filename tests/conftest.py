@@ -73,3 +73,19 @@ def gpus_per_node(places) -> dict:
         assert gpu not in seen.setdefault(node, set()), f"two workers on GPU {gpu} of node {node}"
         seen[node].add(gpu)
     return {node: len(gpus) for node, gpus in seen.items()}
+
+
+@pytest.fixture
+def clusters(tmp_path):
+    """``clusters(cls, **options)`` makes a cluster logging under ``tmp_path``; all are closed
+    at the end of the test."""
+    made = []
+
+    def make(cls, **options):
+        cluster = cls(log_directory=str(tmp_path / "logs"), **options)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.close()

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,7 @@ from hpcgpu.bench.registry import Size, Workload
 from hpcgpu.bench.report import markdown_table, read_csv, read_jsonl, append_jsonl, write_csv
 from hpcgpu.bench.runner import SweepSpec, run_sweep, write_outputs
 from hpcgpu.bench.stats import ratios, summarize
-from hpcgpu.bench.targets import ExistingTarget, LocalTarget, PlainTarget
+from hpcgpu.bench.targets import ExistingTarget, LocalTarget
 
 HPCGPU = [sys.executable, "-m", "hpcgpu"]
 

@@ -19,17 +19,8 @@ def sge_alive(job_id: str) -> bool:
 
 
 @pytest.fixture
-def make(sge, tmp_path):
-    clusters = []
-
-    def make(**options):
-        cluster = SGECluster(log_directory=str(tmp_path / "logs"), **{**FAST, **options})
-        clusters.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in clusters:
-        cluster.close()
+def make(sge, clusters):
+    return lambda **options: clusters(SGECluster, **{**FAST, **options})
 
 
 def test_sge_scale_gpus_4_then_2(make):

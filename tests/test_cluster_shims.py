@@ -29,21 +29,15 @@ def slurm_alive(job_id: str) -> bool:
 
 
 @pytest.fixture(params=[("pbs", PBSCluster), ("lsf", LSFCluster)], ids=["pbs", "lsf"])
-def make(request, slurm, tmp_path, monkeypatch):
+def make(request, slurm, clusters, monkeypatch):
     name, cls = request.param
     monkeypatch.setenv("PATH", f"{SHIMS / name}{os.pathsep}{os.environ['PATH']}")
-    clusters = []
 
     def make(**options):
-        options = {**FAST, "launcher": "direct", **options}
-        cluster = cls(log_directory=str(tmp_path / "logs"), **options)
-        clusters.append(cluster)
-        return cluster
+        return clusters(cls, **{**FAST, "launcher": "direct", **options})
 
     make.scheduler = name
-    yield make
-    for cluster in clusters:
-        cluster.close()
+    return make
 
 
 def test_shim_scale_up_and_down(make):

@@ -30,17 +30,8 @@ def slurm_alive(job_id: str) -> bool:
 
 
 @pytest.fixture
-def make(slurm, tmp_path):
-    clusters = []
-
-    def make(**options):
-        cluster = SLURMCluster(log_directory=str(tmp_path / "logs"), **{**FAST, **options})
-        clusters.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in clusters:
-        cluster.close()
+def make(slurm, clusters):
+    return lambda **options: clusters(SLURMCluster, **{**FAST, **options})
 
 
 def test_scale_gpus_8_then_4_retires_one_whole_job(make):

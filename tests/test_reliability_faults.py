@@ -38,17 +38,8 @@ def calls():
 
 
 @pytest.fixture
-def make(slurm, tmp_path):
-    clusters = []
-
-    def make(cls=SLURMCluster, **options):
-        cluster = cls(log_directory=str(tmp_path / "logs"), **{**FAST, **options})
-        clusters.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in clusters:
-        cluster.close()
+def make(slurm, clusters):
+    return lambda cls=SLURMCluster, **options: clusters(cls, **{**FAST, **options})
 
 
 def dead_controller_conf(tmp_path: Path) -> str:

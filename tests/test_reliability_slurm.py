@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 
 import pytest
@@ -25,17 +24,8 @@ def slurm_state(job_id: str) -> str:
 
 
 @pytest.fixture
-def make(slurm, tmp_path):
-    clusters = []
-
-    def make(**options):
-        cluster = SLURMCluster(log_directory=str(tmp_path / "logs"), **{**FAST, **options})
-        clusters.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in clusters:
-        cluster.close()
+def make(slurm, clusters):
+    return lambda **options: clusters(SLURMCluster, **{**FAST, **options})
 
 
 def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path):

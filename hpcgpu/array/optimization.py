@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import dask
-from dask._task_spec import DataNode, GraphNode, Task
+from dask._task_spec import DataNode, Task
 from dask.array.optimization import optimize as dask_array_optimize
 from dask.core import reverse_dict
 

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import time
@@ -76,12 +75,9 @@ class LocalTarget:
         from hpcgpu.worker.gpuinfo import count_gpus
 
         if count_gpus() >= gpus:
-            try:
-                from hpcgpu.local import LocalGPUCluster
-            except ImportError:
-                LocalGPUCluster = None
-            if LocalGPUCluster is not None:
-                return _local_gpu_cluster(LocalGPUCluster, gpus, self.protocol)
+            from hpcgpu.local import LocalGPUCluster
+
+            return LocalGPUCluster(n_workers=gpus, protocol=self.protocol)
         from distributed import LocalCluster
 
         return LocalCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
@@ -89,19 +85,6 @@ class LocalTarget:
 
     def open(self, gpus: int) -> Session:
         return _open_owned(lambda: self._make(gpus), gpus, self.timeout)
-
-
-def _local_gpu_cluster(cls, gpus: int, protocol: str):
-    # Pass only the arguments its signature has (it is built on another branch).
-    params = inspect.signature(cls).parameters
-    kwargs: dict[str, Any] = {"protocol": protocol} if "protocol" in params else {}
-    for name in ("n_workers", "n_gpus", "gpus"):
-        if name in params:
-            kwargs[name] = gpus
-            break
-    else:
-        kwargs["CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in params else "devices"] = list(range(gpus))
-    return cls(**kwargs)
 
 
 @dataclass(frozen=True)

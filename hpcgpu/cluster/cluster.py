@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import warnings
 from typing import Any, ClassVar
 

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import dask
-from distributed import Client, Scheduler, Worker
+from distributed import Client, Scheduler
 from distributed.core import Status
 from distributed.security import Security
 
