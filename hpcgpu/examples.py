@@ -73,16 +73,20 @@ def render_examples() -> dict[str, str]:
     return texts
 
 
-def write_examples(directory: str | Path) -> list[Path]:
-    """Write every example into ``directory``; returns the paths written."""
+def _write(directory: str | Path, texts: dict[str, str]) -> list[Path]:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for filename, text in render_examples().items():
+    for filename, text in texts.items():
         path = directory / filename
         path.write_text(text)
         paths.append(path)
     return paths
+
+
+def write_examples(directory: str | Path) -> list[Path]:
+    """Write every example into ``directory``; returns the paths written."""
+    return _write(directory, render_examples())
 
 
 #: file name -> (scheduler, submit command, launcher, shape options, extra directives)
@@ -139,14 +143,7 @@ def render_batch_examples() -> dict[str, str]:
 
 def write_batch_examples(directory: str | Path) -> list[Path]:
     """Write every batch-mode example into ``directory``; returns the paths written."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for filename, text in render_batch_examples().items():
-        path = directory / filename
-        path.write_text(text)
-        paths.append(path)
-    return paths
+    return _write(directory, render_batch_examples())
 
 
 if __name__ == "__main__":  # pragma: no cover - the regeneration command
