@@ -18,10 +18,8 @@ pytestmark = pytest.mark.sge
 
 
 @pytest.fixture
-def cluster(sge, tmp_path):
-    cluster = SGECluster(log_directory=str(tmp_path / "logs"), gpus_per_node=1, **FAST)
-    yield cluster
-    cluster.close()
+def cluster(sge, clusters):
+    return clusters(SGECluster, gpus_per_node=1, **FAST)
 
 
 def test_qdel_mid_computation_is_recomputed_and_replaced(cluster, tmp_path):

@@ -19,10 +19,8 @@ pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture
-def cluster(slurm, tmp_path):
-    cluster = SLURMCluster(log_directory=str(tmp_path / "logs"), gpus_per_node=1, **FAST)
-    yield cluster
-    cluster.close()
+def cluster(slurm, clusters):
+    return clusters(SLURMCluster, gpus_per_node=1, **FAST)
 
 
 def worker(address: str, *args: str) -> subprocess.CompletedProcess:
