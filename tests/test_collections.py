@@ -122,6 +122,23 @@ def test_gpu_collections_round_trip_and_agree_with_cpu():
 
 
 @pytest.mark.gpu
+def test_gpu_blocks_equal_a_fresh_generator_whatever_came_before():
+    import cupy
+    from cupy.cuda import curand
+
+    from hpcgpu.array.random import _cupy_block, block_seed
+
+    def fresh(block_id):
+        state = cupy.random.RandomState(block_seed(5, block_id), method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+        return state.normal(10, 2, size=(300, 200))
+
+    for block_id in [(0, 0), (1, 0), (0, 0), (3, 7)]:  # the per-thread generator is re-keyed each time
+        got = _cupy_block(block_seed(5, block_id), "normal", (10.0, 2.0), "float64", (300, 200))
+        assert bool((got == fresh(block_id)).all()), block_id
+    assert not bool((fresh((0, 0)) == fresh((1, 0))).all())
+
+
+@pytest.mark.gpu
 def test_gpu_dataframe_round_trip_and_groupby_agrees():
     pytest.importorskip("cudf")
     cpu = hd.timeseries(end="2000-01-03", seed=2, backend="cpu")

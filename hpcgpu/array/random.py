@@ -13,6 +13,9 @@ CuPy and NumPy streams differ: a seed reproduces an array per backend.
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
 
 import dask.array as da
@@ -35,11 +38,32 @@ def block_seed(seed: int, block_id: tuple[int, ...]) -> int:
     return int(state[0])
 
 
-def _cupy_block(key, method, args, dtype, shape):
+_generators = threading.local()
+
+
+def _cupy_generator(key):
+    """This thread's cuRAND Philox generator on the current device, re-keyed for one block.
+
+    Creating and destroying a cuRAND generator allocates and frees device memory, and a
+    ``cudaFree`` waits for the whole device: one generator per thread and device, re-seeded
+    per block (seed and offset, as a fresh ``RandomState(key)`` does), keeps the blocks'
+    kernels queued back to back.
+    """
     import cupy
     from cupy.cuda import curand
 
-    state = cupy.random.RandomState(key, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+    cache = _generators.__dict__.setdefault("by_device", {})
+    device = cupy.cuda.runtime.getDevice()
+    state = cache.get(device)
+    if state is None:
+        state = cache[device] = cupy.random.RandomState(key, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+    else:
+        state.seed(key)
+    return state
+
+
+def _cupy_block(key, method, args, dtype, shape):
+    state = _cupy_generator(key)
     if method == "normal":
         return state.normal(args[0], args[1], size=shape, dtype=dtype)
     if method == "uniform":
@@ -78,10 +102,11 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     shape = (size,) if isinstance(size, int) else tuple(size)
     chunks = normalize_chunks(chunks, shape, dtype=np.dtype(dtype))
     xp = __import__(backend)
-    # a module-level function (pickled by reference) with plain arguments: each task ships
-    # a few hundred bytes instead of a closure
-    return da.map_blocks(_make_block, backend, seed, method, args, np.dtype(dtype).str, chunks,
-                         chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
+    # the constants travel inside one partial of a module-level function: Dask substitutes
+    # each positional argument into every block's task, which costs far more than the
+    # block's GPU work for a nested ``chunks`` tuple; one shared partial pickles once
+    make = functools.partial(_make_block, backend, seed, method, args, np.dtype(dtype).str, chunks)
+    return da.map_blocks(make, chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
                          name=f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}")
 
 
