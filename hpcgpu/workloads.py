@@ -132,22 +132,25 @@ def svd(rows: int = 300_000, cols: int = 1_000, chunk: int = 1_000, *, seed: int
     return Workload("svd", f"{rows}x{cols} f8 ({chunk}^2)", rows * cols * 8, backend, setup, compute)
 
 
-def _frame(days: int, freq: str, seed: int, backend: str):
+def _frame(days: int, freq: str, seed: int, backend: str, partition_freq: str | None = None):
     import pandas as pd
 
     stop = (pd.Timestamp("2000-01-01") + pd.Timedelta(days=days)).isoformat()
-    return hd.timeseries(start="2000-01-01", end=stop, freq=freq, seed=seed, backend=backend)
+    return hd.timeseries(start="2000-01-01", end=stop, freq=freq, seed=seed, backend=backend,
+                         partition_freq=partition_freq)
 
 
 def _rows(days: int, freq: str) -> int:
     return int(days * 86400 / dask.utils.parse_timedelta(freq))
 
 
-def groupby(days: int = 365, freq: str = "1s", *, seed: int = 0, backend=None) -> Workload:
+def groupby(days: int = 365, freq: str = "1s", *, seed: int = 0, backend=None,
+            partition_freq: str | None = None) -> Workload:
     """``groupby(["id", "name"]).agg({"x": ["sum", "mean"]})`` over ``days`` of ``timeseries``.
 
     Rows are ``days * 86400 / freq`` (one year at 1 s: 31.5 M); bytes count the four
-    columns at 8 bytes each (``name`` as its category code would be).
+    columns at 8 bytes each (``name`` as its category code would be). ``partition_freq``
+    is :func:`hpcgpu.dataframe.timeseries`'s (GPU-sized partitions on cuDF by default).
 
     Examples
     --------
@@ -161,7 +164,7 @@ def groupby(days: int = 365, freq: str = "1s", *, seed: int = 0, backend=None) -
         return _get(df.groupby(["id", "name"]).agg({"x": ["sum", "mean"]}), client)
 
     return Workload("groupby", f"{_rows(days, freq) / 1e6:.1f} M rows", _rows(days, freq) * 32,
-                    backend, lambda client: _persist(_frame(days, freq, seed, backend), client),
+                    backend, lambda client: _persist(_frame(days, freq, seed, backend, partition_freq), client),
                     compute)
 
 
@@ -184,7 +187,7 @@ def rolling(days: int = 30, freq: str = "1s", *, seed: int = 0, backend=None) ->
         return float(_get(df.map_partitions(_sorted_rolling).x.sum(), client))
 
     return Workload("rolling", f"{_rows(days, freq) / 1e6:.1f} M rows", _rows(days, freq) * 32,
-                    backend, lambda client: _persist(_frame(days, freq, seed, backend), client),
+                    backend, lambda client: _persist(_frame(days, freq, seed, backend, partition_freq), client),
                     compute)
 
 

@@ -23,7 +23,7 @@ import dask.dataframe as dd
 
 from hpcgpu.array._backend import resolve_backend
 
-__all__ = ["from_pandas", "read_csv", "read_parquet", "timeseries", "asgpu", "ascpu", "backend_of"]
+__all__ = ["from_pandas", "read_csv", "read_parquet", "timeseries", "gpu_partition_freq", "asgpu", "ascpu", "backend_of"]
 
 
 def backend_of(df) -> str:
@@ -82,15 +82,40 @@ def read_parquet(path, *, backend: str | None = None, **kwargs: Any):
     return _read("read_parquet", backend, path, **kwargs)
 
 
-def timeseries(start="2000-01-01", end="2000-01-31", freq="1s", partition_freq="1D",
+#: rows per partition that ``timeseries`` aims at on a GPU when no ``partition_freq`` is given
+GPU_PARTITION_ROWS = 2**22
+
+
+def timeseries(start="2000-01-01", end="2000-01-31", freq="1s", partition_freq=None,
                dtypes=None, seed=None, *, backend: str | None = None, **kwargs: Any):
     """:func:`dask.datasets.timeseries` (columns id, name, x, y), on ``backend``.
 
     The partitions are made by pandas and moved per partition, so a seed gives the same
-    rows on either backend.
+    rows on either backend. ``partition_freq`` defaults to dask's one day on pandas; on
+    cuDF, to whole days of about :data:`GPU_PARTITION_ROWS` rows (49 days at ``freq="1s"``):
+    a one-day partition (86,400 rows) is a few microseconds of GPU work under a millisecond
+    of per-task and kernel-launch cost, so the GPU would mostly wait.
+
+    Examples
+    --------
+    >>> gpu_partition_freq("1s"), gpu_partition_freq("1min")
+    ('49D', '2913D')
     """
     import dask.datasets
 
+    backend = resolve_backend("dataframe", backend)
+    if partition_freq is None:
+        partition_freq = gpu_partition_freq(freq) if backend == "cudf" else "1D"
     df = dask.datasets.timeseries(start=start, end=end, freq=freq, partition_freq=partition_freq,
                                   dtypes=dtypes, seed=seed, **kwargs)
-    return _to(df, resolve_backend("dataframe", backend))
+    return _to(df, backend)
+
+
+def gpu_partition_freq(freq: str) -> str:
+    """Whole days holding about :data:`GPU_PARTITION_ROWS` rows at one row per ``freq``."""
+    import math
+
+    import pandas as pd
+
+    days = GPU_PARTITION_ROWS * pd.Timedelta(freq) / pd.Timedelta(days=1)
+    return f"{max(1, math.ceil(days))}D"
