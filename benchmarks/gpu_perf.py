@@ -158,23 +158,67 @@ def section_array_sum(args, gpu_counts, backend):
             with cluster("hpcgpu", gpus, threads) as client:
                 array_sum_runs(client, f"hpcgpu LocalGPUCluster, {threads} thread(s)/worker", gpus, n, chunk,
                                backend, fused_too=gpus == 1 and threads == 1 and not args.quick)
+        if args.saturation:
+            # root-task queuing off: each worker holds all its tasks instead of ~1 ahead
+            with dask.config.set({"distributed.scheduler.worker-saturation": args.saturation}), \
+                    cluster("hpcgpu", gpus, args.threads) as client:
+                array_sum_runs(client, f"hpcgpu LocalGPUCluster, worker-saturation {args.saturation}", gpus, n,
+                               chunk, backend, fused_too=False)
         if args.dask_cuda:
             with cluster("dask-cuda", gpus) as client:
                 array_sum_runs(client, "dask-cuda LocalCUDACluster", gpus, n, chunk, backend, fused_too=False)
-                with dask.config.set({"array.backend": "cupy", "hpcgpu.array.fuse-width": 0}):
-                    rng = da.random.RandomState(0)  # CuPy's Generator has no normal()
-                    expr = lambda: (rng.normal(10, 1, size=(n, n), chunks=(chunk, chunk)) + 1)[::2, ::2].sum()  # noqa: E731
-                    seconds, _ = timed(lambda: client.compute(expr()).result(), 1)
-                record("array-sum", "dask-cuda LocalCUDACluster, the blog's dask RandomState on CuPy (XORWOW)", gpus,
-                       seconds, tasks=ntasks(expr()))
+                dask_cuda_references(client, gpus, n, chunk)
+    if backend == "cupy" and args.references:
+        blog_reference(n, chunk)
+
+
+def _plain_dask():
+    """Dask's own graph: hpcgpu's fusion pass off, CuPy chunks from dask.array.random."""
+    return dask.config.set({"array.backend": "cupy", "hpcgpu.array.fuse-width": 0})
+
+
+def dask_cuda_references(client, gpus: int, n: int, chunk: int) -> None:
+    """The issue's dask-cuda references: dask's RandomState and Generator on CuPy."""
+    import cupy
+
+    with _plain_dask():
+        rs = da.random.RandomState(RandomState=cupy.random.RandomState)
+        expr = lambda: (rs.normal(10, 1, size=(n, n), chunks=(chunk, chunk)) + 1)[::2, ::2].sum()  # noqa: E731
+        seconds, _ = timed(lambda: client.compute(expr()).result(), 1)
+        record("array-sum", "dask-cuda LocalCUDACluster, dask RandomState on CuPy (XORWOW)", gpus, seconds,
+               tasks=ntasks(expr()))
+        if gpus == 1:
+            # CuPy's Generator has no normal(): standard_normal + 10, the same work per chunk
+            rng = da.random.default_rng(cupy.random.default_rng(0))
+            expr = lambda: (rng.standard_normal(size=(n, n), chunks=(chunk, chunk)) + 11)[::2, ::2].sum()  # noqa: E731
+            seconds, _ = timed(lambda: client.compute(expr()).result(), 1)
+            record("array-sum", "dask-cuda LocalCUDACluster, dask default_rng on CuPy (Generator, XORWOW)", gpus,
+                   seconds, tasks=ntasks(expr()))
+
+
+def blog_reference(n: int, chunk: int) -> None:
+    """The Dask blog's own code: dask + CuPy RandomState, single-threaded scheduler, one GPU."""
+    import cupy
+
+    with _plain_dask():
+        rs = da.random.RandomState(RandomState=cupy.random.RandomState)
+        x = rs.normal(10, 1, size=(n, n), chunks=(chunk, chunk))
+        seconds, _ = timed(lambda: (x + 1)[::2, ::2].sum().compute(scheduler="single-threaded"), 1)
+    record("array-sum", "the blog's code: dask + CuPy RandomState, single-threaded scheduler", 1, seconds)
 
 
 def section_groupby(args, backend_df):
-    for kind in ("hpcgpu",) + (("dask-cuda",) if args.dask_cuda else ()):
+    """hpcgpu with its GPU-sized partitions and with dask's one-day ones; dask-cuda with dask's."""
+    runs = [("hpcgpu", None)] + ([("hpcgpu", "1D")] if backend_df == "cudf" else [])
+    runs += [("dask-cuda", "1D")] if args.dask_cuda else []
+    for kind, partition_freq in runs:
         with cluster(kind, 1) as client:
-            timing = W.run(W.groupby(args.days, "1s", backend=backend_df), client, repeat=3)
-            record("groupby", f"{kind}: groupby(['id','name']).agg(x: sum, mean), {timing.workload.size}",
-                   1, timing.seconds, backend=timing.workload.backend)
+            timing = W.run(W.groupby(args.days, "1s", backend=backend_df, partition_freq=partition_freq), client,
+                           repeat=3)
+            parts = W._frame(args.days, "1s", 0, backend_df, partition_freq).npartitions
+            record("groupby", f"{kind}: groupby(['id','name']).agg(x: sum, mean), {timing.workload.size}, "
+                   f"partition_freq={partition_freq or 'hpcgpu default'}", 1, timing.seconds,
+                   backend=timing.workload.backend, note=f"{parts} partitions")
 
 
 def section_svd(args, backend):
@@ -198,7 +242,11 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script")
     parser.add_argument("--gpus", default="1,4", help="GPU counts to run (default 1,4)")
     parser.add_argument("--threads", type=int, default=1, help="threads per worker for the multi-GPU runs")
+    parser.add_argument("--saturation", type=float, default=None,
+                        help="also run hpcgpu with this distributed.scheduler.worker-saturation")
     parser.add_argument("--no-dask-cuda", dest="dask_cuda", action="store_false")
+    parser.add_argument("--no-references", dest="references", action="store_false",
+                        help="skip the blog's single-threaded code (about 30 s on one H200)")
     parser.add_argument("--only", default="array-sum,groupby,svd")
     parser.add_argument("--quick", action="store_true",
                         help="skip the per-chunk generator costs, unfused and 2-thread variants")

@@ -1,31 +1,101 @@
-"""Per-operation cost of one 10000 x 10000 float64 array-sum chunk on a GPU (lead's profile).
+"""Where one 10000 x 10000 float64 array-sum chunk spends its time on a GPU (issue 5).
 
-Run on a GPU machine: ``python benchmarks/gpu/chunk_profile.py``. Prints milliseconds per
-operation (generator set-up, generation, +1, strided and contiguous sums) and the GPU clocks.
+Per operation (CUDA events, milliseconds): generator set-up, generation, ``+ 1``, the
+strided sum as Dask calls it (``axis=(0, 1), keepdims=True``) and with ``axis=None``; then
+per-block loops of 100 blocks (wall clock, one synchronisation at the end) that differ in
+one thing each: a fresh cuRAND generator per block vs hpcgpu's re-keyed one, CuPy's memory
+pool vs an RMM pool. Writes ``$OUT/chunk_profile.json``.
+
+    python benchmarks/gpu/chunk_profile.py      # on a GPU machine
 """
-import time, cupy
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import cupy
 from cupy.cuda import curand
-n = 10000
-def ev(f, reps=10):
-    f(); cupy.cuda.Device().synchronize()
-    t = time.perf_counter()
-    for _ in range(reps): f()
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from hpcgpu.array.random import _cupy_block, block_seed  # noqa: E402
+
+N = 10_000
+ROWS: dict = {}
+
+
+def gpu_ms(func, reps: int = 10) -> float:
+    func()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        func()
+    stop.record()
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) / reps
+
+
+def wall_ms_per_block(step, blocks: int = 100) -> float:
+    step(0)
     cupy.cuda.Device().synchronize()
-    return (time.perf_counter() - t) / reps * 1e3
-rs = cupy.random.RandomState(1, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
-x = rs.normal(10, 1, (n, n))
-buf = cupy.empty((n, n))
-print("create Philox RandomState ms", ev(lambda: cupy.random.RandomState(1, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)))
-print("normal f64 same generator ms", ev(lambda: rs.normal(10, 1, (n, n))))
-print("standard_normal f64 ms", ev(lambda: rs.standard_normal((n, n))))
-print("normal f32 ms", ev(lambda: rs.normal(10, 1, (n, n), dtype="float32")))
-print("uniform f64 ms", ev(lambda: rs.uniform(0, 1, (n, n))))
-print("x+1 ms", ev(lambda: x + 1))
-print("x.sum() ms", ev(lambda: x.sum()))
-print("(x+1)[::2,::2].sum() ms", ev(lambda: (x + 1)[::2, ::2].sum()))
-print("x[::2,::2].sum() ms", ev(lambda: x[::2, ::2].sum()))
-print("cupy.empty 800MB ms", ev(lambda: cupy.empty((n, n))))
-g = cupy.random.Generator(cupy.random.Philox4x3210(1))
-print("Generator Philox standard_normal ms", ev(lambda: g.standard_normal((n, n))))
-print("copy ms", ev(lambda: x.copy()))
-import subprocess; print(subprocess.run(["nvidia-smi","--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,power.draw,pstate","--format=csv"],capture_output=True,text=True).stdout)
+    start = time.perf_counter()
+    total = cupy.zeros((1, 1))
+    for b in range(blocks):
+        total += step(b)
+    float(total[0, 0])
+    return (time.perf_counter() - start) / blocks * 1e3
+
+
+def fresh_state(b):
+    return cupy.random.RandomState(block_seed(0, (b, 0)), method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+
+
+def record(name: str, value: float) -> None:
+    ROWS[name] = round(value, 4)
+    print(f"{name:<70} {value:9.3f} ms", flush=True)
+
+
+def main() -> None:
+    state = fresh_state(1)
+    x = state.normal(10, 1, (N, N))
+    record("create a Philox RandomState (wall)", wall_ms_per_block(lambda b: (fresh_state(b), cupy.zeros((1, 1)))[1]))
+    record("normal f64, 10000^2", gpu_ms(lambda: state.normal(10, 1, (N, N))))
+    record("x + 1", gpu_ms(lambda: x + 1))
+    record("(x + 1)[::2, ::2].sum(axis=(0, 1), keepdims=True)  (Dask's chunk step)",
+           gpu_ms(lambda: (x + 1)[::2, ::2].sum(axis=(0, 1), keepdims=True)))
+    record("x[::2, ::2].sum(axis=(0, 1), keepdims=True)", gpu_ms(lambda: x[::2, ::2].sum(axis=(0, 1), keepdims=True)))
+    record("x[::2, ::2].sum()  (axis=None)", gpu_ms(lambda: x[::2, ::2].sum(), reps=3))
+    record("x.sum()", gpu_ms(lambda: x.sum()))
+
+    def chunk(make):
+        return lambda b: (make(b) + 1)[::2, ::2].sum(axis=(0, 1), keepdims=True)
+
+    record("loop: fresh RandomState per block, CuPy pool",
+           wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))
+    record("loop: hpcgpu re-keyed generator, CuPy pool",
+           wall_ms_per_block(chunk(lambda b: _cupy_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
+    try:
+        import rmm
+        from rmm.allocators.cupy import rmm_cupy_allocator
+
+        rmm.reinitialize(pool_allocator=True, initial_pool_size=40 * 2**30)
+        cupy.cuda.set_allocator(rmm_cupy_allocator)
+        record("loop: hpcgpu re-keyed generator, RMM pool",
+               wall_ms_per_block(chunk(lambda b: _cupy_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
+        record("loop: fresh RandomState per block, RMM pool",
+               wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))
+    except ImportError as error:
+        print("no RMM:", error)
+    clocks = subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,power.draw,pstate",
+                             "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    ROWS["nvidia-smi"] = clocks
+    print(clocks)
+    with open(os.path.join(os.environ.get("OUT", "."), "chunk_profile.json"), "w") as handle:
+        json.dump(ROWS, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,13 +3,15 @@
 # Installs nothing: the Dask stack, dask-cuda, rmm (and cuDF, optionally) must already be
 # in /tmp/site (see /work/shared/gpu/README.md). Run from the repository root:
 #   OUT=/some/dir bash benchmarks/gpu/run_gpu.sh [gpu_perf.py options]
-# Writes $OUT/gpu_tests.txt, $OUT/gpu_tests.xml, $OUT/gpu_perf.{json,md,log}.
+# Writes $OUT/chunk_profile.{json,log}, $OUT/gpu_tests.{txt,xml}, $OUT/gpu_perf.{json,md,log}.
 set -uo pipefail
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-$PWD/gpu-out}"; export OUT; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/gpus.txt"
-timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests \
+timeout 60 python3 benchmarks/gpu/chunk_profile.py > "$OUT/chunk_profile.log" 2>&1
+echo "chunk profile: exit $?"; cat "$OUT/chunk_profile.log"
+timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests \
   --junitxml "$OUT/gpu_tests.xml" > "$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests: exit $?"; tail -5 "$OUT/gpu_tests.txt"
-timeout 270 python3 benchmarks/gpu_perf.py "$@" 2>&1 | grep -v " INFO " | tee "$OUT/gpu_perf.log" | grep -v "^|"
+timeout ${PERF_TIMEOUT:-400} python3 benchmarks/gpu_perf.py "$@" 2>&1 | grep -v " INFO " | tee "$OUT/gpu_perf.log" | grep -v "^|"
 echo "gpu_perf: exit ${PIPESTATUS[0]}"
