@@ -187,7 +187,7 @@ def rolling(days: int = 30, freq: str = "1s", *, seed: int = 0, backend=None) ->
         return float(_get(df.map_partitions(_sorted_rolling).x.sum(), client))
 
     return Workload("rolling", f"{_rows(days, freq) / 1e6:.1f} M rows", _rows(days, freq) * 32,
-                    backend, lambda client: _persist(_frame(days, freq, seed, backend, partition_freq), client),
+                    backend, lambda client: _persist(_frame(days, freq, seed, backend), client),
                     compute)
 
 

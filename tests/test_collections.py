@@ -168,6 +168,35 @@ def test_generated_trees_fuse_into_few_tasks_with_the_same_result(client):
     np.testing.assert_allclose(client.compute(s).result(), expected)
 
 
+def _fused_chain(y):
+    """The function names of the first fused task's steps."""
+    graph = dict(dask.optimize(y)[0].__dask_graph__())
+    fused = next(t for t in graph.values() if not t.dependencies and getattr(t.func, "__name__", "") == "_run_fused")
+    return [getattr(step.func, "__name__", None) or step.func.func.__name__ for step in fused.args[0].value]
+
+
+@pytest.mark.parametrize("expr, moves", [
+    (lambda x, z: (x + 1)[::2, ::2].sum(), True),
+    (lambda x, z: ((x * 3 - 1) ** 2)[1::3, ::2].mean(), True),
+    (lambda x, z: np.sin(x)[::2, 1::2].sum(), True),
+    (lambda x, z: (x + z)[::2, ::2].sum(), False),  # two array operands: the slice stays
+])
+def test_slices_move_before_elementwise_operations_with_the_same_result(client, expr, moves):
+    x = ha.random.normal(10, 1, size=(400, 400), chunks=(10, 10), seed=1, backend="cpu")
+    z = ha.random.random((400, 400), chunks=(10, 10), seed=2, backend="cpu")
+    y = expr(x, z)
+    with dask.config.set({"hpcgpu.array.slice-pushdown": False}):
+        reference = y.compute(scheduler="sync")
+        kept = _fused_chain(y)
+    moved = _fused_chain(y)
+    assert client.compute(y).result() == reference  # elementwise: the same values, bit for bit
+    after_slice = {chain[chain.index("getitem") + 1] for chain in (kept, moved)}
+    if moves:  # Dask's order is operate, slice, reduce; hpcgpu's slice, operate, reduce
+        assert after_slice & {"add", "mul", "sin"} and len(after_slice) == 2, (kept, moved)
+    else:
+        assert moved == kept
+
+
 @pytest.mark.parametrize("name, kwargs", [
     ("array-sum", dict(n=400, chunk=100)), ("svd", dict(rows=1000, cols=20, chunk=20)),
     ("groupby", dict(days=1, freq="60s")), ("rolling", dict(days=1, freq="60s")),

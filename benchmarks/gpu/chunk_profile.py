@@ -69,9 +69,17 @@ def main() -> None:
     record("x[::2, ::2].sum(axis=(0, 1), keepdims=True)", gpu_ms(lambda: x[::2, ::2].sum(axis=(0, 1), keepdims=True)))
     record("x[::2, ::2].sum()  (axis=None)", gpu_ms(lambda: x[::2, ::2].sum(), reps=3))
     record("x.sum()", gpu_ms(lambda: x.sum()))
+    from dask.array.chunk import getitem  # copies a view smaller than half its block
+
+    half = (slice(None, None, 2), slice(None, None, 2))
+    record("getitem(x, (::2, ::2))  (Dask's slice: a contiguous copy)", gpu_ms(lambda: getitem(x, half)))
+    record("getitem(x + 1, (::2, ::2)).sum(axis=(0, 1), keepdims=True)",
+           gpu_ms(lambda: getitem(x + 1, half).sum(axis=(0, 1), keepdims=True)))
+    record("getitem(x, (::2, ::2)) + 1, then the sum  (slice pushed below +1)",
+           gpu_ms(lambda: (getitem(x, half) + 1).sum(axis=(0, 1), keepdims=True)))
 
     def chunk(make):
-        return lambda b: (make(b) + 1)[::2, ::2].sum(axis=(0, 1), keepdims=True)
+        return lambda b: getitem(make(b) + 1, half).sum(axis=(0, 1), keepdims=True)
 
     record("loop: fresh RandomState per block, CuPy pool",
            wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))

@@ -27,6 +27,8 @@ from dask.core import reverse_dict
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import ensure_dict
 
+from hpcgpu.array.pushdown import push_slices_down
+
 __all__ = ["optimize", "fuse_generated_trees", "DEFAULT_WIDTH"]
 
 #: leaves per fused task: one first-level partial reduction of a 2-D sum (4 x 4 blocks)
@@ -75,8 +77,11 @@ def _toposort(deps: dict) -> list:
     return order
 
 
-def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH) -> dict:
+def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdown: bool = True) -> dict:
     """Fuse exclusively owned subtrees of at most ``width`` leaves into single tasks.
+
+    With ``pushdown``, slices inside the fused chains move before elementwise operations
+    (:mod:`hpcgpu.array.pushdown`).
 
     Examples
     --------
@@ -103,8 +108,12 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH) -> dict
         order = _toposort({k: set(dsk[k].dependencies) for k in _subtree(dsk, key)})
         for k in order:
             del out[k]
-        steps = tuple(_without_dask_order(dsk[k], plans) for k in order)
-        out[key] = Task(key, _run_fused, DataNode(None, steps), DataNode(None, _releases(dsk, order)), key)
+        steps = [_without_dask_order(dsk[k], plans) for k in order]
+        if pushdown:
+            steps = push_slices_down(steps, _run_subgraph)
+        # each value in the chain has one user: release what a step used once it ran
+        releases = tuple(tuple(step.dependencies) for step in steps)
+        out[key] = Task(key, _run_fused, DataNode(None, tuple(steps)), DataNode(None, releases), key)
     return out
 
 
@@ -133,11 +142,6 @@ def _without_dask_order(task: Task, plans: dict) -> Task:
     return Task(task.key, _run_subgraph, DataNode(None, plans[id(inner)]), *dependencies)
 
 
-def _releases(dsk: Mapping, order: list) -> tuple:
-    """For each step of ``order``, the values no later step needs (each is used once)."""
-    return tuple(tuple(dsk[k].dependencies) for k in order)
-
-
 def _subtree(dsk: Mapping, key) -> list:
     found, stack = [], [key]
     while stack:
@@ -156,7 +160,8 @@ def optimize(dsk, keys, **kwargs):
     linearly first (a linearly fused chain runs through ``dask.order`` on every call,
     about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize``; the
     width comes from the dask config key ``hpcgpu.array.fuse-width`` (default 16, 0 turns
-    the pass off).
+    the pass off), and ``hpcgpu.array.slice-pushdown`` (default True) moves slices before
+    elementwise operations inside the fused chains.
     """
     width = int(dask.config.get("hpcgpu.array.fuse-width", DEFAULT_WIDTH))
     if width < 2 or dask.config.get("optimization.fuse.active") is False:
@@ -165,5 +170,6 @@ def optimize(dsk, keys, **kwargs):
     if not isinstance(dsk, HighLevelGraph):
         dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
     dsk = fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys).cull(set(keys))
-    graph = fuse_generated_trees(convert_legacy_graph(ensure_dict(dsk)), keys, width)
+    pushdown = bool(dask.config.get("hpcgpu.array.slice-pushdown", True))
+    graph = fuse_generated_trees(convert_legacy_graph(ensure_dict(dsk)), keys, width, pushdown)
     return _optimize_slices(fuse_linear_task_spec(graph, keys=keys))

@@ -114,7 +114,7 @@ def _require_ucx(protocol: str) -> None:
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
               help="This task is its node's only one: start a nanny and worker per GPU.")
 @click.option("--rmm-pool-size", default="auto", show_default=True,
-              help="RMM pool: auto (90% of the GPU), a size (40GB), a fraction (0.9) or none.")
+              help="RMM pool: auto (90% of the GPU memory free at start), a size (40GB), a fraction (0.9) or none.")
 @click.option("--rmm-async", is_flag=True, help="cudaMallocAsync instead of an RMM pool.")
 @click.option("--device-memory-limit", default="auto", show_default=True,
               help="Spill device memory to host beyond this: auto (80%), a size, a fraction or none.")

@@ -21,8 +21,9 @@ __all__ = ["GPUSetup", "parse_device_bytes", "unpack_bitmask", "choose_cores",
 
 logger = logging.getLogger("distributed.hpcgpu")
 
-#: fraction of the device the RMM pool takes with ``auto`` (leaves room for CUDA
-#: contexts, cuBLAS/cuSOLVER handles and NCCL/UCX buffers allocated outside RMM)
+#: fraction of the device memory free at start that the RMM pool takes with ``auto``
+#: (leaves room for cuBLAS/cuSOLVER handles and NCCL/UCX buffers allocated outside RMM;
+#: "free", because another process, or one that is still exiting, may hold some)
 AUTO_POOL_FRACTION = 0.9
 #: device memory a worker fills before spilling to host with ``auto`` (dask-cuda's default)
 AUTO_DEVICE_LIMIT_FRACTION = 0.8
@@ -67,7 +68,7 @@ class GPUSetup:
     Attributes
     ----------
     rmm_pool_size : str
-        ``auto`` (90 % of the device), a size, a fraction, or ``none`` (CuPy's own pool).
+        ``auto`` (90 % of the device memory free at start), a size, a fraction, or ``none`` (CuPy's own pool).
     rmm_async : bool
         Use CUDA's stream-ordered allocator (``cudaMallocAsync``) instead of an RMM pool.
     device_memory_limit : str
@@ -175,7 +176,7 @@ def apply_cpu_affinity(gpu: str | None) -> set[int] | None:
     return cores
 
 
-def setup_rmm(setup: GPUSetup, total: int) -> str:
+def setup_rmm(setup: GPUSetup, total: int, free: int | None = None) -> str:
     """Make RMM the allocator of CuPy (and cuDF) on the current device; what was set up."""
     try:
         import rmm
@@ -183,7 +184,7 @@ def setup_rmm(setup: GPUSetup, total: int) -> str:
     except ImportError:
         return "cupy-pool (rmm not installed)"
     pool = parse_device_bytes(setup.rmm_pool_size, total, "rmm_pool_size") if setup.rmm_pool_size != "auto" \
-        else int(total * AUTO_POOL_FRACTION) // 256 * 256
+        else int((total if free is None else free) * AUTO_POOL_FRACTION) // 256 * 256
     if setup.rmm_async:
         rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource(initial_pool_size=pool))
         described = f"rmm-async (initial {pool})"

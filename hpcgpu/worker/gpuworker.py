@@ -19,13 +19,15 @@ from hpcgpu.worker.walltime import install_drain
 __all__ = ["GPUWorker", "prepare_gpu"]
 
 
-def _device_total() -> int | None:
+def _device_memory() -> tuple[int, int] | None:
+    """``(free, total)`` bytes of the current device, or None without one."""
     try:
         import cupy
 
         if cupy.cuda.runtime.getDeviceCount() == 0:
             return None
-        return int(cupy.cuda.runtime.memGetInfo()[1])  # creates this process's CUDA context
+        free, total = cupy.cuda.runtime.memGetInfo()  # creates this process's CUDA context
+        return int(free), int(total)
     except Exception:
         return None
 
@@ -39,10 +41,11 @@ def prepare_gpu(setup: GPUSetup, gpu: str | None, worker_kwargs: dict) -> dict:
     if setup.cpu_affinity:
         cores = apply_cpu_affinity(gpu)
         done["cpu_affinity"] = sorted(cores) if cores else None
-    total = _device_total()
-    if total is None:
+    memory = _device_memory()
+    if memory is None:
         return done
-    done["allocator"] = setup_rmm(setup, total)
+    free, total = memory
+    done["allocator"] = setup_rmm(setup, total, free)
     if worker_kwargs.get("data") is None:
         host_limit = parse_memory_limit(worker_kwargs.get("memory_limit", "auto"),
                                         worker_kwargs.get("nthreads") or 1, logger=logger)
