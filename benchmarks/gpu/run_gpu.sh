@@ -3,7 +3,8 @@
 # Installs nothing: the Dask stack, dask-cuda, rmm (and cuDF, optionally) must already be
 # in /tmp/site (see /work/shared/gpu/README.md). Run from the repository root:
 #   OUT=/some/dir bash benchmarks/gpu/run_gpu.sh [gpu_perf.py options]
-# Writes $OUT/chunk_profile.{json,log}, $OUT/gpu_tests.{txt,xml}, $OUT/gpu_perf.{json,md,log}.
+# Writes $OUT/chunk_profile.{json,log}, $OUT/gpu_tests.{txt,xml}, $OUT/gpu_perf.{json,md,log},
+# $OUT/demo.{json,log} (hpcgpu demo on this machine).
 set -uo pipefail
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-$PWD/gpu-out}"; export OUT; mkdir -p "$OUT"
@@ -15,3 +16,5 @@ timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests 
 echo "gpu tests: exit $?"; tail -5 "$OUT/gpu_tests.txt"
 timeout ${PERF_TIMEOUT:-400} python3 benchmarks/gpu_perf.py "$@" 2>&1 | grep -v " INFO " | tee "$OUT/gpu_perf.log" | grep -v "^|"
 echo "gpu_perf: exit ${PIPESTATUS[0]}"
+timeout ${DEMO_TIMEOUT:-150} python3 -m hpcgpu demo --json "$OUT/demo.json" > "$OUT/demo.log" 2>&1
+echo "hpcgpu demo: exit $?"; grep -v " INFO " "$OUT/demo.log" | tail -15
