@@ -60,9 +60,15 @@ def _client(scheduler: str | None):
         yield client, "LocalGPUCluster" if cluster.gpus else "local CPU cluster"
 
 
-def _kind(client) -> str:
+def worker_gpus(client) -> list[dict]:
+    """What each worker's preload recorded about its GPU (``WorkerState.extra["hpcgpu"]``,
+    which the scheduler's worker identity shows at its top level)."""
     workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    gpu = any(w.get("extra", {}).get("hpcgpu", {}).get("gpu_present") for w in workers)
+    return [w["hpcgpu"] for w in workers if "hpcgpu" in w]
+
+
+def _kind(client) -> str:
+    gpu = any(info.get("gpu_present") for info in worker_gpus(client))
     from hpcgpu.array._backend import module_usable
 
     return "gpu" if gpu and module_usable("cupy") else "cpu"
