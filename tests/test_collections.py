@@ -212,3 +212,15 @@ def test_every_reference_workload_runs_on_the_distributed_scheduler(client, name
         pd.testing.assert_frame_equal(timing.result.sort_index(), local.result.sort_index())
     else:
         np.testing.assert_allclose(np.asarray(timing.result, dtype=float), np.asarray(local.result, dtype=float))
+
+
+@pytest.mark.parametrize("end, freq", [("2000-01-04", "40ms"), ("2000-01-31", "1s"), ("2000-01-08", "1s"),
+                                       ("2000-02-01", "250ms")])
+def test_gpu_sized_timeseries_partitions_keep_every_row(end, freq):
+    import pandas as pd
+
+    partition_freq = hd.gpu_partition_freq("2000-01-01", end, freq)
+    df = hd.timeseries(end=end, freq=freq, partition_freq=partition_freq, backend="cpu")
+    rows = int((pd.Timestamp(end) - pd.Timestamp("2000-01-01")) / pd.Timedelta(freq))
+    assert df.npartitions == max(1, round(rows / hd.GPU_PARTITION_ROWS)) or rows % df.npartitions == 0
+    assert df.divisions[-1] == pd.Timestamp(end) and len(df.index) == rows  # no tail dropped

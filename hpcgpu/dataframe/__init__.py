@@ -92,30 +92,38 @@ def timeseries(start="2000-01-01", end="2000-01-31", freq="1s", partition_freq=N
 
     The partitions are made by pandas and moved per partition, so a seed gives the same
     rows on either backend. ``partition_freq`` defaults to dask's one day on pandas; on
-    cuDF, to whole days of about :data:`GPU_PARTITION_ROWS` rows (49 days at ``freq="1s"``):
-    a one-day partition (86,400 rows) is a few microseconds of GPU work under a millisecond
-    of per-task and kernel-launch cost, so the GPU would mostly wait.
-
-    Examples
-    --------
-    >>> gpu_partition_freq("1s"), gpu_partition_freq("1min")
-    ('49D', '2913D')
+    cuDF, to :func:`gpu_partition_freq`: a one-day partition (86,400 rows) is microseconds
+    of GPU work under a millisecond of per-task and kernel-launch cost.
     """
     import dask.datasets
 
     backend = resolve_backend("dataframe", backend)
     if partition_freq is None:
-        partition_freq = gpu_partition_freq(freq) if backend == "cudf" else "1D"
+        partition_freq = gpu_partition_freq(start, end, freq) if backend == "cudf" else "1D"
     df = dask.datasets.timeseries(start=start, end=end, freq=freq, partition_freq=partition_freq,
                                   dtypes=dtypes, seed=seed, **kwargs)
     return _to(df, backend)
 
 
-def gpu_partition_freq(freq: str) -> str:
-    """Whole days holding about :data:`GPU_PARTITION_ROWS` rows at one row per ``freq``."""
-    import math
+def gpu_partition_freq(start, end, freq: str) -> str:
+    """Equal partitions of about :data:`GPU_PARTITION_ROWS` rows that tile ``[start, end)``.
 
+    Dask's ``timeseries`` drops the rows after the last whole ``partition_freq`` (and
+    makes no partition when it exceeds the range), so the length divides the range.
+
+    Examples
+    --------
+    >>> gpu_partition_freq("2000-01-01", "2000-12-31", "1s")  # 365 days: 8 x 3,942,000 rows
+    '1095h'
+    >>> gpu_partition_freq("2000-01-01", "2000-01-31", "1s")  # 30 days: one partition
+    '720h'
+    """
     import pandas as pd
+    from pandas.tseries.frequencies import to_offset
 
-    days = GPU_PARTITION_ROWS * pd.Timedelta(freq) / pd.Timedelta(days=1)
-    return f"{max(1, math.ceil(days))}D"
+    step = pd.Timedelta(freq)
+    rows = int((pd.Timestamp(end) - pd.Timestamp(start)) / step)
+    parts = max(1, round(rows / GPU_PARTITION_ROWS))
+    while rows % parts:  # the nearest smaller count that divides the rows evenly
+        parts -= 1
+    return to_offset(step * (rows // parts)).freqstr
