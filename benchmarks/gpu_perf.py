@@ -222,8 +222,8 @@ def blog_reference(n: int, chunk: int) -> None:
 
 def section_groupby(args, backend_df):
     """hpcgpu with its GPU-sized partitions and with dask's one-day ones; dask-cuda with dask's."""
-    runs = [("hpcgpu", None)] + ([("hpcgpu", "1D")] if backend_df == "cudf" else [])
-    runs += [("dask-cuda", "1D")] if args.dask_cuda else []
+    runs = [("hpcgpu", None)] + ([("hpcgpu", "1D")] if backend_df == "cudf" and args.groupby_1d else [])
+    runs += [("dask-cuda", "1D")] if args.dask_cuda and args.groupby_1d else []
     for kind, partition_freq in runs:
         with cluster(kind, 1) as client:
             timing = W.run(W.groupby(args.days, "1s", backend=backend_df, partition_freq=partition_freq), client,
@@ -257,6 +257,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="threads per worker for the multi-GPU runs")
     parser.add_argument("--saturation", type=float, default=None,
                         help="also run hpcgpu with this distributed.scheduler.worker-saturation")
+    parser.add_argument("--no-groupby-1d", dest="groupby_1d", action="store_false",
+                        help="groupby only with hpcgpu's GPU-sized partitions (not dask's one-day ones)")
     parser.add_argument("--no-dask-cuda", dest="dask_cuda", action="store_false")
     parser.add_argument("--no-references", dest="references", action="store_false",
                         help="skip the blog's single-threaded code (about 30 s on one H200)")
