@@ -169,10 +169,13 @@ def test_generated_trees_fuse_into_few_tasks_with_the_same_result(client):
 
 
 def _fused_chain(y):
-    """The function names of the first fused task's steps."""
+    """The function names of the tasks the first fused task runs."""
+    from hpcgpu.array.optimization import chain_tasks
+
     graph = dict(dask.optimize(y)[0].__dask_graph__())
     fused = next(t for t in graph.values() if not t.dependencies and getattr(t.func, "__name__", "") == "_run_fused")
-    return [getattr(step.func, "__name__", None) or step.func.func.__name__ for step in fused.args[0].value]
+    tasks = chain_tasks(fused.args[0].value, dask.config.get("hpcgpu.array.slice-pushdown", True))
+    return [getattr(task.func, "__name__", None) or task.func.func.__name__ for task in tasks]
 
 
 @pytest.mark.parametrize("expr, moves", [
@@ -224,3 +227,24 @@ def test_gpu_sized_timeseries_partitions_keep_every_row(end, freq):
     rows = int((pd.Timestamp(end) - pd.Timestamp("2000-01-01")) / pd.Timedelta(freq))
     assert df.npartitions == max(1, round(rows / hd.GPU_PARTITION_ROWS)) or rows % df.npartitions == 0
     assert df.divisions[-1] == pd.Timestamp(end) and len(df.index) == rows  # no tail dropped
+
+
+def test_block_steps_pickle_and_build_the_block_dask_would():
+    import pickle
+
+    from dask.blockwise import optimize_blockwise
+
+    from hpcgpu.array.lazy_blocks import BlockStep, lazy_graph
+
+    def lazy(arr):
+        keys = list(dask.core.flatten(arr.__dask_keys__()))
+        return lazy_graph(optimize_blockwise(arr.__dask_graph__(), keys=keys))
+
+    x = ha.random.normal(0, 1, size=(40, 40), chunks=10, seed=4, backend="cpu")
+    y = x + 1  # generated then added: one block-local layer after blockwise fusion
+    graph = lazy(y)
+    assert all(isinstance(node, BlockStep) for node in graph.values()) and len(graph) == 16
+    step = pickle.loads(pickle.dumps(graph[(y.name, 2, 1)]))
+    np.testing.assert_array_equal(step.materialize()({}), y.blocks[2, 1].compute())
+    transposed = lazy(x.T)  # output block (i, j) needs input block (j, i): built as Dask does
+    assert not any(isinstance(node, BlockStep) and node.key[0] == x.T.name for node in transposed.values())

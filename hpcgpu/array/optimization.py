@@ -12,6 +12,10 @@ one task, which runs its blocks one after the other and frees each intermediate 
 as it is used: the same operations on the same blocks, in about ``1/width`` as many
 tasks. It applies only to graphs with at least ``width ** 2`` leaves, so that at least
 ``width`` tasks stay for parallelism; ``hpcgpu.array.fuse-width = 0`` turns it off.
+
+The blocks of block-local Blockwise layers enter the pass unbuilt
+(:mod:`hpcgpu.array.lazy_blocks`): each fused task builds its own on the worker, where
+it also orders blockwise subgraphs once and moves slices first (:mod:`hpcgpu.array.pushdown`).
 """
 
 from __future__ import annotations
@@ -19,28 +23,36 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import dask
-from dask._task_spec import DataNode, Task, _execute_subgraph, convert_legacy_graph, fuse_linear_task_spec
+from dask._task_spec import DataNode, Task, _execute_subgraph, fuse_linear_task_spec
 from dask.array.optimization import _optimize_slices
 from dask.array.optimization import optimize as dask_array_optimize
 from dask.blockwise import fuse_roots, optimize_blockwise
 from dask.core import reverse_dict
 from dask.highlevelgraph import HighLevelGraph
-from dask.utils import ensure_dict
 
+from hpcgpu.array.lazy_blocks import BlockStep, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
-__all__ = ["optimize", "fuse_generated_trees", "DEFAULT_WIDTH"]
+__all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "DEFAULT_WIDTH"]
 
 #: leaves per fused task: one first-level partial reduction of a 2-D sum (4 x 4 blocks)
 DEFAULT_WIDTH = 16
 
 
-def _run_fused(tasks: tuple, release: tuple, outkey) -> Any:
-    """Run ``tasks`` in their (depth-first) order, dropping each value after its last use."""
+def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
+    """The tasks a fused chain runs, in order: its blocks built, blockwise subgraphs
+    ordered once, and (with ``pushdown``) slices moved before elementwise operations."""
+    plans: dict = {}
+    tasks = [_without_dask_order(s.materialize() if isinstance(s, BlockStep) else s, plans) for s in steps]
+    return push_slices_down(tasks, _run_subgraph) if pushdown else tasks
+
+
+def _run_fused(steps: tuple, outkey, pushdown: bool) -> Any:
+    """Run one fused chain (:func:`chain_tasks`), dropping each value after its single use."""
     values: dict = {}
-    for task, done in zip(tasks, release):
+    for task in chain_tasks(steps, pushdown):
         values[task.key] = task(values)
-        for key in done:
+        for key in task.dependencies:
             del values[key]  # a GPU block goes back to the pool before the next is made
     return values[outkey]
 
@@ -100,7 +112,7 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     if sum(1 for k, v in dsk.items() if not v.dependencies) < width * width:
         return dict(dsk)
     dependents = reverse_dict({k: set(v.dependencies) for k, v in dsk.items()})
-    out, plans = dict(dsk), {}
+    out = dict(dsk)
     for key, count in counts.items():
         parent_fused = any(counts.get(p) for p in dependents[key]) and key not in keys
         if count < 2 or parent_fused:
@@ -108,12 +120,8 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
         order = _toposort({k: set(dsk[k].dependencies) for k in _subtree(dsk, key)})
         for k in order:
             del out[k]
-        steps = [_without_dask_order(dsk[k], plans) for k in order]
-        if pushdown:
-            steps = push_slices_down(steps, _run_subgraph)
-        # each value in the chain has one user: release what a step used once it ran
-        releases = tuple(tuple(step.dependencies) for step in steps)
-        out[key] = Task(key, _run_fused, DataNode(None, tuple(steps)), DataNode(None, releases), key)
+        # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
+        out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown)
     return out
 
 
@@ -171,5 +179,5 @@ def optimize(dsk, keys, **kwargs):
         dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
     dsk = fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys).cull(set(keys))
     pushdown = bool(dask.config.get("hpcgpu.array.slice-pushdown", True))
-    graph = fuse_generated_trees(convert_legacy_graph(ensure_dict(dsk)), keys, width, pushdown)
+    graph = materialize_remaining(fuse_generated_trees(lazy_graph(dsk), keys, width, pushdown))
     return _optimize_slices(fuse_linear_task_spec(graph, keys=keys))
