@@ -17,7 +17,7 @@ from dask._task_spec import Task, convert_legacy_graph
 from dask.blockwise import Blockwise, _make_blockwise_graph, blockwise_token
 from dask.highlevelgraph import HighLevelGraph
 
-__all__ = ["BlockStep", "lazy_graph", "materialize_remaining"]
+__all__ = ["BlockStep", "build_blocks", "lazy_graph", "materialize_remaining"]
 
 
 class BlockStep:
@@ -39,14 +39,23 @@ class BlockStep:
 
     def materialize(self) -> Task:
         """This block's task, as Dask would have built it."""
-        layer = self.layer
-        dsk = _make_blockwise_graph(
+        return build_blocks([self])[self.key]
+
+
+def build_blocks(steps) -> dict:
+    """``{key: task}`` for ``steps``, one Dask call per layer (its set-up is per call)."""
+    by_layer: dict = {}
+    for step in steps:
+        by_layer.setdefault(id(step.layer), (step.layer, []))[1].append(step.coords)
+    built: dict = {}
+    for layer, coords in by_layer.values():
+        built.update(_make_blockwise_graph(
             layer.task, layer.output, layer.output_indices, *toolz.concat(layer.indices),
             new_axes=layer.new_axes, numblocks=layer.numblocks, concatenate=layer.concatenate,
-            output_blocks=[self.coords], dims=layer.dims, io_deps=layer.io_deps,
+            output_blocks=coords, dims=layer.dims, io_deps=layer.io_deps,
             keys=tuple(map(blockwise_token, range(len(layer.indices)))),
-        )
-        return dsk[self.key]
+        ))
+    return built
 
 
 def _block_local_inputs(layer) -> tuple | None:

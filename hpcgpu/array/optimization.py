@@ -30,7 +30,7 @@ from dask.blockwise import fuse_roots, optimize_blockwise
 from dask.core import reverse_dict
 from dask.highlevelgraph import HighLevelGraph
 
-from hpcgpu.array.lazy_blocks import BlockStep, lazy_graph, materialize_remaining
+from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
 __all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "DEFAULT_WIDTH"]
@@ -43,7 +43,8 @@ def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
     """The tasks a fused chain runs, in order: its blocks built, blockwise subgraphs
     ordered once, and (with ``pushdown``) slices moved before elementwise operations."""
     plans: dict = {}
-    tasks = [_without_dask_order(s.materialize() if isinstance(s, BlockStep) else s, plans) for s in steps]
+    built = build_blocks([s for s in steps if isinstance(s, BlockStep)])
+    tasks = [_without_dask_order(built[s.key] if isinstance(s, BlockStep) else s, plans) for s in steps]
     return push_slices_down(tasks, _run_subgraph) if pushdown else tasks
 
 
