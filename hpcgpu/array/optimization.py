@@ -58,15 +58,13 @@ def _run_fused(steps: tuple, outkey, pushdown: bool) -> Any:
     return values[outkey]
 
 
-def _exclusive_leaf_counts(dsk: Mapping, keys: set, width: int) -> dict:
-    deps = {k: {d for d in v.dependencies} for k, v in dsk.items()}
-    dependents = reverse_dict(deps)
+def _exclusive_leaf_counts(deps: dict, dependents: dict, keys: set, width: int) -> dict:
     counts: dict = {}
     for key in _toposort(deps):
         if not deps[key]:
             counts[key] = 1
             continue
-        owned = all(d in dsk and counts.get(d) and len(dependents[d]) == 1 and d not in keys
+        owned = all(d in deps and counts.get(d) and len(dependents[d]) == 1 and d not in keys
                     for d in deps[key])
         total = sum(counts[d] for d in deps[key]) if owned else 0
         counts[key] = total if 0 < total <= width else 0
@@ -107,18 +105,17 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     (341, 21)
     """
     keys = set(dask.core.flatten(keys))
-    if width < 2:
+    if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < width * width:
         return dict(dsk)
-    counts = _exclusive_leaf_counts(dsk, keys, width)
-    if sum(1 for k, v in dsk.items() if not v.dependencies) < width * width:
-        return dict(dsk)
-    dependents = reverse_dict({k: set(v.dependencies) for k, v in dsk.items()})
+    deps = {k: set(v.dependencies) for k, v in dsk.items()}
+    dependents = reverse_dict(deps)
+    counts = _exclusive_leaf_counts(deps, dependents, keys, width)
     out = dict(dsk)
     for key, count in counts.items():
         parent_fused = any(counts.get(p) for p in dependents[key]) and key not in keys
         if count < 2 or parent_fused:
             continue
-        order = _toposort({k: set(dsk[k].dependencies) for k in _subtree(dsk, key)})
+        order = _toposort({k: deps[k] for k in _subtree(dsk, key)})
         for k in order:
             del out[k]
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)

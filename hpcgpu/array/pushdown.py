@@ -48,15 +48,15 @@ def _append(out: list[Task], step: Task, run_subgraph) -> None:
         return
     feeder, rebuild = split  # feeder makes the elementwise op's array operand
     out[-1:] = [feeder] if feeder is not None else []
-    source = feeder.key if feeder is not None else rebuild.source
     sliced_key = (f"{_name(step.key)}-before-{_name(producer.key)}", *_index(step.key))
-    sliced = Task(sliced_key, step.func, TaskRef(source), *step.args[1:])
+    sliced = Task(sliced_key, step.func, TaskRef(rebuild.source), *step.args[1:])
     _append(out, sliced, run_subgraph)  # the slice may move further down
     out.append(rebuild.make(step.key, sliced_key))
 
 
 class _Rebuild:
-    """The elementwise operation, to be re-made on the sliced operand."""
+    """The elementwise operation, to be re-made on the sliced operand; ``source`` is the
+    key of the value it operated on (the feeder's, when the operation was fused)."""
 
     def __init__(self, func, args: list, array_at: int, source):
         self.func, self.args, self.array_at, self.source = func, args, array_at, source
