@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from operator import add
 
+import pytest
 from distributed import Client
 
 from conftest import wait_for
@@ -70,3 +71,15 @@ def check_adapt(cluster, gpus_per_job: int, max_jobs: int) -> None:
     assert peak >= 1
     wait_for(lambda: all(job.state in ("cancelled", "completed") for job in cluster.jobs), 30,
              what=f"the jobs to end:\n{cluster.job_table()}")
+
+
+def check_failing_job_reported(cluster, within: float) -> str:
+    """One job whose Python does not exist: waiting for its worker fails within ``within``
+    seconds, naming the command that failed. Returns the error message."""
+    start = time.monotonic()
+    cluster.scale(jobs=1)
+    with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
+        cluster.wait_for_workers(gpus=1, timeout=120)
+    assert time.monotonic() - start < within
+    assert "/nonexistent/bin/python3" in str(error.value)
+    return str(error.value)

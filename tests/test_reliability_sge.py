@@ -12,7 +12,7 @@ from distributed import Client, wait
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import SGECluster
-from reliability_helpers import run_chain, runs
+from reliability_helpers import lose_the_job_mid_chain
 
 pytestmark = pytest.mark.sge
 
@@ -23,17 +23,10 @@ def cluster(sge, clusters):
 
 
 def test_qdel_mid_computation_is_recomputed_and_replaced(cluster, tmp_path):
-    cluster.adapt(minimum_jobs=1, maximum_jobs=1, interval="300ms")
-    cluster.wait_for_workers(gpus=1, timeout=60)
-    (first,) = cluster.jobs
-    log = str(tmp_path / "runs.log")
-    with Client(cluster) as client:
-        futures = run_chain(client, 16, log, pause=0.5)
-        wait_for(lambda: os.path.exists(log) and len(runs(log)) >= 4, 60,
-                 what="part of the chain to run")
-        subprocess.run(["qdel", first.job_id], check=True, capture_output=True)
-        assert client.gather(futures) == [sum(range(i + 1)) for i in range(16)]
-    assert max(runs(log).values()) >= 2  # lost with the job, recomputed on its replacement
+    first, ran = lose_the_job_mid_chain(
+        cluster, str(tmp_path / "runs.log"), gpus=1, n=16, started=4,
+        kill=lambda job_id: subprocess.run(["qdel", job_id], check=True, capture_output=True))
+    assert max(ran.values()) >= 2  # lost with the job, recomputed on its replacement
     assert len(cluster.jobs) >= 2 and cluster.jobs[1].job_id
     assert any(first.name in e and "ended while its workers were connected" in e
                for e in cluster.events), cluster.events

@@ -12,7 +12,7 @@ from distributed import Client, wait
 
 from cluster_helpers import FAST
 from conftest import wait_for
-from reliability_helpers import run_chain, runs, step
+from reliability_helpers import lose_the_job_mid_chain, run_chain, runs, step
 from hpcgpu import SLURMCluster
 
 pytestmark = pytest.mark.slurm
@@ -60,18 +60,11 @@ def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path
 
 def test_scancel_mid_computation_is_recomputed_and_replaced(make, tmp_path):
     cluster = make(gpus_per_node=2)
-    cluster.adapt(minimum_jobs=1, maximum_jobs=1, interval="300ms")
-    cluster.wait_for_workers(gpus=2, timeout=60)
-    (first,) = cluster.jobs
-    log = str(tmp_path / "runs.log")
-    with Client(cluster) as client:
-        futures = run_chain(client, 20, log, pause=0.5)
-        wait_for(lambda: len(runs(log)) >= 5 if os.path.exists(log) else False, 60,
-                 what="part of the chain to run")
-        subprocess.run(["scancel", first.job_id], check=True)
-        assert client.gather(futures) == [sum(range(i + 1)) for i in range(20)]
+    first, ran = lose_the_job_mid_chain(
+        cluster, str(tmp_path / "runs.log"), gpus=2, n=20, started=5,
+        kill=lambda job_id: subprocess.run(["scancel", job_id], check=True))
     # Its results were lost with its workers and recomputed on the replacement.
-    assert max(runs(log).values()) >= 2
+    assert max(ran.values()) >= 2
     assert len(cluster.jobs) >= 2 and cluster.jobs[1].job_id
     assert any(first.name in e and "ended while its workers were connected" in e
                and "cancelled" in e for e in cluster.events), cluster.events
