@@ -77,11 +77,12 @@ class LocalTarget:
         if count_gpus() >= gpus:
             from hpcgpu.local import LocalGPUCluster
 
-            return LocalGPUCluster(n_workers=gpus, protocol=self.protocol)
+            return LocalGPUCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
+                                   protocol=self.protocol)
         from distributed import LocalCluster
 
         return LocalCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
-                            processes=True, protocol=self.protocol, dashboard_address=":0")
+                            processes=True, protocol=self.protocol, dashboard_address="localhost:0")
 
     def open(self, gpus: int) -> Session:
         return _open_owned(lambda: self._make(gpus), gpus, self.timeout)
@@ -102,7 +103,7 @@ class DaskCudaTarget:
         def make():
             from dask_cuda import LocalCUDACluster
 
-            return LocalCUDACluster(n_workers=gpus, protocol=self.protocol, dashboard_address=":0")
+            return LocalCUDACluster(n_workers=gpus, protocol=self.protocol, dashboard_address="localhost:0")
 
         return _open_owned(make, gpus, self.timeout)
 
@@ -131,7 +132,7 @@ class PlainTarget:
                     "env": {"CUDA_VISIBLE_DEVICES": ",".join(devices[i:] + devices[:i])}}}
                 for i in range(gpus)
             }
-            scheduler = {"cls": Scheduler, "options": {"protocol": self.protocol, "dashboard_address": ":0"}}
+            scheduler = {"cls": Scheduler, "options": {"protocol": self.protocol, "dashboard_address": "localhost:0"}}
             return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
 
         return _open_owned(make, gpus, self.timeout)
