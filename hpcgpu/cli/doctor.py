@@ -15,7 +15,6 @@ from hpcgpu.network import PROTOCOLS, NetworkSettings
 __all__ = ["doctor", "print_report"]
 
 _COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
-_JOB_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
 
 
 def print_report(report: dict, where: str) -> None:
@@ -76,12 +75,13 @@ def doctor(local, job, scheduler, queue, account, timeout, as_json, output, role
       hpcgpu doctor --json
     """
     from hpcgpu.doctor import diagnose
+    from hpcgpu.worker.placement import job_id_from_env
 
     try:
         settings = NetworkSettings.create(**net)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    role = role or ("compute" if any(os.environ.get(v) for v in _JOB_VARIABLES) else "login")
+    role = role or ("compute" if job_id_from_env() else "login")
     reports = {"here": diagnose(settings, role, scheduler_address)}
     if job and not local:
         from hpcgpu.doctor.job import run_doctor_job

@@ -34,8 +34,6 @@ class ClusterSetup:
     log_directory: str
     shared_temp_directory: str
     scheduler_options: dict
-    interface: str | None
-    protocol: str | None
     job_options: dict
     network_options: dict
     scheduler_in_job: bool = False
@@ -86,8 +84,7 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
     return ClusterSetup(
         shape=shape, dialect=dialect, launcher=launcher, log_directory=log_directory,
         shared_temp_directory=opts["shared_temp_directory"] or log_directory,
-        scheduler_options=scheduler_options, interface=opts["interface"],
-        protocol=opts["protocol"], job_options=job_options,
+        scheduler_options=scheduler_options, job_options=job_options,
         network_options={name: opts[name] for name in NETWORK_OPTIONS},
         scheduler_in_job=bool(opts["scheduler_in_job"]),
     )

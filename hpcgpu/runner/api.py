@@ -10,7 +10,6 @@ GPU and exits, with rank 0's exit code, when rank 0 leaves the ``with`` block.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import sys
@@ -24,7 +23,7 @@ from distributed.security import Security
 
 from hpcgpu.runner import ranks
 from hpcgpu.runner.security import TLSFiles, write_tls_files
-from hpcgpu.worker.placement import JOB_ID_VARIABLES
+from hpcgpu.worker.placement import job_id_from_env
 from hpcgpu.worker_command import WorkerCommand
 
 
@@ -77,7 +76,7 @@ class GPURunner(BaseRunner):
                  scheduler_options: dict | None = None, worker_options: dict | None = None,
                  asynchronous: bool = False, loop=None) -> None:
         self.rank, self.world_size = ranks.rank_and_size()
-        job_id = next((os.environ[v] for v in JOB_ID_VARIABLES if os.environ.get(v)), "local")
+        job_id = job_id_from_env(default="local")
         self.scheduler_file = Path(scheduler_file.format(job_id=job_id)).resolve()
         self.tls_directory = self.scheduler_file.with_name(self.scheduler_file.name + ".tls")
         self._security_option = security

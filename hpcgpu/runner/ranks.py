@@ -14,7 +14,7 @@ import sys
 from typing import Mapping
 
 from hpcgpu.runner.processes import Child, start_child
-from hpcgpu.worker.placement import JOB_ID_VARIABLES, Placement, placement_from_env
+from hpcgpu.worker.placement import Placement, job_id_from_env, placement_from_env
 from hpcgpu.worker_command import WorkerCommand
 
 __all__ = [
@@ -63,7 +63,7 @@ def pin_gpu(local_rank: int | None = None, node: int | None = None) -> Placement
     os.environ.update(
         HPCGPU_GPU=place.gpu or "", HPCGPU_NODE_RANK=str(place.node),
         HPCGPU_LOCAL_RANK=str(place.local_rank),
-        HPCGPU_JOB_ID=next((os.environ[v] for v in JOB_ID_VARIABLES if os.environ.get(v)), ""),
+        HPCGPU_JOB_ID=job_id_from_env(),
     )
     if place.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = place.gpu

@@ -15,7 +15,7 @@ import click
 
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
-from hpcgpu.worker.placement import JOB_ID_VARIABLES, Placement, node_placements, placement_from_env
+from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
 
 __all__ = ["main"]
@@ -140,8 +140,7 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
     os.environ.update(setup.to_env())
-    os.environ["HPCGPU_JOB_ID"] = next(
-        (os.environ[v] for v in JOB_ID_VARIABLES if os.environ.get(v)), "")
+    os.environ["HPCGPU_JOB_ID"] = job_id_from_env()
     prefix = options.pop("name")
     if gpus_per_node is None:  # one task per GPU: the launcher said which
         place = placement_from_env(prefix)

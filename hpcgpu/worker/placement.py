@@ -12,7 +12,7 @@ from typing import Mapping
 
 from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
 
-__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES"]
+__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env"]
 
 #: Job id variables of the four schedulers, for the default worker name.
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
@@ -129,11 +129,23 @@ def _node_index(env: Mapping[str, str]) -> int:
     return node
 
 
+def job_id_from_env(env: Mapping[str, str] | None = None, default: str = "") -> str:
+    """The batch job id from the first of :data:`JOB_ID_VARIABLES` that is set, else ``default``.
+
+    Examples
+    --------
+    >>> job_id_from_env({"PBS_JOBID": "7.pbs"}), job_id_from_env({}, "local")
+    ('7.pbs', 'local')
+    """
+    env = os.environ if env is None else env
+    return next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), default)
+
+
 def _visible(env: Mapping[str, str]) -> list[str]:
     return [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
 
 
 def _prefix(prefix: str | None, env: Mapping[str, str]) -> str:
     if prefix is None:
-        prefix = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), socket.gethostname())
+        prefix = job_id_from_env(env, socket.gethostname())
     return prefix
