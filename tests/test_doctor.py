@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 from hpcgpu.doctor import diagnose
 from hpcgpu.doctor.checks import check_gpu_links, check_infiniband, check_interface, evaluate
@@ -127,6 +129,16 @@ def test_doctor_job_on_a_compute_node(slurm, tmp_path):
     script = (tmp_path / "doctor.sh").read_text()
     assert "#SBATCH --gpus-per-node=1" in script
     assert "export DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT=True" in script
+
+
+def test_doctor_job_that_never_reports_fails_with_its_own_output(sge, tmp_path):
+    """On Grid Engine the job's output goes to <name>.o<id>: the timeout error shows it."""
+    from hpcgpu.doctor.job import run_doctor_job
+
+    with pytest.raises(TimeoutError, match="gave no report") as error:
+        run_doctor_job(NetworkSettings.create("tcp"), "sge", timeout=45, directory=str(tmp_path),
+                       python="/nonexistent/bin/python3")
+    assert "/nonexistent/bin/python3" in str(error.value)
 
 
 def test_login_node_without_ucx_is_fine_when_the_client_uses_a_second_listener():

@@ -131,7 +131,7 @@ def run_doctor_job(settings: NetworkSettings, scheduler: str = "slurm", *, timeo
         while not output.exists():
             if time.monotonic() > deadline:
                 commands.run(dialect.cancel_argv([job_id]), check=False)
-                logs = "\n".join(p.read_text()[-2000:] for p in sorted(work.glob("*.err")) + sorted(work.glob("*.out")))
+                logs = _job_output(dialect, job_id, work)
                 raise TimeoutError(f"doctor job {job_id} gave no report in {timeout:g} s "
                                    f"(cancelled); its output:\n{logs or '(none yet: still queued?)'}")
             time.sleep(0.5)
@@ -140,3 +140,11 @@ def run_doctor_job(settings: NetworkSettings, scheduler: str = "slurm", *, timeo
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return report
+
+
+def _job_output(dialect, job_id: str, work: Path) -> str:
+    """The doctor job's error log where the dialect puts it (``<name>.o<id>`` on PBS and
+    SGE), then any other ``*.out`` in ``work``; the last 2,000 characters of each."""
+    error_log = Path(dialect.error_log("hpcgpu-doctor", job_id, str(work)))
+    paths = [error_log] + [p for p in sorted(work.glob("*.out")) if p != error_log]
+    return "\n".join(p.read_text()[-2000:] for p in paths if p.exists())
