@@ -25,9 +25,10 @@ __all__ = ["LocalGPUCluster", "visible_gpus", "rotated"]
 def visible_gpus() -> list[str]:
     """The GPUs this process may use: ``CUDA_VISIBLE_DEVICES`` or every device NVML sees."""
     from hpcgpu.worker.gpuinfo import count_gpus
+    from hpcgpu.worker.placement import visible_devices
 
     n = count_gpus()
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    visible = visible_devices(os.environ)
     return visible[:n] if visible else [str(i) for i in range(n)]
 
 

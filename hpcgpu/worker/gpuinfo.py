@@ -9,7 +9,7 @@ import functools
 import os
 from dataclasses import asdict, dataclass
 
-__all__ = ["GPUInfo", "describe_gpu", "count_gpus", "nvml_library"]
+__all__ = ["GPUInfo", "describe_gpu", "count_gpus", "gpu_handle", "nvml_library"]
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,20 @@ def count_gpus() -> int:
     return nvml.nvmlDeviceGetCount()
 
 
+def gpu_handle(nvml, gpu: str):
+    """NVML's handle of ``gpu``: a UUID (``GPU-...``, ``MIG-...``) or a physical index."""
+    if gpu.startswith(("GPU-", "MIG-")):
+        return nvml.nvmlDeviceGetHandleByUUID(gpu)
+    return nvml.nvmlDeviceGetHandleByIndex(int(gpu))
+
+
 def describe_gpu(index: str) -> GPUInfo:
     """Describe the GPU named ``index`` (a physical index or a UUID) as NVML sees it."""
     nvml = nvml_library()
     if nvml is None:
         return GPUInfo(index=index)
     try:
-        if index.startswith(("GPU-", "MIG-")):
-            handle = nvml.nvmlDeviceGetHandleByUUID(index)
-        else:
-            handle = nvml.nvmlDeviceGetHandleByIndex(int(index))
+        handle = gpu_handle(nvml, index)
         uuid = nvml.nvmlDeviceGetUUID(handle)
         model = nvml.nvmlDeviceGetName(handle)
         memory = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)

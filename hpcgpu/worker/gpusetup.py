@@ -140,17 +140,13 @@ def choose_cores(near_gpu: list[int], allowed: set[int]) -> set[int]:
 
 
 def _gpu_cores(gpu: str) -> list[int] | None:
-    from hpcgpu.worker.gpuinfo import nvml_library
+    from hpcgpu.worker.gpuinfo import gpu_handle, nvml_library
 
     pynvml = nvml_library()
     if pynvml is None:
         return None
     try:
-        if gpu.startswith(("GPU-", "MIG-")):
-            handle = pynvml.nvmlDeviceGetHandleByUUID(gpu)
-        else:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(int(gpu))
-        words = pynvml.nvmlDeviceGetCpuAffinity(handle, math.ceil((os.cpu_count() or 1) / 64))
+        words = pynvml.nvmlDeviceGetCpuAffinity(gpu_handle(pynvml, gpu), math.ceil((os.cpu_count() or 1) / 64))
         return unpack_bitmask(list(words))
     except Exception:  # no NVML, no device, MIG instance without affinity
         return None

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
 
-__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env"]
+__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env", "visible_devices"]
 
 #: Job id variables of the four schedulers, for the default worker name.
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
@@ -76,7 +76,7 @@ def placement_from_env(prefix: str | None, env: Mapping[str, str] | None = None)
     env = os.environ if env is None else env
     local = _first_int(env, ("HPCGPU_LOCAL_RANK",) + LOCAL_RANK_VARIABLES) or 0
     node = _node_index(env)
-    visible = _visible(env)
+    visible = visible_devices(env)
     if len(visible) == 1:
         gpu: str | None = visible[0]
     elif visible:
@@ -109,7 +109,7 @@ def node_placements(prefix: str | None, gpus: int,
     env = os.environ if env is None else env
     if gpus < 1:
         raise ValueError(f"gpus_per_node={gpus!r} must be at least 1")
-    visible = _visible(env)
+    visible = visible_devices(env)
     if visible and len(visible) < gpus:
         raise ValueError(
             f"gpus_per_node={gpus} but CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r} "
@@ -141,7 +141,8 @@ def job_id_from_env(env: Mapping[str, str] | None = None, default: str = "") -> 
     return next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), default)
 
 
-def _visible(env: Mapping[str, str]) -> list[str]:
+def visible_devices(env: Mapping[str, str]) -> list[str]:
+    """The entries of ``CUDA_VISIBLE_DEVICES`` in ``env`` (none when it is unset or empty)."""
     return [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
 
 
