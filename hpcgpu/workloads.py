@@ -127,7 +127,7 @@ def svd(rows: int = 300_000, cols: int = 1_000, chunk: int = 1_000, *, seed: int
 
     def compute(x, client):
         u, s, v = _persist(da.linalg.svd(x), client)
-        return ha.ascpu(s).compute() if client is None else client.compute(ha.ascpu(s)).result()
+        return _get(ha.ascpu(s), client)
 
     return Workload("svd", f"{rows}x{cols} f8 ({chunk}^2)", rows * cols * 8, backend, setup, compute)
 

@@ -103,7 +103,8 @@ def materialize_remaining(graph: dict) -> dict:
             left.setdefault(id(node.layer), (node.layer, []))[1].append(key)
     out = dict(graph)
     for layer, keys in left.values():
-        whole = len(keys) * 2 > len(layer.get_output_keys())
-        for key in keys:
-            out[key] = layer[key] if whole else graph[key].materialize()
+        if len(keys) * 2 > len(layer.get_output_keys()):
+            out.update((key, layer[key]) for key in keys)
+        else:
+            out.update(build_blocks([graph[key] for key in keys]))
     return out
