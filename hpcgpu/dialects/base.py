@@ -74,7 +74,13 @@ class Dialect:
     limits: NodeLimits = field(default_factory=NodeLimits)
 
     def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
-        """Return the directive lines (with their prefix) that ask for ``shape``."""
+        """Return the directive lines (with their prefix) that ask for ``shape``, after
+        checking it against this scheduler's rules."""
+        self.validate(shape)
+        return [f"{self.prefix} {line}" for line in self._lines(shape, log_directory)]
+
+    def _lines(self, shape: GPUJobShape, log_directory: str) -> list[str]:
+        """The directives' text without the prefix."""
         raise NotImplementedError
 
     def validate(self, shape: GPUJobShape) -> None:

@@ -66,8 +66,7 @@ class LSFDialect(Dialect):
                 "(the site's LSF_UNIT_FOR_LIMITS)"
             )
 
-    def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
-        self.validate(shape)
+    def _lines(self, shape: GPUJobShape, log_directory: str) -> list[str]:
         gpu = f"num={shape.gpus_per_node}:mode={self.gpu_mode}"
         if shape.gpu_type:
             gpu += f":gmodel={shape.gpu_type}"
@@ -91,7 +90,7 @@ class LSFDialect(Dialect):
         if shape.exclusive:
             lines.append("-x")
         lines += [f"-o {log_directory}/%J.out", f"-e {log_directory}/%J.err"]
-        return [f"{self.prefix} {line}" for line in lines]
+        return lines
 
     def submit_argv(self, script_path: str) -> list[str]:
         # bsub reads #BSUB directives only from a script on standard input.

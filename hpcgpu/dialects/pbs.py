@@ -59,8 +59,7 @@ class PBSDialect(Dialect):
     gpu_resource: str = "ngpus"
     gpu_type_resource: str = "gpu_model"
 
-    def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
-        self.validate(shape)
+    def _lines(self, shape: GPUJobShape, log_directory: str) -> list[str]:
         chunk = [
             f"select={shape.nodes}",
             f"ncpus={shape.cpus_per_node}",
@@ -83,7 +82,7 @@ class PBSDialect(Dialect):
         if shape.account:
             lines.append(f"-A {shape.account}")
         lines += ["-j oe", f"-o {log_directory}/"]
-        return [f"{self.prefix} {line}" for line in lines]
+        return lines
 
     def status_argv(self, job_ids: list[str]) -> list[str]:
         # -x: finished jobs too (job history), -F json: one machine-readable answer.

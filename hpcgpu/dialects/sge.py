@@ -88,8 +88,7 @@ set multi_node_parallel_environment (ask your admins which PE has allocation_rul
                 "or use nodes=1"
             )
 
-    def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
-        self.validate(shape)
+    def _lines(self, shape: GPUJobShape, log_directory: str) -> list[str]:
         pe = self.parallel_environment if shape.nodes == 1 else self.multi_node_parallel_environment
         gpus = 1 if self.gpu_consumable == "slot" else shape.gpus_per_node
         lines = [
@@ -109,7 +108,7 @@ set multi_node_parallel_environment (ask your admins which PE has allocation_rul
         if shape.account:
             lines.append(f"-P {shape.account}")
         lines += ["-cwd", "-j y", f"-o {log_directory}/"]
-        return [f"{self.prefix} {line}" for line in lines]
+        return lines
 
     def submit_argv(self, script_path: str) -> list[str]:
         return ["qsub", "-terse", script_path]

@@ -72,8 +72,7 @@ class SlurmDialect(Dialect):
                 f"memory_directive={self.memory_directive!r}: use 'mem' or 'mem-per-gpu'"
             )
 
-    def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
-        self.validate(shape)
+    def _lines(self, shape: GPUJobShape, log_directory: str) -> list[str]:
         typed = f"{shape.gpu_type}:" if shape.gpu_type else ""
         gpus = (
             f"--gpus-per-node={typed}{shape.gpus_per_node}"
@@ -100,7 +99,7 @@ class SlurmDialect(Dialect):
         if shape.exclusive:
             lines.append("--exclusive")
         lines += [f"--output={log_directory}/%x-%j.out", f"--error={log_directory}/%x-%j.err"]
-        return [f"{self.prefix} {line}" for line in lines]
+        return lines
 
     def submit_argv(self, script_path: str) -> list[str]:
         return ["sbatch", "--parsable", script_path]
