@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, fields
-from datetime import timedelta
 from typing import Any
 
 from hpcgpu.units import format_hms, parse_memory, parse_walltime
@@ -143,11 +142,6 @@ class GPUJobShape:
     def walltime_hms(self) -> str:
         """Walltime as ``HH:MM:SS``."""
         return format_hms(self.walltime)
-
-    @property
-    def walltime_timedelta(self) -> timedelta:
-        """Walltime as a :class:`~datetime.timedelta`."""
-        return timedelta(seconds=self.walltime)
 
     def check_fits(self, limits: NodeLimits) -> None:
         """Raise ``ValueError`` if one node of this shape is larger than ``limits`` allow."""

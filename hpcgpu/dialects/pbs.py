@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
-from hpcgpu.units import format_hms, format_memory
+from hpcgpu.units import format_memory
 
 __all__ = ["PBSDialect", "PBS_MEMORY_UNITS"]
 
@@ -75,7 +75,7 @@ class PBSDialect(Dialect):
             f"-N {shape.job_name}",
             f"-l {':'.join(chunk)}",
             f"-l place=scatter{':excl' if shape.exclusive else ''}",
-            f"-l walltime={format_hms(shape.walltime)}",
+            f"-l walltime={shape.walltime_hms}",
         ]
         if shape.queue:
             lines.append(f"-q {shape.queue}")

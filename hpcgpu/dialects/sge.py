@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
-from hpcgpu.units import format_hms, format_memory
+from hpcgpu.units import format_memory
 
 __all__ = ["SGEDialect", "SGE_MEMORY_UNITS"]
 
@@ -100,7 +100,7 @@ set multi_node_parallel_environment (ask your admins which PE has allocation_rul
         if shape.gpu_memory is not None:
             memory = format_memory(shape.gpu_memory, SGE_MEMORY_UNITS)
             lines.append(f"-l {self.memory_resource}={memory}")
-        lines.append(f"-l h_rt={format_hms(shape.walltime)}")
+        lines.append(f"-l h_rt={shape.walltime_hms}")
         if shape.exclusive:
             lines.append("-l exclusive=true")
         if shape.queue:
