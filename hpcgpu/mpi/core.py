@@ -143,15 +143,12 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
 def _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common):
     config = {"scheduler-address": address}
     if files is not None:
-        config.update({"distributed.comm.require-encryption": True,
-                       "distributed.comm.tls.ca-file": files.ca_file,
-                       "distributed.comm.tls.client.cert": files.cert,
-                       "distributed.comm.tls.client.key": files.key})
+        config.update(files.client_config())
     dask.config.set(config)
     command = WorkerCommand(
         scheduler=address, nthreads=common["nthreads"], memory_limit=common["memory_limit"],
         local_directory=common["local_directory"], death_timeout=60,
-        **({"tls_ca_file": files.ca_file, "tls_cert": files.cert, "tls_key": files.key} if files else {}),
+        **(files.worker_args() if files else {}),
     )
     # Its place comes from MPI, not from the launcher's variables.
     worker = ranks.start_own_worker(command, {"HPCGPU_NODE_RANK": str(node),

@@ -42,10 +42,6 @@ BaseRunner, Role = _import_base_runner()
 __all__ = ["GPURunner"]
 
 
-def _tls_files(directory: Path) -> TLSFiles:
-    return TLSFiles(str(directory / "ca.pem"), str(directory / "cert.pem"), str(directory / "key.pem"))
-
-
 class GPURunner(BaseRunner):
     """Turn the ranks of a launched script into a Dask cluster with one worker per GPU.
 
@@ -119,7 +115,7 @@ class GPURunner(BaseRunner):
         if self.role == Role.worker:
             address = await self.get_scheduler_address()
             if self.security is None and self._security_option and self.tls_directory.is_dir():
-                self.security = _tls_files(self.tls_directory).security()
+                self.security = TLSFiles.in_directory(self.tls_directory).security()
             self._place = ranks.pin_gpu()
             self.worker_options.update(ranks.worker_options(
                 self._place, self.nthreads, self.memory_limit, security=self.security,
@@ -147,16 +143,11 @@ class GPURunner(BaseRunner):
         # hpcgpu.get_client() and distributed.Client() in the client code find it all.
         dask.config.set({"scheduler-address": self.scheduler_address})
         if tls is not None:
-            dask.config.set({
-                "distributed.comm.require-encryption": True,
-                "distributed.comm.tls.ca-file": tls.ca_file,
-                "distributed.comm.tls.client.cert": tls.cert,
-                "distributed.comm.tls.client.key": tls.key,
-            })
+            dask.config.set(tls.client_config())
         command = WorkerCommand(
             scheduler_file=str(self.scheduler_file), nthreads=self.nthreads,
             memory_limit=self.memory_limit, death_timeout=60,
-            **({"tls_ca_file": tls.ca_file, "tls_cert": tls.cert, "tls_key": tls.key} if tls else {}),
+            **(tls.worker_args() if tls else {}),
         )
         self._own_worker = ranks.start_own_worker(command)
 

@@ -174,7 +174,7 @@ def _start_cluster(s: _Session) -> None:
     worker = WorkerCommand(
         scheduler=s.address, nthreads=o.nthreads, memory_limit=o.memory_limit,
         death_timeout=60, extra=o.worker_args, **worker_options(net),
-        **({"tls_ca_file": s.tls.ca_file, "tls_cert": s.tls.cert, "tls_key": s.tls.key} if s.tls else {}),
+        **(s.tls.worker_args() if s.tls else {}),
     )
     launcher = get_launcher(o.launcher or s.allocation.default_launcher)
     argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)

@@ -37,6 +37,21 @@ class TLSFiles:
     cert: str
     key: str
 
+    @classmethod
+    def in_directory(cls, directory: str | os.PathLike) -> TLSFiles:
+        """``ca.pem``, ``cert.pem`` and ``key.pem`` in ``directory``."""
+        directory = Path(directory)
+        return cls(str(directory / "ca.pem"), str(directory / "cert.pem"), str(directory / "key.pem"))
+
+    def client_config(self) -> dict:
+        """Dask configuration for a client in this process (``dask.config.set``)."""
+        return {"distributed.comm.require-encryption": True, "distributed.comm.tls.ca-file": self.ca_file,
+                "distributed.comm.tls.client.cert": self.cert, "distributed.comm.tls.client.key": self.key}
+
+    def worker_args(self) -> dict:
+        """The TLS keyword arguments of :class:`~hpcgpu.worker_command.WorkerCommand`."""
+        return {"tls_ca_file": self.ca_file, "tls_cert": self.cert, "tls_key": self.key}
+
     def security(self) -> Security:
         """A :class:`~distributed.security.Security` for a client (or any role)."""
         return Security(
@@ -97,8 +112,7 @@ def write_tls_files(directory: str | os.PathLike) -> TLSFiles:
             "TLS needs the 'cryptography' package: pip install cryptography "
             "(or 'hpcgpu[tls]'), or turn TLS off (hpcgpu run --no-tls)"
         ) from None
-    directory = Path(directory)
-    files = TLSFiles(str(directory / "ca.pem"), str(directory / "cert.pem"), str(directory / "key.pem"))
+    files = TLSFiles.in_directory(directory)
     _write_private(Path(files.ca_file), temporary.tls_ca_file)
     _write_private(Path(files.cert), temporary.tls_client_cert)
     _write_private(Path(files.key), temporary.tls_client_key)
