@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["JobInfo", "JobRecord", "format_table", "html_table", "failure_report", "tail"]
 
-_COLUMNS = ("job", "job id", "state", "nodes", "workers", "exit code")
+COLUMNS = ("job", "job id", "state", "nodes", "workers", "exit code")
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def tail(path: str | Path, lines: int = 20) -> str:
         return ""
 
 
-def _rows(jobs: list[JobInfo]) -> list[tuple[str, ...]]:
+def table_rows(jobs: list[JobInfo]) -> list[tuple[str, ...]]:
     return [
         (j.name, j.job_id or "-", j.state, ",".join(j.nodes) or "-",
          f"{len(j.workers)}/{j.expected}", "-" if j.exit_code is None else str(j.exit_code))
@@ -114,8 +114,8 @@ def format_table(jobs: list[JobInfo]) -> str:
     job  job id  state    nodes  workers  exit code
     c-0  17      running  node1  1/2      -
     """
-    rows = [_COLUMNS, *_rows(jobs)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    rows = [COLUMNS, *table_rows(jobs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows
     )
@@ -127,10 +127,10 @@ def html_table(jobs: list[JobInfo]) -> str:
     >>> html_table([]).startswith("<table")
     True
     """
-    head = "".join(f"<th>{c}</th>" for c in _COLUMNS)
+    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-        for row in _rows(jobs)
+        for row in table_rows(jobs)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

@@ -20,7 +20,7 @@ from distributed.objects import SchedulerInfo
 from hpcgpu import commands
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.faults import status_failed
-from hpcgpu.cluster.jobs import JobInfo, JobRecord, failure_report, format_table, tail
+from hpcgpu.cluster.jobs import COLUMNS, JobInfo, JobRecord, failure_report, format_table, table_rows, tail
 from hpcgpu.dialects import JobStatus
 
 __all__ = ["JobMonitor"]
@@ -221,11 +221,10 @@ class _Progress:
             from rich.table import Table
 
             table = Table(title=f"{running}/{self.wanted} GPU workers connected")
-            for column in ("job", "job id", "state", "nodes", "workers"):
+            for column in COLUMNS[:5]:  # the job table without its exit-code column
                 table.add_column(column)
-            for j in jobs:
-                table.add_row(j.name, j.job_id or "-", j.state, ",".join(j.nodes) or "-",
-                              f"{len(j.workers)}/{j.expected}")
+            for row in table_rows(jobs):
+                table.add_row(*row[:5])
             self.live.update(table, refresh=True)
         else:
             logger.info("%s", summary)
