@@ -22,7 +22,16 @@ from typing import Any
 
 from dask.utils import parse_timedelta
 
-__all__ = ["Retirement", "preemption_directives"]
+__all__ = ["Retirement", "preemption_directives", "retirement_off"]
+
+
+def retirement_off(retire_before: Any) -> bool:
+    """Whether ``retire_before`` turns walltime retirement off (``"off"``, ``False``).
+
+    >>> retirement_off("off"), retirement_off(False), retirement_off("5m"), retirement_off(None)
+    (True, True, False, False)
+    """
+    return str(retire_before).lower() in ("off", "false")
 
 
 def _seconds(value: Any, field: str) -> float | None:
@@ -101,12 +110,16 @@ most half of the walltime, or a longer walltime
         return max(remaining - self.retire_before - self.stagger, 1.0)
 
     @property
+    def first_retirement(self) -> float:
+        """Seconds after the job started at which its first worker may retire."""
+        return self.walltime - self.retire_before - 2 * self.stagger
+
+    @property
     def replace_at(self) -> float:
         """Seconds after the job started at which the replacement is submitted; never before
         a quarter of the walltime, so that replacements cannot cascade (each replacement
         would otherwise be replaced at once)."""
-        return max(self.walltime - self.retire_before - 2 * self.stagger - self.replace_ahead,
-                   self.walltime / 4)
+        return max(self.first_retirement - self.replace_ahead, self.walltime / 4)
 
 
 def preemption_directives(dialect: str, signal_before: int | None, requeue: bool) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 from distributed.core import Status
 
 from hpcgpu import config
-from hpcgpu.walltime import Retirement, preemption_directives
+from hpcgpu.walltime import Retirement, preemption_directives, retirement_off
 
 __all__ = ["WalltimeReplacement", "retirement_options"]
 
@@ -49,7 +49,7 @@ def retirement_options(dialect: str, walltime: int, retire_before: Any = None,
     before = config.get("retire-before") if retire_before is None else retire_before
     stagger = config.get("lifetime-stagger") if lifetime_stagger is None else lifetime_stagger
     ahead = config.get("replace-ahead") if replace_ahead is None else replace_ahead
-    off = before is False or str(before).lower() in ("off", "false")
+    off = retirement_off(before)
     plan = None if off else Retirement.create(walltime, before, stagger, ahead)
     job = {"retire_before": "off" if off else (None if before is None else str(before)),
            "lifetime_stagger": None if stagger is None else str(stagger)}
@@ -84,11 +84,10 @@ class WalltimeReplacement:
             record.retiring = True
             del self.worker_spec[name]
             replaced.append(name)
-        first_retirement = plan.walltime - plan.retire_before - 2 * plan.stagger
         for name in replaced:
             self.worker_spec.update(self.new_worker_spec())
             record = self._records[name]
-            left = max(first_retirement - (now - record.started), 0)
+            left = max(plan.first_retirement - (now - record.started), 0)
             message = (f"job {name} (id {record.job_id}) nears its walltime: its workers retire "
                        f"from about {left:.0f} s from now, their data moving to other workers; "
                        "a replacement is submitted")

@@ -20,7 +20,7 @@ import time
 from datetime import datetime
 from typing import Any, Mapping
 
-from hpcgpu.walltime import Retirement
+from hpcgpu.walltime import Retirement, retirement_off
 
 __all__ = ["job_end_time", "lifetime_options", "install_drain", "forward_drain_to_children",
            "DRAIN_SIGNALS"]
@@ -82,7 +82,7 @@ def lifetime_options(walltime: float | None, retire_before: Any = None, stagger:
     >>> lifetime_options(120, extra=("--lifetime", "5m"))
     []
     """
-    if not walltime or str(retire_before).lower() in ("off", "false") or any(
+    if not walltime or retirement_off(retire_before) or any(
             a == "--lifetime" or a.startswith("--lifetime=") for a in extra):
         return []
     plan = Retirement.create(int(walltime), retire_before, stagger)
