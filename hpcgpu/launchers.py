@@ -107,42 +107,41 @@ class Launcher:
     def prefix(self, shape: GPUJobShape) -> list[str]:
         """The argv that goes before the worker command (empty for ``direct``)."""
         self.validate(shape)
-        if self.one_task_per == "node":
-            return self._per_node(shape)
-        n, g, c = shape.total_gpus, shape.gpus_per_node, shape.cpus_per_gpu
+        per_node = self.one_task_per == "node"
         if self.name == "srun":
-            argv = ["srun", f"--nodes={shape.nodes}", f"--ntasks-per-node={g}",
-                    f"--cpus-per-task={c}"]
-            if self.gpu_binding == "gpus-per-task":
-                argv.append("--gpus-per-task=1")
-            elif self.gpu_binding == "gpu-bind":
-                argv.append("--gpu-bind=single:1")
-            return argv + ["--kill-on-bad-exit=1"]
-        if self.name == "mpirun":
-            # Binding is left to the worker, which takes its cores from the GPU's topology.
-            return ["mpirun", "-n", str(n), "--map-by", f"ppr:{g}:node", "--bind-to", "none"]
-        if self.name == "mpiexec":
-            return ["mpiexec", "-n", str(n), "--ppn", str(g)]
-        if self.name == "jsrun":
-            return ["jsrun", "--nrs", str(n), "--rs_per_host", str(g), "--tasks_per_rs", "1",
-                    "--gpu_per_rs", "1", "--cpu_per_rs", str(c), "--bind", f"packed:{c}"]
-        return []
+            return self._srun(shape, per_node)
+        if per_node:
+            return _task_argv(self.name, shape.nodes, 1, shape.gpus_per_node, shape.cpus_per_node)
+        return _task_argv(self.name, shape.total_gpus, shape.gpus_per_node, 1, shape.cpus_per_gpu)
 
-    def _per_node(self, shape: GPUJobShape) -> list[str]:
-        n, g, c = shape.nodes, shape.gpus_per_node, shape.cpus_per_node
-        if self.name == "srun":
+    def _srun(self, shape: GPUJobShape, per_node: bool) -> list[str]:
+        n = shape.nodes
+        if per_node:
             # --ntasks: the job's SLURM_NTASKS (one per GPU) would override the per-node count.
             # No GPU option: a step gets all of the job's GPUs on its node.
             return ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
-                    f"--cpus-per-task={c}", "--kill-on-bad-exit=1"]
-        if self.name == "mpirun":
-            return ["mpirun", "-n", str(n), "--map-by", "ppr:1:node", "--bind-to", "none"]
-        if self.name == "mpiexec":
-            return ["mpiexec", "-n", str(n), "--ppn", "1"]
-        if self.name == "jsrun":
-            return ["jsrun", "--nrs", str(n), "--rs_per_host", "1", "--tasks_per_rs", "1",
-                    "--gpu_per_rs", str(g), "--cpu_per_rs", str(c), "--bind", f"packed:{c}"]
-        return []
+                    f"--cpus-per-task={shape.cpus_per_node}", "--kill-on-bad-exit=1"]
+        argv = ["srun", f"--nodes={n}", f"--ntasks-per-node={shape.gpus_per_node}",
+                f"--cpus-per-task={shape.cpus_per_gpu}"]
+        if self.gpu_binding == "gpus-per-task":
+            argv.append("--gpus-per-task=1")
+        elif self.gpu_binding == "gpu-bind":
+            argv.append("--gpu-bind=single:1")
+        return argv + ["--kill-on-bad-exit=1"]
+
+
+def _task_argv(name: str, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:
+    """mpirun, mpiexec or jsrun starting ``tasks`` tasks, ``per_host`` per node, each with
+    ``gpus`` GPUs and ``cpus`` cores (``[]`` for ``direct``)."""
+    if name == "mpirun":
+        # Binding is left to the worker, which takes its cores from the GPU's topology.
+        return ["mpirun", "-n", str(tasks), "--map-by", f"ppr:{per_host}:node", "--bind-to", "none"]
+    if name == "mpiexec":
+        return ["mpiexec", "-n", str(tasks), "--ppn", str(per_host)]
+    if name == "jsrun":
+        return ["jsrun", "--nrs", str(tasks), "--rs_per_host", str(per_host), "--tasks_per_rs", "1",
+                "--gpu_per_rs", str(gpus), "--cpu_per_rs", str(cpus), "--bind", f"packed:{cpus}"]
+    return []
 
 
 LAUNCHERS: dict[str, Launcher] = {
