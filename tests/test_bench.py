@@ -88,6 +88,13 @@ def test_plots_are_valid_png_images(tmp_path):
     assert height > 100 and width > 100
 
 
+def test_without_matplotlib_the_tables_are_written_and_say_why_no_plots(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    paths = write_outputs([record(1, 4.0), record(2, 2.5)], tmp_path)
+    assert sorted(paths) == ["csv", "table"] and not (tmp_path / "plots").exists()
+    assert "No plots: matplotlib is not installed" in (tmp_path / "table.md").read_text()
+
+
 def _flaky(ctx, size, state):
     """Fails on the worker on its second call: a real remote exception."""
     state.append(1)

@@ -7,6 +7,7 @@ so that a report can never silently lose the runs that went wrong.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -202,7 +203,10 @@ def run_sweep(spec: SweepSpec, targets: Iterable, registry: dict[str, Workload] 
 
 
 def write_outputs(records: list[RunRecord], directory: str | Path, title: str = "", command: str = "") -> dict[str, Path]:
-    """Write CSV, the markdown tables and the plots for ``records`` under ``directory``."""
+    """Write CSV, the markdown tables and the plots for ``records`` under ``directory``.
+
+    Without matplotlib (the ``bench`` extra) the plots are left out and the table says so.
+    """
     from hpcgpu.bench.plots import plot_sweeps
     from hpcgpu.bench.report import markdown_table, ratio_table, write_csv
     from hpcgpu.bench.stats import ratios, summarize
@@ -220,8 +224,11 @@ def write_outputs(records: list[RunRecord], directory: str | Path, title: str = 
     if side:
         text.append("\nSide by side (hpcgpu median / reference median; below 1: hpcgpu faster):\n\n")
         text.append(ratio_table(side))
+    can_plot = importlib.util.find_spec("matplotlib") is not None
+    if not can_plot:
+        text.append("\nNo plots: matplotlib is not installed (pip install 'hpcgpu[bench]').\n")
     (directory / "table.md").write_text("\n".join(text), encoding="utf-8")
-    plots = plot_sweeps(summaries, directory / "plots")
+    plots = plot_sweeps(summaries, directory / "plots") if can_plot else []
     return {"csv": directory / "results.csv", "table": directory / "table.md",
             **{f"plot:{p.stem}": p for p in plots}}
 
