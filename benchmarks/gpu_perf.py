@@ -138,11 +138,14 @@ def chunk_setup_costs(chunk: int) -> None:
     import cupy
 
     shape = (chunk, chunk)
-    from hpcgpu.array.random import _cupy_block
+    from cupy.cuda import curand
+
+    from hpcgpu.array.philox import philox_block
 
     makers = {
-        "cuRAND host Philox4x32-10, fresh per chunk (hpcgpu)":
-            lambda k: _cupy_block(k, "normal", (10.0, 1.0), "float64", shape),
+        "Philox4x32-10 kernel per chunk (hpcgpu)": lambda k: philox_block(k, "normal", (10.0, 1.0), "float64", shape),
+        "cuRAND host Philox4x32-10 RandomState, fresh per chunk":
+            lambda k: cupy.random.RandomState(k, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10).normal(10, 1, shape),
         "CuPy Generator(Philox4x3210), fresh per chunk":
             lambda k: cupy.random.Generator(cupy.random.Philox4x3210(k)).standard_normal(shape),
         "XORWOW Generator, fresh per chunk (dask default_rng)":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import numpy as np
 import pandas as pd
 import pytest
@@ -121,21 +122,70 @@ def test_gpu_collections_round_trip_and_agree_with_cpu():
                                da.linalg.svd(cpu[:, :50])[1].compute()[:2], rtol=1e-8)
 
 
+def test_philox_reference_gives_random123_known_answers():
+    from philox_reference import philox4x32_10
+
+    known = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+             ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+             ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+              (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    for counter, key, answer in known:
+        assert tuple(philox4x32_10(np.array([counter], dtype=np.uint32), key)[0]) == answer
+
+
+@pytest.mark.parametrize("method,dtype", [("normal", "int64"), ("uniform", "float16"), ("integers", "float64")])
+def test_random_rejects_a_dtype_it_cannot_draw_before_computing(method, dtype):
+    make = {"normal": ha.random.normal, "uniform": ha.random.uniform,
+            "integers": lambda **kw: ha.random.integers(5, **kw)}[method]
+    with pytest.raises(TypeError, match=rf"{method}\(dtype='{dtype}'\)"):
+        make(size=(10,), chunks=5, dtype=dtype, seed=0, backend="cpu")
+
+
 @pytest.mark.gpu
-def test_gpu_blocks_equal_a_fresh_generator_whatever_came_before():
+@pytest.mark.parametrize("method,args,dtype,shape", [
+    ("normal", (10.0, 2.0), "float64", (301, 7)),  # odd: the last counter's second value unused
+    ("normal", (-1.0, 0.5), "float32", (3, 7, 11)),  # not a multiple of 4
+    ("uniform", (2.0, 5.0), "float64", (999,)),
+    ("uniform", (0.0, 1.0), "float32", (1001,)),
+    ("integers", (-7, 1000), "int64", (999,)),
+    ("integers", (0, 2**63 + 5), "uint64", (64,)),
+    ("integers", (3, 200), "uint8", (77, 3)),
+])
+def test_gpu_philox_blocks_equal_the_numpy_transcription(method, args, dtype, shape):
     import cupy
-    from cupy.cuda import curand
+    from philox_reference import block as reference
 
-    from hpcgpu.array.random import _cupy_block, block_seed
+    from hpcgpu.array.philox import philox_block
+    from hpcgpu.array.random import block_seed
 
-    def fresh(block_id):
-        state = cupy.random.RandomState(block_seed(5, block_id), method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
-        return state.normal(10, 2, size=(300, 200))
+    for block_id in [(0, 0), (3, 7)]:
+        key = block_seed(5, block_id)
+        got = cupy.asnumpy(philox_block(key, method, args, dtype, shape))
+        assert got.dtype == np.dtype(dtype) and got.shape == shape
+        want = reference(key, method, args, dtype, shape)
+        if method == "integers":
+            np.testing.assert_array_equal(got, want)
+        else:  # the GPU's log/sincospi and NumPy's log/cos may differ in the last bits
+            tight = dtype == "float64"
+            np.testing.assert_allclose(got, want, rtol=1e-12 if tight else 2e-6, atol=1e-12 if tight else 2e-6)
 
-    for block_id in [(0, 0), (1, 0), (0, 0), (3, 7)]:  # the per-thread generator is re-keyed each time
-        got = _cupy_block(block_seed(5, block_id), "normal", (10.0, 2.0), "float64", (300, 200))
-        assert bool((got == fresh(block_id)).all()), block_id
-    assert not bool((fresh((0, 0)) == fresh((1, 0))).all())
+
+@pytest.mark.gpu
+def test_gpu_random_blocks_queue_without_waiting_for_the_gpu():
+    import cupy
+
+    from hpcgpu.array.philox import philox_block
+
+    spin = cupy.RawKernel(r"""extern "C" __global__ void spin(long long cycles) {
+        long long start = clock64(); while (clock64() - start < cycles) {} }""", "spin")
+    stream = cupy.cuda.get_current_stream()
+    philox_block(1, "normal", (0.0, 1.0), "float64", (10, 10))  # compile outside the window
+    stream.synchronize()
+    spin((1,), (1,), (np.int64(2_000_000_000),))  # about a second of GPU time
+    blocks = [philox_block(key, "normal", (0.0, 1.0), "float64", (1000, 1000)) for key in range(20)]
+    assert not stream.done, "making a block waited for the GPU"
+    stream.synchronize()
+    assert len({float(b[0, 0]) for b in blocks}) == 20
 
 
 @pytest.mark.gpu
@@ -175,7 +225,11 @@ def _fused_chain(y):
     graph = dict(dask.optimize(y)[0].__dask_graph__())
     fused = next(t for t in graph.values() if not t.dependencies and getattr(t.func, "__name__", "") == "_run_fused")
     tasks = chain_tasks(fused.args[0].value, dask.config.get("hpcgpu.array.slice-pushdown", True))
-    return [getattr(task.func, "__name__", None) or task.func.func.__name__ for task in tasks]
+    return [task.func for task in tasks]
+
+
+def _names(funcs):
+    return [getattr(func, "__name__", None) or func.func.__name__ for func in funcs]
 
 
 @pytest.mark.parametrize("expr, moves", [
@@ -193,9 +247,10 @@ def test_slices_move_before_elementwise_operations_with_the_same_result(client, 
         kept = _fused_chain(y)
     moved = _fused_chain(y)
     assert client.compute(y).result() == reference  # elementwise: the same values, bit for bit
-    after_slice = {chain[chain.index("getitem") + 1] for chain in (kept, moved)}
-    if moves:  # Dask's order is operate, slice, reduce; hpcgpu's slice, operate, reduce
+    after_slice = {chain[chain.index("getitem") + 1] for chain in (_names(kept), _names(moved))}
+    if moves:  # Dask's order is operate, slice, reduce; hpcgpu's slice (a view), operate, reduce
         assert after_slice & {"add", "mul", "sin"} and len(after_slice) == 2, (kept, moved)
+        assert operator.getitem in moved and operator.getitem not in kept
     else:
         assert moved == kept
 

@@ -2,9 +2,10 @@
 
 Per operation (CUDA events, milliseconds): generator set-up, generation, ``+ 1``, the
 strided sum as Dask calls it (``axis=(0, 1), keepdims=True``) and with ``axis=None``; then
-per-block loops of 100 blocks (wall clock, one synchronisation at the end) that differ in
-one thing each: a fresh cuRAND generator per block vs hpcgpu's re-keyed one, CuPy's memory
-pool vs an RMM pool. Writes ``$OUT/chunk_profile.json``.
+per-block loops of 100 blocks (wall clock, one synchronisation at the end; each also says
+when the loop had queued its last block, which equals the end when a step waits for the
+GPU) that differ in one thing each: a fresh or re-keyed cuRAND generator per block vs
+hpcgpu's Philox kernel, CuPy's memory pool vs an RMM pool. Writes ``$OUT/chunk_profile.json``.
 
     python benchmarks/gpu/chunk_profile.py      # on a GPU machine
 """
@@ -21,7 +22,8 @@ import cupy
 from cupy.cuda import curand
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from hpcgpu.array.random import _cupy_block, block_seed  # noqa: E402
+from hpcgpu.array.philox import philox_block  # noqa: E402
+from hpcgpu.array.random import block_seed  # noqa: E402
 
 N = 10_000
 ROWS: dict = {}
@@ -38,22 +40,29 @@ def gpu_ms(func, reps: int = 10) -> float:
     return cupy.cuda.get_elapsed_time(start, stop) / reps
 
 
-def wall_ms_per_block(step, blocks: int = 100) -> float:
+def wall_ms_per_block(step, blocks: int = 100) -> tuple[float, float]:
+    """Per block: the wall time until the loop has queued its last block, and until the
+    GPU is done. Equal when a step waits for the GPU: then the CPU cannot run ahead."""
     step(0)
     cupy.cuda.Device().synchronize()
     start = time.perf_counter()
     total = cupy.zeros((1, 1))
     for b in range(blocks):
         total += step(b)
+    queued = time.perf_counter() - start
     float(total[0, 0])
-    return (time.perf_counter() - start) / blocks * 1e3
+    return queued / blocks * 1e3, (time.perf_counter() - start) / blocks * 1e3
 
 
 def fresh_state(b):
     return cupy.random.RandomState(block_seed(0, (b, 0)), method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
 
 
-def record(name: str, value: float) -> None:
+def record(name: str, value) -> None:
+    if isinstance(value, tuple):  # a loop: (queued, done)
+        ROWS[name] = {"queued_ms": round(value[0], 4), "done_ms": round(value[1], 4)}
+        print(f"{name:<70} {value[1]:9.3f} ms  (queued after {value[0]:.3f} ms)", flush=True)
+        return
     ROWS[name] = round(value, 4)
     print(f"{name:<70} {value:9.3f} ms", flush=True)
 
@@ -62,7 +71,11 @@ def main() -> None:
     state = fresh_state(1)
     x = state.normal(10, 1, (N, N))
     record("create a Philox RandomState (wall)", wall_ms_per_block(lambda b: (fresh_state(b), cupy.zeros((1, 1)))[1]))
-    record("normal f64, 10000^2", gpu_ms(lambda: state.normal(10, 1, (N, N))))
+    record("re-key one cuRAND Philox generator, then normal (wall)",
+           wall_ms_per_block(lambda b: (state.seed(b), state.normal(10, 1, (N, N)))[1][:1, :1]))
+    record("normal f64, 10000^2, cuRAND", gpu_ms(lambda: state.normal(10, 1, (N, N))))
+    record("normal f64, 10000^2, hpcgpu Philox kernel",
+           gpu_ms(lambda: philox_block(block_seed(0, (0, 0)), "normal", (10.0, 1.0), "float64", (N, N))))
     record("x + 1", gpu_ms(lambda: x + 1))
     record("(x + 1)[::2, ::2].sum(axis=(0, 1), keepdims=True)  (Dask's chunk step)",
            gpu_ms(lambda: (x + 1)[::2, ::2].sum(axis=(0, 1), keepdims=True)))
@@ -81,18 +94,23 @@ def main() -> None:
     def chunk(make):
         return lambda b: getitem(make(b) + 1, half).sum(axis=(0, 1), keepdims=True)
 
+    def pushed_down(b):  # the step hpcgpu runs: the slice below the + 1
+        block = philox_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N))
+        return (getitem(block, half) + 1).sum(axis=(0, 1), keepdims=True)
+
     record("loop: fresh RandomState per block, CuPy pool",
            wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))
-    record("loop: hpcgpu re-keyed generator, CuPy pool",
-           wall_ms_per_block(chunk(lambda b: _cupy_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
+    record("loop: hpcgpu Philox kernel, CuPy pool",
+           wall_ms_per_block(chunk(lambda b: philox_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
     try:
         import rmm
         from rmm.allocators.cupy import rmm_cupy_allocator
 
         rmm.reinitialize(pool_allocator=True, initial_pool_size=40 * 2**30)
         cupy.cuda.set_allocator(rmm_cupy_allocator)
-        record("loop: hpcgpu re-keyed generator, RMM pool",
-               wall_ms_per_block(chunk(lambda b: _cupy_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
+        record("loop: hpcgpu Philox kernel, RMM pool",
+               wall_ms_per_block(chunk(lambda b: philox_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
+        record("loop: hpcgpu Philox kernel, slice pushed down, RMM pool", wall_ms_per_block(pushed_down))
         record("loop: fresh RandomState per block, RMM pool",
                wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))
     except ImportError as error:

@@ -3,18 +3,15 @@
 Each block draws from its own counter-based Philox generator, keyed from
 ``SeedSequence(seed, spawn_key=block index)``: the same seed and chunks give the same
 array whichever worker computes which block, in whatever order. On a GPU the block is
-made by cuRAND's host-API Philox4x32-10 generator (``cupy.random.RandomState`` with
-``method=CURAND_RNG_PSEUDO_PHILOX4_32_10``): its set-up is a seed and an offset, where XORWOW
-initialises a large state per generator and CuPy's ``Generator`` API initialises per-thread
-states (both measured at 25-30 ms per 10000 x 10000 chunk on an H200); ``normal`` takes
-``loc`` and ``scale`` in the same pass. On the CPU the block is made by NumPy's ``Philox``.
-CuPy and NumPy streams differ: a seed reproduces an array per backend.
+made by one CUDA kernel that evaluates Philox4x32-10 at each element's counter
+(:mod:`hpcgpu.array.philox`): no generator state, no set-up, nothing that waits for the
+GPU, so a worker queues its blocks back to back. On the CPU the block is made by NumPy's
+``Philox``. The two streams differ: a seed reproduces an array per backend.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 
 import numpy as np
 
@@ -22,6 +19,7 @@ import dask.array as da
 from dask.array.core import normalize_chunks
 
 from hpcgpu.array._backend import resolve_backend
+from hpcgpu.array.philox import philox_block
 
 __all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed"]
 
@@ -38,43 +36,10 @@ def block_seed(seed: int, block_id: tuple[int, ...]) -> int:
     return int(state[0])
 
 
-_generators = threading.local()
-
-
-def _cupy_generator(key):
-    """This thread's cuRAND Philox generator on the current device, re-keyed for one block.
-
-    Creating and destroying a cuRAND generator allocates and frees device memory, and a
-    ``cudaFree`` waits for the whole device: one generator per thread and device, re-seeded
-    per block (seed and offset, as a fresh ``RandomState(key)`` does), keeps the blocks'
-    kernels queued back to back.
-    """
-    import cupy
-    from cupy.cuda import curand
-
-    cache = _generators.__dict__.setdefault("by_device", {})
-    device = cupy.cuda.runtime.getDevice()
-    state = cache.get(device)
-    if state is None:
-        state = cache[device] = cupy.random.RandomState(key, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
-    else:
-        state.seed(key)
-    return state
-
-
-def _cupy_block(key, method, args, dtype, shape):
-    state = _cupy_generator(key)
-    if method == "normal":
-        return state.normal(args[0], args[1], size=shape, dtype=dtype)
-    if method == "uniform":
-        return state.uniform(args[0], args[1], size=shape, dtype=dtype)
-    return state.randint(args[0], args[1], size=shape, dtype=dtype)
-
-
 def _block(backend, seed, method, args, dtype, shape, block_id=None):
     key = block_seed(seed, block_id)
     if backend == "cupy":
-        return _cupy_block(key, method, args, dtype, shape)
+        return philox_block(key, method, args, dtype, shape)
     gen = np.random.Generator(np.random.Philox(key))
     if method == "normal":
         loc, scale = args
@@ -95,7 +60,17 @@ def _block(backend, seed, method, args, dtype, shape, block_id=None):
     return gen.integers(low, high, size=shape, dtype=dtype)
 
 
+def _check_dtype(method: str, dtype) -> np.dtype:
+    dtype = np.dtype(dtype)
+    wanted = ("i", "u") if method == "integers" else ("f",)
+    if dtype.kind not in wanted or dtype.itemsize > 8 or (dtype.kind == "f" and dtype.itemsize < 4):
+        hint = "an integer dtype such as 'int64'" if method == "integers" else "'float64' or 'float32'"
+        raise TypeError(f"{method}(dtype={dtype.name!r}): use {hint}")
+    return dtype
+
+
 def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
+    dtype = _check_dtype(method, dtype)
     backend = resolve_backend("array", backend)
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % 2**63)
