@@ -7,7 +7,7 @@ Two views of the 2 TB array-sum (``(normal + 1)[::2, ::2].sum()``, 50 x 50 block
    task has returned (the CPU's part: CuPy queues kernels without waiting for them),
    ``queued+sync`` adds the wait for the GPU to finish (the GPU's part, when the CPU runs
    ahead), ``sync each`` waits after every task (the two in series).
-2. On LocalGPUCluster with 1 and 4 GPUs, for each worker-saturation: the wall time, the
+2. On LocalGPUCluster with 1, 2 and 4 GPUs (as many as there are), for each worker-saturation: the wall time, the
    scheduler's graph materialisation (its ``update-graph`` event), the time from submission
    to the first task, and the workers' summed task time and idle time from the task stream.
 
@@ -108,7 +108,7 @@ def main() -> None:
     backend = "cupy" if cuda_device_count() else "numpy"
     n, chunk = (4000, 100) if args.smoke or backend != "cupy" else (500_000, 10_000)
     in_process(n, chunk, backend)
-    counts = [g for g in (1, 4) if g <= max(cuda_device_count(), 1)] if backend == "cupy" else [1]
+    counts = [g for g in (1, 2, 4) if g <= max(cuda_device_count(), 1)] if backend == "cupy" else [1]
     for gpus in counts:
         for saturation in map(float, args.saturations.split(",")):
             on_cluster(n, chunk, backend, gpus, saturation, repeat=2)

@@ -32,7 +32,7 @@ class BlockStep:
     def __init__(self, layer: Blockwise, coords: tuple, inputs: tuple):
         self.layer, self.coords = layer, coords
         self.key = (layer.output, *coords)
-        self.dependencies = frozenset((name, *coords) for name in inputs)
+        self.dependencies = tuple([(name, *coords) for name in inputs])
 
     def __reduce__(self):
         return BlockStep, (self.layer, self.coords, tuple(k[0] for k in self.dependencies))

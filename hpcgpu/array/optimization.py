@@ -115,7 +115,7 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
         parent_fused = any(counts.get(p) for p in dependents[key]) and key not in keys
         if count < 2 or parent_fused:
             continue
-        order = _toposort({k: deps[k] for k in _subtree(dsk, key)})
+        order = _post_order(dsk, key)
         for k in order:
             del out[k]
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
@@ -148,13 +148,18 @@ def _without_dask_order(task: Task, plans: dict) -> Task:
     return Task(task.key, _run_subgraph, DataNode(None, plans[id(inner)]), *dependencies)
 
 
-def _subtree(dsk: Mapping, key) -> list:
-    found, stack = [], [key]
+def _post_order(dsk: Mapping, root) -> list:
+    """The keys of the tree under ``root``, each after its dependencies (one block's chain
+    after another, so that each block's intermediates are freed before the next is made)."""
+    order, stack = [], [(root, False)]
     while stack:
-        k = stack.pop()
-        found.append(k)
-        stack.extend(dsk[k].dependencies)
-    return found
+        key, expanded = stack.pop()
+        if expanded:
+            order.append(key)
+        else:
+            stack.append((key, True))
+            stack.extend((d, False) for d in dsk[key].dependencies)
+    return order
 
 
 def optimize(dsk, keys, **kwargs):
