@@ -99,13 +99,15 @@ def array_sum_runs(client, label: str, gpus: int, n: int, chunk: int, backend: s
             record("array-sum", f"no-op graph of the same shape on {label}, {tag}", gpus, seconds, tasks=ntasks(noop))
 
 
-def bare_cupy_loop(n: int, chunk: int, backend: str) -> float:
+def bare_cupy_loop(n: int, chunk: int, backend: str, steps: str = "dask") -> float:
     """No Dask: the same per-chunk operations over the same chunks, on one device.
 
-    The step Dask runs per chunk is ``sum(getitem(block + 1, (::2, ::2)), axis=(0, 1),
-    keepdims=True)`` where ``dask.array.chunk.getitem`` copies a view smaller than half its
-    block. The copy matters on a GPU: CuPy reduces a strided view to one value in a single
-    thread block (23 ms per chunk on an H200) and a contiguous array through CUB (0.2 ms).
+    With ``steps="dask"``, the step Dask runs per chunk: ``sum(getitem(block + 1, (::2,
+    ::2)), axis=(0, 1), keepdims=True)`` where ``dask.array.chunk.getitem`` copies a view
+    smaller than half its block. The copy matters on a GPU: CuPy reduces a strided view to
+    one value in a single thread block (23 ms per chunk on an H200) and a contiguous array
+    through CUB (0.2 ms). With ``steps="hpcgpu"``, the step hpcgpu's fused tasks run: the
+    slice first, as a view, then ``+ 1`` and the sum.
     """
     from dask.array.chunk import getitem
 
@@ -125,7 +127,8 @@ def bare_cupy_loop(n: int, chunk: int, backend: str) -> float:
         for i in range(n // chunk):
             for j in range(n // chunk):
                 block = _block(backend, 0, "normal", (10.0, 1.0), "float64", (chunk, chunk), (i, j))
-                total += xp.sum(getitem(block + 1, every_other), axis=(0, 1), keepdims=True)
+                step = getitem(block + 1, every_other) if steps == "dask" else block[every_other] + 1
+                total += xp.sum(step, axis=(0, 1), keepdims=True)
         return float(total[0, 0])
 
     seconds, _ = timed(run, 2)
@@ -168,7 +171,10 @@ def section_array_sum(args, gpu_counts, backend):
     if not args.quick:
         chunk_setup_costs(chunk)
     if backend == "cupy" or args.smoke:
-        record("array-sum", "bare CuPy loop over the same chunks (no Dask)", 1, bare_cupy_loop(n, chunk, backend))
+        record("array-sum", "bare CuPy loop over the same chunks (no Dask), Dask's chunk steps", 1,
+               bare_cupy_loop(n, chunk, backend))
+        record("array-sum", "bare CuPy loop over the same chunks (no Dask), hpcgpu's chunk steps", 1,
+               bare_cupy_loop(n, chunk, backend, steps="hpcgpu"))
     for gpus in gpu_counts:
         for threads in ((1, 2) if gpus == 1 and not args.quick else (args.threads,)):
             with cluster("hpcgpu", gpus, threads) as client:
