@@ -31,7 +31,7 @@ from distributed import Client  # noqa: E402
 
 import hpcgpu.array as ha  # noqa: E402
 from hpcgpu import workloads as W  # noqa: E402
-from hpcgpu.array._backend import cuda_device_count, module_usable  # noqa: E402
+from hpcgpu.backends import cuda_device_count, module_usable  # noqa: E402
 from hpcgpu.local import LocalGPUCluster  # noqa: E402
 
 ROWS: list[dict] = []

@@ -31,7 +31,7 @@ import dask.array as da
 
 import hpcgpu.array as ha
 import hpcgpu.dataframe as hd
-from hpcgpu.array._backend import resolve_backend
+from hpcgpu.backends import resolve_backend
 
 __all__ = ["Workload", "Timing", "WORKLOADS", "array_sum", "svd", "groupby", "rolling",
            "many_fits", "transpose_sum", "run"]

@@ -13,7 +13,7 @@ import dask.array as da
 
 import hpcgpu.array as ha
 import hpcgpu.dataframe as hd
-from hpcgpu.array._backend import cuda_device_count
+from hpcgpu.backends import cuda_device_count
 
 
 @pytest.fixture(scope="module")

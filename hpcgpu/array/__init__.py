@@ -15,7 +15,7 @@ Examples
 import dask
 
 from hpcgpu.array import optimization, random
-from hpcgpu.array._backend import resolve_backend
+from hpcgpu.backends import resolve_backend
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
 

@@ -13,7 +13,7 @@ from typing import Any
 import dask
 import dask.array as da
 
-from hpcgpu.array._backend import resolve_backend
+from hpcgpu.backends import library_of, moved_to, resolve_backend
 
 __all__ = ["ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu", "backend_of"]
 
@@ -77,11 +77,7 @@ def from_array(x, chunks="auto", *, backend: str | None = None, **kwargs: Any) -
     15
     """
     kwargs.setdefault("asarray", False)  # keep CuPy input as CuPy
-    return _to(da.from_array(x, chunks=chunks, **kwargs), resolve_backend("array", backend))
-
-
-def _to(x: da.Array, backend: str) -> da.Array:
-    return x if backend_of(x) == backend else x.to_backend(backend)
+    return moved_to("array", da.from_array(x, chunks=chunks, **kwargs), resolve_backend("array", backend))
 
 
 def backend_of(x: da.Array) -> str:
@@ -92,12 +88,12 @@ def backend_of(x: da.Array) -> str:
     >>> backend_of(ones(3, backend="cpu"))
     'numpy'
     """
-    return "cupy" if type(x._meta).__module__.startswith("cupy") else "numpy"
+    return library_of("array", x)
 
 
 def asgpu(x: da.Array) -> da.Array:
     """``x`` with CuPy chunks (``to_backend("cupy")``); a ValueError without a GPU."""
-    return _to(x, resolve_backend("array", "gpu"))
+    return moved_to("array", x, resolve_backend("array", "gpu"))
 
 
 def ascpu(x: da.Array) -> da.Array:
@@ -108,4 +104,4 @@ def ascpu(x: da.Array) -> da.Array:
     >>> backend_of(ascpu(ones(3, backend="cpu")))
     'numpy'
     """
-    return _to(x, "numpy")
+    return moved_to("array", x, "numpy")

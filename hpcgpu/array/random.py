@@ -18,7 +18,7 @@ import numpy as np
 import dask.array as da
 from dask.array.core import normalize_chunks
 
-from hpcgpu.array._backend import resolve_backend
+from hpcgpu.backends import resolve_backend
 from hpcgpu.array.philox import philox_block
 
 __all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed"]

@@ -69,7 +69,7 @@ def worker_gpus(client) -> list[dict]:
 
 def _kind(client) -> str:
     gpu = any(info.get("gpu_present") for info in worker_gpus(client))
-    from hpcgpu.array._backend import module_usable
+    from hpcgpu.backends import module_usable
 
     return "gpu" if gpu and module_usable("cupy") else "cpu"
 
@@ -112,7 +112,7 @@ def demo(scheduler, scale, names, json_path) -> None:
                 progress.update(overall, description=f"{name} {kwargs}")
                 backend = "gpu" if kind == "gpu" else "cpu"
                 if name == "groupby" and kind == "gpu":
-                    from hpcgpu.array._backend import module_usable
+                    from hpcgpu.backends import module_usable
 
                     backend = "gpu" if module_usable("cudf") else "cpu"
                 timing = workloads.run(workloads.WORKLOADS[name](**kwargs, backend=backend), client)

@@ -21,23 +21,19 @@ from typing import Any
 import dask
 import dask.dataframe as dd
 
-from hpcgpu.array._backend import resolve_backend
+from hpcgpu.backends import library_of, moved_to, resolve_backend
 
 __all__ = ["from_pandas", "read_csv", "read_parquet", "timeseries", "gpu_partition_freq", "asgpu", "ascpu", "backend_of"]
 
 
 def backend_of(df) -> str:
     """``"cudf"`` or ``"pandas"``: the library of ``df``'s partitions."""
-    return "cudf" if type(df._meta).__module__.startswith("cudf") else "pandas"
-
-
-def _to(df, backend: str):
-    return df if backend_of(df) == backend else df.to_backend(backend)
+    return library_of("dataframe", df)
 
 
 def asgpu(df):
     """``df`` with cuDF partitions (``to_backend("cudf")``); a ValueError without cuDF."""
-    return _to(df, resolve_backend("dataframe", "gpu"))
+    return moved_to("dataframe", df, resolve_backend("dataframe", "gpu"))
 
 
 def ascpu(df):
@@ -49,7 +45,7 @@ def ascpu(df):
     >>> backend_of(ascpu(from_pandas(pd.DataFrame({"a": [1, 2]}), npartitions=1, backend="cpu")))
     'pandas'
     """
-    return _to(df, "pandas")
+    return moved_to("dataframe", df, "pandas")
 
 
 def from_pandas(data, npartitions: int | None = None, *, backend: str | None = None, **kwargs: Any):
@@ -63,8 +59,8 @@ def from_pandas(data, npartitions: int | None = None, *, backend: str | None = N
     >>> df.groupby("k").v.sum().compute().to_dict()
     {1: 3.0, 2: 3.0}
     """
-    return _to(dd.from_pandas(data, npartitions=npartitions, **kwargs),
-               resolve_backend("dataframe", backend))
+    return moved_to("dataframe", dd.from_pandas(data, npartitions=npartitions, **kwargs),
+                    resolve_backend("dataframe", backend))
 
 
 def _read(reader: str, backend: str | None, *args: Any, **kwargs: Any):
@@ -102,7 +98,7 @@ def timeseries(start="2000-01-01", end="2000-01-31", freq="1s", partition_freq=N
         partition_freq = gpu_partition_freq(start, end, freq) if backend == "cudf" else "1D"
     df = dask.datasets.timeseries(start=start, end=end, freq=freq, partition_freq=partition_freq,
                                   dtypes=dtypes, seed=seed, **kwargs)
-    return _to(df, backend)
+    return moved_to("dataframe", df, backend)
 
 
 def gpu_partition_freq(start, end, freq: str) -> str:

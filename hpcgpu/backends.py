@@ -1,6 +1,6 @@
 """Is there a usable GPU in this process, and which collection backend follows from it.
 
-Shared by :mod:`hpcgpu.array`, :mod:`hpcgpu.dataframe`,
+Shared by :mod:`hpcgpu.array`, :mod:`hpcgpu.dataframe` (which need not import each other),
 :mod:`hpcgpu.local` and the demo. CUDA libraries are imported only when asked.
 """
 
@@ -11,7 +11,7 @@ import importlib
 
 import dask
 
-__all__ = ["cuda_device_count", "module_usable", "resolve_backend"]
+__all__ = ["cuda_device_count", "module_usable", "resolve_backend", "library_of", "moved_to"]
 
 #: backend name per collection kind: (GPU backend, CPU backend)
 _BACKENDS = {"array": ("cupy", "numpy"), "dataframe": ("cudf", "pandas")}
@@ -73,3 +73,21 @@ def resolve_backend(kind: str, backend: str | None = None) -> str:
             )
         return gpu
     return cpu
+
+
+def library_of(kind: str, collection) -> str:
+    """The library of a ``kind`` collection's chunks or partitions, read from its meta.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> library_of("array", da.ones(3))
+    'numpy'
+    """
+    gpu, cpu = _BACKENDS[kind]
+    return gpu if type(collection._meta).__module__.startswith(gpu) else cpu
+
+
+def moved_to(kind: str, collection, library: str):
+    """``collection`` with ``library`` chunks (Dask's ``to_backend``), itself if it has them."""
+    return collection if library_of(kind, collection) == library else collection.to_backend(library)
