@@ -141,6 +141,12 @@ def test_random_rejects_a_dtype_it_cannot_draw_before_computing(method, dtype):
         make(size=(10,), chunks=5, dtype=dtype, seed=0, backend="cpu")
 
 
+@pytest.mark.parametrize("low, high, dtype", [(5, 5, "int64"), (0, 257, "uint8"), (-1, 3, "uint16")])
+def test_integers_rejects_an_empty_or_unrepresentable_range_before_computing(low, high, dtype):
+    with pytest.raises(ValueError, match=rf"integers\(low={low}, high={high}, dtype='{dtype}'\)"):
+        ha.random.integers(low, high, size=(10,), chunks=5, dtype=dtype, seed=0, backend="cpu")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("method,args,dtype,shape", [
     ("normal", (10.0, 2.0), "float64", (301, 7)),  # odd: the last counter's second value unused
@@ -150,6 +156,7 @@ def test_random_rejects_a_dtype_it_cannot_draw_before_computing(method, dtype):
     ("integers", (-7, 1000), "int64", (999,)),
     ("integers", (0, 2**63 + 5), "uint64", (64,)),
     ("integers", (3, 200), "uint8", (77, 3)),
+    ("integers", (-2**63, 2**63), "int64", (64,)),  # the whole range: low passed modulo 2**64
 ])
 def test_gpu_philox_blocks_equal_the_numpy_transcription(method, args, dtype, shape):
     import cupy

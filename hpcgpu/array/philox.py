@@ -109,14 +109,14 @@ extern "C" __global__ void uniform_f32(float* out, unsigned long long n, unsigne
 }
 
 extern "C" __global__ void integers(OUT_T* out, unsigned long long n, unsigned int k0, unsigned int k1,
-                                    long long low, unsigned long long width) {
+                                    unsigned long long low, unsigned long long width) {
     GRID_STRIDE((n + 1) / 2) {
         unsigned int c0, c1, c2, c3;
         philox4x32_10(t, k0, k1, c0, c1, c2, c3);
         unsigned long long i = 2 * t;
-        // unsigned arithmetic: low + offset wraps to the right value for any width
-        out[i] = (OUT_T)((unsigned long long)low + __umul64hi(((unsigned long long)c0 << 32) | c1, width));
-        if (i + 1 < n) out[i + 1] = (OUT_T)((unsigned long long)low + __umul64hi(((unsigned long long)c2 << 32) | c3, width));
+        // low is passed modulo 2**64: unsigned arithmetic gives the right bits for any type
+        out[i] = (OUT_T)(low + __umul64hi(((unsigned long long)c0 << 32) | c1, width));
+        if (i + 1 < n) out[i + 1] = (OUT_T)(low + __umul64hi(((unsigned long long)c2 << 32) | c3, width));
     }
 }
 """
@@ -160,7 +160,7 @@ def philox_block(key: int, method: str, args: tuple, dtype, shape: tuple):
     if method == "integers":
         name, out_type = "integers", _C_TYPES[dtype.name]
         low, high = args
-        scalars = (np.int64(low), np.uint64(high - low))
+        scalars = (np.uint64(low % 2**64), np.uint64(high - low))
     else:
         name, out_type = f"{method}_f{dtype.itemsize * 8}", "int"
         first, second = args

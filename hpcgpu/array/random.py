@@ -137,4 +137,9 @@ def integers(low, high=None, size=None, *, chunks="auto", dtype="int64", seed=No
     """
     if high is None:
         low, high = 0, low
-    return _make("integers", (int(low), int(high)), size, chunks, dtype, seed, backend)
+    low, high = int(low), int(high)
+    info = np.iinfo(_check_dtype("integers", dtype))
+    if not info.min <= low < high <= info.max + 1:
+        raise ValueError(f"integers(low={low}, high={high}, dtype={info.dtype.name!r}): need "
+                         f"{info.min} <= low < high <= {info.max + 1}")
+    return _make("integers", (low, high), size, chunks, dtype, seed, backend)
