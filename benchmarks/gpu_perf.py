@@ -68,11 +68,12 @@ def ntasks(collection) -> int:
 
 
 @contextmanager
-def cluster(kind: str, gpus: int, threads: int = 1):
+def cluster(kind: str, gpus: int, threads: int = 1, rmm_pool_size: str = "auto"):
     devices = [str(i) for i in range(gpus)]
     if kind == "hpcgpu":
         c = LocalGPUCluster(n_workers=gpus if cuda_device_count() else 1, gpus=devices if cuda_device_count() else [],
-                            threads_per_worker=threads, dashboard_address=None, silence_logs=40)
+                            threads_per_worker=threads, dashboard_address=None, silence_logs=40,
+                            rmm_pool_size=rmm_pool_size)
     else:
         from dask_cuda import LocalCUDACluster
 
@@ -186,6 +187,10 @@ def section_array_sum(args, gpu_counts, backend):
                     cluster("hpcgpu", gpus, args.threads) as client:
                 array_sum_runs(client, f"hpcgpu LocalGPUCluster, worker-saturation {args.saturation}", gpus, n,
                                chunk, backend, fused_too=False)
+        if args.rmm_pool_size:
+            with cluster("hpcgpu", gpus, args.threads, rmm_pool_size=args.rmm_pool_size) as client:
+                array_sum_runs(client, f"hpcgpu LocalGPUCluster, rmm_pool_size={args.rmm_pool_size}", gpus, n,
+                               chunk, backend, fused_too=False)
         if args.dask_cuda:
             with cluster("dask-cuda", gpus) as client:
                 array_sum_runs(client, "dask-cuda LocalCUDACluster", gpus, n, chunk, backend, fused_too=False)
@@ -266,6 +271,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="threads per worker for the multi-GPU runs")
     parser.add_argument("--saturation", type=float, default=None,
                         help="also run hpcgpu with this distributed.scheduler.worker-saturation")
+    parser.add_argument("--rmm-pool-size", default=None,
+                        help="also run hpcgpu with this rmm_pool_size ('none': CuPy's own pool)")
     parser.add_argument("--no-groupby-1d", dest="groupby_1d", action="store_false",
                         help="groupby only with hpcgpu's GPU-sized partitions (not dask's one-day ones)")
     parser.add_argument("--no-dask-cuda", dest="dask_cuda", action="store_false")
