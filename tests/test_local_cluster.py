@@ -78,3 +78,10 @@ def test_computation_larger_than_the_device_memory_limit_spills_and_completes():
 
         host, device, kind = list(client.run(spilled).values())[0]
         assert kind == "DeviceHostFile" and host > 0 and device <= 3, (host, device, kind)
+
+        def allocator():  # rmm_pool_size="none": CuPy's own pool, not RMM's pool-less cudaMalloc
+            import cupy
+
+            return type(getattr(cupy.cuda.get_allocator(), "__self__", None)).__name__
+
+        assert set(client.run(allocator).values()) == {"MemoryPool"}

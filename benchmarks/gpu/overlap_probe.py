@@ -9,7 +9,8 @@ Two views of the 2 TB array-sum (``(normal + 1)[::2, ::2].sum()``, 50 x 50 block
    ahead), ``sync each`` waits after every task (the two in series).
 2. On LocalGPUCluster with 1, 2 and 4 GPUs (as many as there are), for each worker-saturation: the wall time, the
    scheduler's graph materialisation (its ``update-graph`` event), the time from submission
-   to the first task, and the workers' summed task time and idle time from the task stream.
+   to the first task, the workers' summed task time and idle time, and the transfers
+   between workers (count, summed and longest time) from the task stream.
 
 Writes ``$OUT/overlap_probe.json``.
 
@@ -91,13 +92,15 @@ def on_cluster(n: int, chunk: int, backend: str, gpus: int, saturation: float, r
                 client.compute(array_sum(n, chunk, backend)).result()
                 wall = time.time() - start
             spans = [(s["start"], s["stop"]) for d in stream.data for s in d["startstops"] if s["action"] == "compute"]
+            moves = [s["stop"] - s["start"] for d in stream.data for s in d["startstops"] if s["action"] == "transfer"]
             busy = sum(stop - begin for begin, stop in spans)
             first, last = min(b for b, _ in spans), max(s for _, s in spans)
             updates = [e["metrics"] for _, e in client.get_events("scheduler") if e.get("action") == "update-graph"]
             record(view="cluster", gpus=gpus, saturation=saturation, wall_s=wall,
                    materialize_s=updates[-1]["materialization_duration_seconds"] if updates else None,
                    first_task_s=first - start, last_task_end_s=last - start, task_busy_s=busy,
-                   worker_idle_s=gpus * (last - first) - busy, tasks=len(spans))
+                   worker_idle_s=gpus * (last - first) - busy, tasks=len(spans), transfers=len(moves),
+                   transfer_s=sum(moves), longest_transfer_s=max(moves, default=0.0))
 
 
 def main() -> None:

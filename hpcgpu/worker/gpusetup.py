@@ -188,7 +188,10 @@ def setup_rmm(setup: GPUSetup, total: int, free: int | None = None) -> str:
         rmm.reinitialize(pool_allocator=True, initial_pool_size=pool)
         described = f"rmm-pool ({pool} bytes)"
     else:
-        described = "rmm-cuda (no pool)"
+        # CuPy keeps its own pool: RMM without a pool would cudaMalloc and cudaFree every
+        # array, and each cudaFree waits for the device (8.0 s instead of 2.2 s for the
+        # array-sum on one H200)
+        return "cupy-pool (rmm_pool_size=none)"
     try:
         import cupy
 
