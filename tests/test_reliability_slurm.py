@@ -53,9 +53,12 @@ def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path
     counts = runs(log)
     assert set(counts) == set(range(90))
     # Data held by the retiring workers moved: nothing finished before was recomputed.
-    # (At most the link running at the moment of retirement can run twice.)
+    # (At most the link running at the moment of each retirement can run twice; on a slow
+    # machine the replacement job may retire too before the chain ends.)
+    retired = {job.name for job in cluster.jobs if any("nears its walltime" in e and f"job {job.name} " in e
+                                                      for e in cluster.events)}
     twice = [i for i, c in counts.items() if c > 1]
-    assert len(twice) <= 1, (twice, cluster.job_table())
+    assert len(twice) <= len(retired), (twice, retired, cluster.job_table())
 
 
 def test_scancel_mid_computation_is_recomputed_and_replaced(make, tmp_path):
