@@ -15,9 +15,9 @@ Examples
 import dask
 
 from hpcgpu.array import optimization, random
-from hpcgpu.backends import resolve_backend
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
+from hpcgpu.backends import resolve_backend
 
 # Fewer tasks for reductions over generated data (see hpcgpu.array.optimization); a user's
 # own array_optimize wins, and hpcgpu.array.fuse-width=0 turns the pass off.

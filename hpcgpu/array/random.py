@@ -18,8 +18,8 @@ import numpy as np
 import dask.array as da
 from dask.array.core import normalize_chunks
 
-from hpcgpu.backends import resolve_backend
 from hpcgpu.array.philox import philox_block
+from hpcgpu.backends import resolve_backend
 
 __all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed"]
 
