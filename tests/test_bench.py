@@ -223,3 +223,22 @@ def test_sweep_through_slurm_cluster_class(slurm, tmp_path):
     runs = read_jsonl(out / "results.jsonl")
     assert len(runs) == 4 and all(r.ok and r.env.path == "slurm" for r in runs)
     assert (out / "plots" / "array-sum-strong.png").exists()
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_gpu_benchmark_scripts_run_at_smoke_size_on_the_cpu(tmp_path):
+    """The issue-5 scripts (run for real on lent GPUs) still run: tiny sizes, NumPy."""
+    env = {**os.environ, "OUT": str(tmp_path)}
+    for argv in (["benchmarks/gpu_perf.py", "--smoke", "--quick", "--only", "array-sum", "--gpus", "1"],
+                 ["benchmarks/gpu/overlap_probe.py", "--smoke", "--saturations", "1.1"]):
+        done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    perf = {r["case"]: r for r in json.load(open(tmp_path / "gpu_perf.json"))}
+    fused = perf["hpcgpu LocalGPUCluster, 1 thread(s)/worker, fused graph"]
+    assert fused["seconds"] > 0 and fused["tasks"] < 100  # 20 x 20 blocks fused into a few tasks
+    assert any(case.startswith("bare CuPy loop") and r["seconds"] > 0 for case, r in perf.items())
+    probe = json.load(open(tmp_path / "overlap_probe.json"))
+    on_cluster = [r for r in probe if r["view"] == "cluster"]
+    assert on_cluster and all(0 < r["first_task_s"] <= r["last_task_end_s"] <= r["wall_s"] for r in on_cluster)
