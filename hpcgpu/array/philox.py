@@ -133,7 +133,9 @@ _THREADS = 256
 
 
 @functools.lru_cache(maxsize=None)
-def _module(out_type: str):
+def _module(out_type: str, device: int):
+    """The kernels for ``out_type`` on ``device`` (a module is loaded per device; CuPy's
+    disk cache keeps the compiled code across processes)."""
     import cupy
 
     return cupy.RawModule(code=_PHILOX.replace("OUT_T", out_type), options=("--std=c++17",))
@@ -169,7 +171,7 @@ def philox_block(key: int, method: str, args: tuple, dtype, shape: tuple):
         if method == "uniform":
             second = second - first  # (low, high) -> (low, width)
         scalars = (dtype.type(first), dtype.type(second))
-    kernel = _module(out_type).get_function(name)
+    kernel = _module(out_type, cupy.cuda.runtime.getDevice()).get_function(name)
     counters = -(-out.size // PER_COUNTER[name])
     grid = min(-(-counters // _THREADS), 2**31 - 1)
     kernel((grid,), (_THREADS,), (out, np.uint64(out.size), np.uint32(key & 0xFFFFFFFF), np.uint32(key >> 32),
