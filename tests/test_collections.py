@@ -178,6 +178,23 @@ def test_gpu_philox_blocks_equal_the_numpy_transcription(method, args, dtype, sh
 
 
 @pytest.mark.gpu
+def test_gpu_philox_blocks_are_the_same_on_every_device():
+    import cupy
+
+    from hpcgpu.array.philox import philox_block
+
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs in one process")
+    blocks = []
+    for device in (0, 1, 0):
+        with cupy.cuda.Device(device):
+            block = philox_block(11, "normal", (0.0, 1.0), "float64", (500, 300))
+            assert block.device.id == device
+            blocks.append(cupy.asnumpy(block))
+    assert all((b == blocks[0]).all() for b in blocks)
+
+
+@pytest.mark.gpu
 def test_gpu_random_blocks_queue_without_waiting_for_the_gpu():
     import cupy
 
