@@ -9,7 +9,8 @@ Two views of the 2 TB array-sum (``(normal + 1)[::2, ::2].sum()``, 50 x 50 block
    ahead), ``sync each`` waits after every task (the two in series).
 2. On LocalGPUCluster with 1, 2 and 4 GPUs (as many as there are), for each worker-saturation: the wall time, the
    scheduler's graph materialisation (its ``update-graph`` event), the times from submission
-   to the graph's arrival, the first task sent, received by a worker and started, the workers' summed task time and idle time, and the transfers
+   to the graph's end of materialisation, and to the first task received by a worker and
+   started, the workers' summed task time and idle time, and the transfers
    between workers (count, summed and longest time) from the task stream.
 
 Writes ``$OUT/overlap_probe.json``.
@@ -96,22 +97,15 @@ def on_cluster(n: int, chunk: int, backend: str, gpus: int, saturation: float, r
             busy = sum(stop - begin for begin, stop in spans)
             first, last = min(b for b, _ in spans), max(s for _, s in spans)
             updates = [e["metrics"] for _, e in client.get_events("scheduler") if e.get("action") == "update-graph"]
-            sent = client.run_on_scheduler(_first_processing, since=start)
             received = min(filter(None, client.run(_first_compute_event, since=start).values()), default=None)
             record(view="cluster", gpus=gpus, saturation=saturation, wall_s=wall,
                    materialize_s=updates[-1]["materialization_duration_seconds"] if updates else None,
                    graph_done_s=updates[-1]["start_timestamp_seconds"] + updates[-1]["duration_seconds"] - start
                    if updates else None,
-                   first_sent_s=sent - start if sent else None, first_received_s=received - start if received else None,
+                   first_received_s=received - start if received else None,
                    first_task_s=first - start, last_task_end_s=last - start, task_busy_s=busy,
                    worker_idle_s=gpus * (last - first) - busy, tasks=len(spans), transfers=len(moves),
                    transfer_s=sum(moves), longest_transfer_s=max(moves, default=0.0))
-
-
-def _first_processing(dask_scheduler, since: float):
-    """When the scheduler first sent a task of this run to a worker."""
-    times = [entry[-1] for entry in dask_scheduler.transition_log if entry[-1] > since and entry[2] == "processing"]
-    return min(times, default=None)
 
 
 def _first_compute_event(dask_worker, since: float):
