@@ -3,10 +3,10 @@
 Two views of the 2 TB array-sum (``(normal + 1)[::2, ::2].sum()``, 50 x 50 blocks):
 
 1. In this process, no Dask scheduler: the optimised graph's fused tasks run one after the
-   other on an RMM pool, as a worker runs them. ``enqueue`` is the wall time until the last
-   task has returned (the CPU's part: CuPy queues kernels without waiting for them),
-   ``queued+sync`` adds the wait for the GPU to finish (the GPU's part, when the CPU runs
-   ahead), ``sync each`` waits after every task (the two in series).
+   other on an RMM pool, as a worker runs them. ``enqueue_s`` is the wall time until the
+   last task has returned (the CPU's part: CuPy queues kernels without waiting for them),
+   ``total_s`` adds the wait for the GPU to finish (the GPU's part, when the CPU runs
+   ahead); case ``sync each`` waits after every task (the two in series).
 2. On LocalGPUCluster with 1, 2 and 4 GPUs (as many as there are), for each worker-saturation: the wall time, the
    scheduler's graph materialisation (its ``update-graph`` event), the times from submission
    to the graph's end of materialisation, and to the first task received by a worker and
