@@ -63,9 +63,11 @@ def _block(backend, seed, method, args, dtype, shape, block_id=None):
 def _check_dtype(method: str, dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     wanted = ("i", "u") if method == "integers" else ("f",)
-    if dtype.kind not in wanted or dtype.itemsize > 8 or (dtype.kind == "f" and dtype.itemsize < 4):
+    if (dtype.kind not in wanted or dtype.itemsize > 8 or (dtype.kind == "f" and dtype.itemsize < 4)
+            or not dtype.isnative):
         hint = "an integer dtype such as 'int64'" if method == "integers" else "'float64' or 'float32'"
-        raise TypeError(f"{method}(dtype={dtype.name!r}): use {hint}")
+        shown = dtype.name if dtype.isnative else dtype.str
+        raise TypeError(f"{method}(dtype={shown!r}): use {hint}, in this machine's byte order")
     return dtype
 
 
