@@ -329,3 +329,22 @@ def test_block_steps_pickle_and_build_the_block_dask_would():
     np.testing.assert_array_equal(step.materialize()({}), y.blocks[2, 1].compute())
     transposed = lazy(x.T)  # output block (i, j) needs input block (j, i): built as Dask does
     assert not any(isinstance(node, BlockStep) and node.key[0] == x.T.name for node in transposed.values())
+
+
+def test_the_optimizer_pauses_garbage_collection_and_restores_it(monkeypatch):
+    import gc
+
+    from hpcgpu.array import optimization
+
+    seen = []
+    real = optimization.lazy_graph
+    monkeypatch.setattr(optimization, "lazy_graph", lambda hlg: seen.append(gc.isenabled()) or real(hlg))
+    y = (ha.random.normal(size=(320, 320), chunks=(10, 10), seed=3, backend="cpu") + 1).sum()
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            expected = float(y.compute(scheduler="sync"))
+            assert gc.isenabled() is enabled  # as the caller had it
+        finally:
+            gc.enable()
+        assert seen[-1] is False and np.isfinite(expected)
