@@ -6,14 +6,14 @@ dependencies are known without building its tasks. Dask builds all of them when 
 is materialised (about 50 us each; 5,000 for the array-sum graph, most of the half second
 the scheduler spends before the first task starts). :class:`BlockStep` stands for one such
 block: the fusion pass groups them by their dependencies alone, and each fused task builds
-its own blocks on the worker (:meth:`BlockStep.materialize`), in parallel and overlapped
+its own blocks on the worker (:func:`build_blocks`), in parallel and overlapped
 with GPU work. Blocks left outside the fused tasks are built on the scheduler as before.
 """
 
 from __future__ import annotations
 
 import toolz
-from dask._task_spec import Task, convert_legacy_graph
+from dask._task_spec import convert_legacy_graph
 from dask.blockwise import Blockwise, _make_blockwise_graph, blockwise_token
 from dask.highlevelgraph import HighLevelGraph
 
@@ -36,10 +36,6 @@ class BlockStep:
 
     def __reduce__(self):
         return BlockStep, (self.layer, self.coords, tuple(k[0] for k in self.dependencies))
-
-    def materialize(self) -> Task:
-        """This block's task, as Dask would have built it."""
-        return build_blocks([self])[self.key]
 
 
 def build_blocks(steps) -> dict:
