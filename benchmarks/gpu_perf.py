@@ -115,12 +115,10 @@ def bare_cupy_loop(n: int, chunk: int, backend: str, steps: str = "dask") -> flo
     from hpcgpu.array.random import _block
 
     xp = __import__("cupy" if backend == "cupy" else "numpy")
-    if backend == "cupy" and module_usable("rmm"):  # the allocator hpcgpu's workers use
-        import rmm
-        from rmm.allocators.cupy import rmm_cupy_allocator
+    if backend == "cupy":  # the allocator hpcgpu's workers use
+        from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
 
-        rmm.reinitialize(pool_allocator=True, initial_pool_size=16 * 2**30)
-        xp.cuda.set_allocator(rmm_cupy_allocator)
+        setup_rmm(GPUSetup(rmm_pool_size="16GiB"), xp.cuda.runtime.memGetInfo()[1])
     every_other = (slice(None, None, 2), slice(None, None, 2))
 
     def run():

@@ -24,6 +24,7 @@ from cupy.cuda import curand
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from hpcgpu.array.philox import philox_block  # noqa: E402
 from hpcgpu.array.random import block_seed  # noqa: E402
+from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm  # noqa: E402
 
 N = 10_000
 ROWS: dict = {}
@@ -102,19 +103,15 @@ def main() -> None:
            wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))
     record("loop: hpcgpu Philox kernel, CuPy pool",
            wall_ms_per_block(chunk(lambda b: philox_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
-    try:
-        import rmm
-        from rmm.allocators.cupy import rmm_cupy_allocator
-
-        rmm.reinitialize(pool_allocator=True, initial_pool_size=40 * 2**30)
-        cupy.cuda.set_allocator(rmm_cupy_allocator)
+    allocator = setup_rmm(GPUSetup(rmm_pool_size="40GiB"), cupy.cuda.runtime.memGetInfo()[1])
+    if allocator.startswith("rmm-pool"):
         record("loop: hpcgpu Philox kernel, RMM pool",
                wall_ms_per_block(chunk(lambda b: philox_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
         record("loop: hpcgpu Philox kernel, slice pushed down, RMM pool", wall_ms_per_block(pushed_down))
         record("loop: fresh RandomState per block, RMM pool",
                wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))
-    except ImportError as error:
-        print("no RMM:", error)
+    else:
+        print("no RMM pool:", allocator)
     clocks = subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,power.draw,pstate",
                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     ROWS["nvidia-smi"] = clocks

@@ -59,11 +59,10 @@ def in_process(n: int, chunk: int, backend: str) -> None:
     sync = (lambda: None)
     if backend == "cupy":
         import cupy
-        import rmm
-        from rmm.allocators.cupy import rmm_cupy_allocator
 
-        rmm.reinitialize(pool_allocator=True, initial_pool_size=16 * 2**30)
-        cupy.cuda.set_allocator(rmm_cupy_allocator)
+        from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
+
+        setup_rmm(GPUSetup(rmm_pool_size="16GiB"), cupy.cuda.runtime.memGetInfo()[1])
         sync = cupy.cuda.Device().synchronize
     for task in roots[:4]:
         task({})  # warm: kernels compiled, pool grown
