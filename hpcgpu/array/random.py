@@ -77,12 +77,12 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % 2**63)
     shape = (size,) if isinstance(size, int) else tuple(size)
-    chunks = normalize_chunks(chunks, shape, dtype=np.dtype(dtype))
+    chunks = normalize_chunks(chunks, shape, dtype=dtype)
     xp = __import__(backend)
     # the constants travel inside one partial of a module-level function: Dask substitutes
     # each positional argument into every block's task, which costs far more than the
     # block's GPU work for a nested ``chunks`` tuple; one shared partial pickles once
-    make = functools.partial(_make_block, backend, seed, method, args, np.dtype(dtype).str, chunks)
+    make = functools.partial(_make_block, backend, seed, method, args, dtype.str, chunks)
     return da.map_blocks(make, chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
                          name=f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}")
 
