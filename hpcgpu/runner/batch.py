@@ -26,8 +26,8 @@ from pathlib import Path
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
                             resolve, worker_options)
-from hpcgpu.runner.allocation import Allocation, detect_allocation
-from hpcgpu.runner.launch import workers_argv
+from hpcgpu.runner.allocation import Allocation, detect_allocation, started_per_task
+from hpcgpu.runner.launch import launcher_environment, workers_argv
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
@@ -178,9 +178,28 @@ def _start_cluster(s: _Session) -> None:
     )
     launcher = get_launcher(o.launcher or s.allocation.default_launcher)
     argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
-    s.workers = start_child("workers", argv, env=_role_env(net, "worker"))
-    _say(f"{s.allocation.total_gpus} worker(s) on {s.allocation.nodes} node(s) x "
-         f"{s.allocation.gpus_per_node} GPU(s) through {launcher.name} (pid {s.workers.pid})")
+    env = launcher_environment(s.allocation, launcher, _role_env(net, "worker"))
+    s.workers = start_child("workers", argv, env=env)
+    _say(f"{s.allocation.total_gpus} worker(s), {_layout(s.allocation)}, through "
+         f"{launcher.name} (pid {s.workers.pid})")
+
+
+def _layout(a: Allocation) -> str:
+    """How the allocation's GPUs are laid out, as the log line says it.
+
+    Examples
+    --------
+    >>> _layout(Allocation("slurm", "1", nodes=2, gpus_per_node=2, cpus_per_node=1, total=3))
+    '2 node(s) with 3 GPU(s) in all'
+    >>> _layout(Allocation("slurm", "1", nodes=1, gpus_per_node=2, cpus_per_node=2,
+    ...                    gpus_per_task=1, tasks=2))
+    '2 task(s) x 1 GPU(s) on 1 node(s)'
+    """
+    if a.gpus_per_task:
+        return f"{a.tasks} task(s) x {a.gpus_per_task} GPU(s) on {a.nodes} node(s)"
+    if not a.uniform:
+        return f"{a.nodes} node(s) with {a.total_gpus} GPU(s) in all"
+    return f"{a.nodes} node(s) x {a.gpus_per_node} GPU(s)"
 
 
 def _wait_for_workers(s: _Session, client) -> bool:
@@ -244,6 +263,9 @@ def _shutdown(s: _Session, client) -> None:
 
 def run_batch(options: BatchOptions) -> int:
     """Run ``options.script`` on a Dask cluster of this allocation; return its exit code."""
+    mistake = started_per_task()
+    if mistake:
+        raise ValueError(mistake)
     allocation = detect_allocation(nodes=options.nodes, gpus_per_node=options.gpus_per_node)
     get_launcher(options.launcher or allocation.default_launcher).validate(allocation.shape())
     net = network(options)  # before anything starts: UCX missing fails here
