@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from hpcgpu.launchers import get_launcher
-from hpcgpu.runner.allocation import _min_cpus, detect_allocation, started_per_task
-from hpcgpu.runner.launch import launcher_environment, workers_argv
+from hpcgpu.runner.allocation import _min_cpus, detect_allocation
+from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
 from hpcgpu.worker.placement import (node_placements, physical_gpu, placement_from_env,
                                      shared_gpu_error)
 from hpcgpu.worker_command import WorkerCommand

@@ -15,8 +15,7 @@ from typing import Callable, Mapping
 
 from hpcgpu.resources import GPUJobShape
 
-__all__ = ["Allocation", "detect_allocation", "count_nvidia_smi_gpus", "DEFAULT_LAUNCHERS",
-           "started_per_task"]
+__all__ = ["Allocation", "detect_allocation", "count_nvidia_smi_gpus", "DEFAULT_LAUNCHERS"]
 
 #: batch system -> launcher that starts one task per GPU across its nodes
 DEFAULT_LAUNCHERS = {"slurm": "srun", "pbs": "mpiexec", "lsf": "jsrun", "sge": "mpirun", None: "direct"}
@@ -91,6 +90,24 @@ class Allocation:
     def uniform(self) -> bool:
         """Whether every node has ``gpus_per_node`` GPUs (else only the total is known)."""
         return self.total_gpus == self.nodes * self.gpus_per_node
+
+    @property
+    def layout(self) -> str:
+        """How the GPUs are laid out, in words.
+
+        Examples
+        --------
+        >>> Allocation("slurm", "1", nodes=2, gpus_per_node=2, cpus_per_node=1, total=3).layout
+        '2 node(s) with 3 GPU(s) in all'
+        >>> Allocation("slurm", "1", nodes=1, gpus_per_node=2, cpus_per_node=2,
+        ...            gpus_per_task=1, tasks=2).layout
+        '2 task(s) x 1 GPU(s) on 1 node(s)'
+        """
+        if self.gpus_per_task:
+            return f"{self.tasks} task(s) x {self.gpus_per_task} GPU(s) on {self.nodes} node(s)"
+        if not self.uniform:
+            return f"{self.nodes} node(s) with {self.total_gpus} GPU(s) in all"
+        return f"{self.nodes} node(s) x {self.gpus_per_node} GPU(s)"
 
     @property
     def cpus_per_gpu(self) -> int:
@@ -258,37 +275,3 @@ def _slurm_tasks(scheduler: str | None, env: Mapping[str, str]) -> dict:
                 cpus_per_task=_int(env.get("SLURM_CPUS_PER_TASK")),
                 total=_count(env.get("SLURM_GPUS")))
 
-
-#: (size variable, launcher) that mark a process started as one task of several.
-_TASK_SIZES = (("SLURM_STEP_NUM_TASKS", "srun"), ("OMPI_COMM_WORLD_SIZE", "mpirun"),
-               ("PMI_SIZE", "mpiexec"), ("PMIX_SIZE", "mpirun"), ("PALS_SIZE", "mpiexec"),
-               ("JSM_NAMESPACE_SIZE", "jsrun"))
-
-
-def started_per_task(env: Mapping[str, str] | None = None) -> str | None:
-    """Why this process looks like one of several copies a launcher started, or None.
-
-    ``hpcgpu run`` starts the launcher itself; run under ``srun`` (or ``mpirun``) every copy
-    would start its own scheduler and workers.
-
-    Examples
-    --------
-    >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2",
-    ...                   "SLURM_PROCID": "1"})  # doctest: +ELLIPSIS
-    'hpcgpu run is task 1 of 2 started by srun: ...'
-    >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_NTASKS": "8"}) is None  # the batch script
-    True
-    """
-    from hpcgpu.launchers import RANK_VARIABLES
-
-    env = os.environ if env is None else env
-    for variable, launcher in _TASK_SIZES:
-        size = _int(env.get(variable))
-        if variable == "SLURM_STEP_NUM_TASKS" and env.get("SLURM_STEP_ID", "batch") in ("batch", "extern"):
-            continue
-        if size and size > 1:
-            rank = next((env[v] for v in RANK_VARIABLES if env.get(v, "").isdigit()), "?")
-            return (f"hpcgpu run is task {rank} of {size} started by {launcher}: each copy would "
-                    "start its own scheduler and workers. Run it once, in the batch script "
-                    f"itself (not under {launcher}): it starts the workers through the launcher")
-    return None

@@ -26,8 +26,8 @@ from pathlib import Path
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
                             resolve, worker_options)
-from hpcgpu.runner.allocation import Allocation, detect_allocation, started_per_task
-from hpcgpu.runner.launch import launcher_environment, workers_argv
+from hpcgpu.runner.allocation import Allocation, detect_allocation
+from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
@@ -39,6 +39,8 @@ __all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 #: Exit code when the cluster could not be started (the script never ran).
 SETUP_FAILED = 1
+#: Seconds between progress lines while the worker count does not change.
+PROGRESS_INTERVAL = 30.0
 
 
 @dataclass(frozen=True)
@@ -180,37 +182,24 @@ def _start_cluster(s: _Session) -> None:
     argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
     env = launcher_environment(s.allocation, launcher, _role_env(net, "worker"))
     s.workers = start_child("workers", argv, env=env)
-    _say(f"{s.allocation.total_gpus} worker(s), {_layout(s.allocation)}, through "
+    _say(f"{s.allocation.total_gpus} worker(s), {s.allocation.layout}, through "
          f"{launcher.name} (pid {s.workers.pid})")
 
-
-def _layout(a: Allocation) -> str:
-    """How the allocation's GPUs are laid out, as the log line says it.
-
-    Examples
-    --------
-    >>> _layout(Allocation("slurm", "1", nodes=2, gpus_per_node=2, cpus_per_node=1, total=3))
-    '2 node(s) with 3 GPU(s) in all'
-    >>> _layout(Allocation("slurm", "1", nodes=1, gpus_per_node=2, cpus_per_node=2,
-    ...                    gpus_per_task=1, tasks=2))
-    '2 task(s) x 1 GPU(s) on 1 node(s)'
-    """
-    if a.gpus_per_task:
-        return f"{a.tasks} task(s) x {a.gpus_per_task} GPU(s) on {a.nodes} node(s)"
-    if not a.uniform:
-        return f"{a.nodes} node(s) with {a.total_gpus} GPU(s) in all"
-    return f"{a.nodes} node(s) x {a.gpus_per_node} GPU(s)"
 
 
 def _wait_for_workers(s: _Session, client) -> bool:
     """Poll until enough workers are there; False if stopped, raise if it cannot happen."""
-    deadline = time.monotonic() + s.options.timeout
-    seen = -1
+    started = time.monotonic()
+    deadline = started + s.options.timeout
+    seen, said = -1, started
     while s.stop.signum is None:
         count = len(client.nthreads())
-        if count != seen:
-            _say(f"{count}/{s.expected} worker(s) connected")
-            seen = count
+        now = time.monotonic()
+        if count != seen or now - said >= PROGRESS_INTERVAL:  # a log shows what is awaited
+            _say(f"{count}/{s.expected} worker(s) connected after {now - started:.0f} s"
+                 + ("" if count != seen else f"; {s.workers.name} (pid {s.workers.pid}) "
+                    "still starting them"))
+            seen, said = count, now
         if count >= s.expected:
             return True
         if not s.workers.running():

@@ -10,13 +10,15 @@ node's task then gets that node's GPUs.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
+from typing import Mapping
 
 from hpcgpu.launchers import Launcher
-from hpcgpu.runner.allocation import Allocation
+from hpcgpu.runner.allocation import Allocation, _int
 from hpcgpu.worker_command import WorkerCommand
 
-__all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE"]
+__all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
 
 #: ``--gpus-per-node`` value telling a worker task to take every GPU it sees.
 ALL_VISIBLE = "all"
@@ -106,3 +108,38 @@ def split_args(text: str | None) -> tuple[str, ...]:
     ('--oversubscribe', '-x', 'FOO')
     """
     return tuple(shlex.split(text or ""))
+
+
+#: (size variable, launcher) that mark a process started as one task of several.
+_TASK_SIZES = (("SLURM_STEP_NUM_TASKS", "srun"), ("OMPI_COMM_WORLD_SIZE", "mpirun"),
+               ("PMI_SIZE", "mpiexec"), ("PMIX_SIZE", "mpirun"), ("PALS_SIZE", "mpiexec"),
+               ("JSM_NAMESPACE_SIZE", "jsrun"))
+
+
+def started_per_task(env: Mapping[str, str] | None = None) -> str | None:
+    """Why this process looks like one of several copies a launcher started, or None.
+
+    ``hpcgpu run`` starts the launcher itself; run under ``srun`` (or ``mpirun``) every copy
+    would start its own scheduler and workers.
+
+    Examples
+    --------
+    >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2",
+    ...                   "SLURM_PROCID": "1"})  # doctest: +ELLIPSIS
+    'hpcgpu run is task 1 of 2 started by srun: ...'
+    >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_NTASKS": "8"}) is None  # the batch script
+    True
+    """
+    from hpcgpu.launchers import RANK_VARIABLES
+
+    env = os.environ if env is None else env
+    for variable, launcher in _TASK_SIZES:
+        size = _int(env.get(variable))
+        if variable == "SLURM_STEP_NUM_TASKS" and env.get("SLURM_STEP_ID", "batch") in ("batch", "extern"):
+            continue
+        if size and size > 1:
+            rank = next((env[v] for v in RANK_VARIABLES if env.get(v, "").isdigit()), "?")
+            return (f"hpcgpu run is task {rank} of {size} started by {launcher}: each copy would "
+                    "start its own scheduler and workers. Run it once, in the batch script "
+                    f"itself (not under {launcher}): it starts the workers through the launcher")
+    return None
