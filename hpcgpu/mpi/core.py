@@ -70,7 +70,9 @@ def check_gpus(comm, node: int, local_rank: int, local_size: int) -> None:
         key = (node, physical_gpu(gpu, env))
     except ValueError as exc:
         error = str(exc)
-    message = shared_gpu_error(comm.allgather((comm.Get_rank(), key, error)))
+    # gather + bcast: only rank 0 talks to each rank (as the address broadcast does anyway)
+    everything = comm.gather((comm.Get_rank(), key, error), root=0)
+    message = comm.bcast(shared_gpu_error(everything) if everything else None, root=0)
     if message:
         raise ValueError(message)
 
