@@ -182,8 +182,7 @@ def _hosts_and_cpus(scheduler: str | None, env: Mapping[str, str]) -> tuple[list
         hosts = _unique_lines(env.get("PBS_NODEFILE"))
         return hosts, len(hosts) or None, _int(env.get("NCPUS"))
     if scheduler == "lsf":
-        words = env.get("LSB_MCPU_HOSTS", "").split()
-        pairs = list(zip(words[::2], (int(n) for n in words[1::2])))
+        pairs = _lsf_slots(env)
         # CORAL-style sites list the launch node first with one slot: it runs no GPU task.
         if len(pairs) > 1 and pairs[0][1] == 1 and all(n > 1 for _, n in pairs[1:]):
             pairs = pairs[1:]
@@ -193,6 +192,18 @@ def _hosts_and_cpus(scheduler: str | None, env: Mapping[str, str]) -> tuple[list
         hosts = _unique_lines(env.get("PE_HOSTFILE"))
         return hosts, len(hosts) or 1, _int(env.get("NSLOTS"))
     return [], 1, None
+
+
+def _lsf_slots(env: Mapping[str, str]) -> list[tuple[str, int]]:
+    """(host, slots) from ``LSB_MCPU_HOSTS``, else ``$LSB_DJOB_HOSTFILE`` (a line per slot)."""
+    words = env.get("LSB_MCPU_HOSTS", "").split()
+    if words:
+        return list(zip(words[::2], (int(n) for n in words[1::2])))
+    path = env.get("LSB_DJOB_HOSTFILE")
+    if not path or not Path(path).is_file():
+        return []
+    lines = [line.split()[0] for line in Path(path).read_text().splitlines() if line.split()]
+    return [(host, lines.count(host)) for host in dict.fromkeys(lines)]
 
 
 def _gpus_from_env(scheduler: str | None, env: Mapping[str, str]) -> int | None:
