@@ -19,6 +19,7 @@ excl     -N1 --exclusive     (no GPU option)
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -120,13 +121,6 @@ def test_mpirun_in_a_per_task_allocation_is_refused_not_shared():
     assert "ranks 0 and 1 would share GPU 0 of node 0" in shared_gpu_error(ranks)
 
 
-def test_mpirun_launcher_drops_the_per_task_binding():
-    allocation = detect_allocation(env_of("n2gpt1.batch.env"), probe_gpus=lambda: None)
-    env = launcher_environment(allocation, get_launcher("mpirun"), env_of("n2gpt1.batch.env"))
-    assert "SLURM_GPUS_PER_TASK" not in env and env["SLURM_JOB_ID"]
-    assert argv_of("n2gpt1", "mpirun")[:3] == ["mpirun", "-n", "2"]
-
-
 def test_more_ranks_than_gpus_on_a_node_is_refused():
     env = {"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_LOCAL_RANK": "5",
            "OMPI_COMM_WORLD_LOCAL_SIZE": "8", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
@@ -147,3 +141,15 @@ def test_hpcgpu_run_under_srun_is_detected():
 def test_job_cpus_per_node_smallest_node(groups):
     text = ",".join(f"{c}(x{k})" if k > 1 else str(c) for c, k in groups)
     assert _min_cpus(text) == min(c for c, _ in groups)
+
+
+def test_mpirun_gives_its_daemons_the_nodes_gpus():
+    # captured: under --gpus-per-task=1 each node's orted (an srun task) sees one GPU;
+    # with OMPI_MCA_plm_slurm_args=--gpus-per-node=2 it sees both (tests/test_batch_slurm.py)
+    allocation = detect_allocation(env_of("n2gpt1.batch.env"), probe_gpus=lambda: None)
+    env = launcher_environment(allocation, get_launcher("mpirun"),
+                               dict(env_of("n2gpt1.batch.env"), OMPI_MCA_plm_slurm_args="-v"))
+    assert env["OMPI_MCA_plm_slurm_args"] == "-v --gpus-per-node=2"
+    uneven = dataclasses.replace(allocation, tasks=3)
+    with pytest.raises(ValueError, match="use --launcher srun"):
+        launcher_environment(uneven, get_launcher("mpirun"), {})

@@ -79,10 +79,17 @@ MATRIX = {
     "gres-gpu2": (["--gres=gpu:2"], HPCGPU_RUN, 2),
     "n2-gpus3": (["-N2", "--gpus=3"], HPCGPU_RUN, 3),
     "exclusive": (["-N1", "--exclusive"], HPCGPU_RUN, 4),
+    # hpcgpu run --launcher mpirun: its daemons must get every GPU of their node
+    "run-mpirun-gpus-per-task": (["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
+                                 f"{HPCGPU_RUN} --launcher mpirun", 4),
+    "run-mpirun-n2-gpus3": (["-N2", "--gpus=3"], f"{HPCGPU_RUN} --launcher mpirun", 3),
     "mpirun-gpus-per-node": (["-N2", "--ntasks-per-node=2", "--gpus-per-node=2"],
                              f"mpirun -n 4 {MPI}", 4),
     "srun-pmix-gpus-per-task": (["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
                                 f"srun --mpi=pmix {MPI}", 4),
+    "mpirun-gpus-per-task-daemon-gpus": (
+        ["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
+        f"OMPI_MCA_plm_slurm_args=--gpus-per-node=2 mpirun -n 4 {MPI}", 4),
     # mpirun's daemons inherit --gpus-per-task=1: both ranks of a node would share a GPU
     "mpirun-gpus-per-task-refused": (["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
                                      f"mpirun -n 4 {MPI}", 0),
@@ -99,10 +106,13 @@ CASES = [(shape, cpus) for shape in MATRIX for cpus in ("", "-c2")]
 
 
 @pytest.fixture(scope="module")
-def matrix_jobs(slurm, tmp_path_factory):
-    """Every case's (job id, directory), submitted before the first one is checked."""
+def matrix_jobs(slurm, tmp_path_factory, request):
+    """Every selected case's (job id, directory), submitted before the first one is checked."""
+    selected = {(item.callspec.params["shape"], item.callspec.params["cpus"])
+                for item in request.session.items
+                if getattr(item, "originalname", "") == "test_allocation_shape"}
     jobs = {}
-    for shape, cpus in CASES:
+    for shape, cpus in [case for case in CASES if case in selected]:
         options, start, expect = MATRIX[shape]
         directory = tmp_path_factory.mktemp(f"{shape}{cpus}")
         check = f"{CHECK} --expect {max(expect, 1)} --json r.json --exit-code 3"
@@ -131,6 +141,6 @@ def test_allocation_shape(matrix_jobs, shape, cpus):
     assert all(result["checks"].values()), result  # count, one GPU each, distinct GPUs
     places = [tuple(p) for p in result["places"].values()]
     assert len(places) == expect and len(set(places)) == expect, result
-    if MATRIX[shape][1] == HPCGPU_RUN:  # progress lines in the job's log (no terminal)
+    if MATRIX[shape][1].startswith(HPCGPU_RUN):  # progress lines in the job's log (no terminal)
         full = (directory / f"{job_id}.out").read_text()
         assert f"{expect}/{expect} worker(s) connected after" in full, full[:3000]

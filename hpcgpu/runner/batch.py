@@ -256,7 +256,9 @@ def run_batch(options: BatchOptions) -> int:
     if mistake:
         raise ValueError(mistake)
     allocation = detect_allocation(nodes=options.nodes, gpus_per_node=options.gpus_per_node)
-    get_launcher(options.launcher or allocation.default_launcher).validate(allocation.shape())
+    launcher = get_launcher(options.launcher or allocation.default_launcher)
+    launcher.validate(allocation.shape())
+    launcher_environment(allocation, launcher, {})  # a layout it cannot start fails here
     net = network(options)  # before anything starts: UCX missing fails here
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
         raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "

@@ -82,9 +82,9 @@ def _srun_step(a: Allocation) -> tuple[list[str], int | str | None]:
 
 def launcher_environment(allocation: Allocation, launcher: Launcher,
                          env: dict[str, str]) -> dict[str, str]:
-    """``env`` as the launcher needs it: mpirun's daemons (started by srun under SLURM) must
-    not inherit a per-task GPU binding, or each node's daemon, and so all its ranks, would
-    see one GPU.
+    """``env`` as the launcher needs it where GPUs are bound to tasks: mpirun's daemons
+    (one srun task per node under SLURM) would get one GPU each, so all ranks of a node
+    would see the same one. Open MPI's ``plm_slurm_args`` gives them the node's GPUs.
 
     Examples
     --------
@@ -92,11 +92,20 @@ def launcher_environment(allocation: Allocation, launcher: Launcher,
     >>> t = Allocation("slurm", "7", nodes=1, gpus_per_node=2, cpus_per_node=2,
     ...                gpus_per_task=1, tasks=2)
     >>> launcher_environment(t, get_launcher("mpirun"), {"SLURM_GPUS_PER_TASK": "1", "A": "b"})
-    {'A': 'b'}
+    {'A': 'b', 'OMPI_MCA_plm_slurm_args': '--gpus-per-node=2'}
     """
     if launcher.name == "srun" or not allocation.gpus_per_task:
         return env
-    return {k: v for k, v in env.items() if k not in ("SLURM_GPUS_PER_TASK", "SLURM_TRES_PER_TASK")}
+    if not allocation.uniform:
+        raise ValueError(
+            f"launcher={launcher.name!r} with GPUs bound to tasks on nodes with different "
+            f"GPU counts ({allocation.layout}): use --launcher srun, or ask for "
+            "--gpus-per-node instead of --gpus-per-task")
+    env = {k: v for k, v in env.items() if k != "SLURM_GPUS_PER_TASK"}
+    if launcher.name == "mpirun" and allocation.scheduler == "slurm":
+        own = env.get("OMPI_MCA_plm_slurm_args", "")
+        env["OMPI_MCA_plm_slurm_args"] = f"{own} --gpus-per-node={allocation.gpus_per_node}".strip()
+    return env
 
 
 def split_args(text: str | None) -> tuple[str, ...]:

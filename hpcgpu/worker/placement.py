@@ -206,9 +206,8 @@ def shared_gpu_error(ranks: list[tuple[int, tuple[int, str | None] | None, str |
     >>> shared_gpu_error([(0, (0, "0"), None), (1, (0, "1"), None), (2, (1, "0"), None)]) is None
     True
     >>> print(shared_gpu_error([(0, (0, "0"), None), (1, (0, "0"), None)]))
-    ranks 0 and 1 would share GPU 0 of node 0 (each task sees CUDA_VISIBLE_DEVICES with one \
-GPU, the same one): ask the batch system for GPUs per node (--gpus-per-node, --gres=gpu:N), \
-not per task, when mpirun starts the ranks, or start them with srun --mpi=pmix
+    ... # doctest: +ELLIPSIS
+    ranks 0 and 1 would share GPU 0 of node 0 (...): start them with srun --mpi=pmix, or ...
     """
     for rank, _, error in ranks:
         if error:
@@ -219,8 +218,9 @@ not per task, when mpirun starts the ranks, or start them with srun --mpi=pmix
             continue
         if key in seen:
             return (f"ranks {seen[key]} and {rank} would share GPU {key[1]} of node {key[0]} "
-                    "(each task sees CUDA_VISIBLE_DEVICES with one GPU, the same one): ask the "
-                    "batch system for GPUs per node (--gpus-per-node, --gres=gpu:N), not per "
-                    "task, when mpirun starts the ranks, or start them with srun --mpi=pmix")
+                    "(each task sees CUDA_VISIBLE_DEVICES with one GPU, the same one): start "
+                    "them with srun --mpi=pmix, or give mpirun's daemons the node's GPUs "
+                    "(OMPI_MCA_plm_slurm_args=--gpus-per-node=<GPUs per node> mpirun ...), or "
+                    "ask the batch system for --gpus-per-node instead of --gpus-per-task")
         seen[key] = rank
     return None
