@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from hpcgpu import SLURMCluster, commands
-from hpcgpu.partition import PartitionNode, check_partition, parse_sinfo, shape_problem
+from hpcgpu.partition import check_partition, parse_sinfo, shape_problem
 from hpcgpu.resources import GPUJobShape
 
 SINFO = (Path(__file__).parent / "data" / "sinfo-node.txt").read_text()
