@@ -44,9 +44,9 @@ class WorkerCommand:
     retire_before, lifetime_stagger : str or None
         When to retire before the end (``off`` never), and the spread (default: from the
         walltime, see :class:`hpcgpu.walltime.Retirement`).
-    gpus_per_node : int or None
-        With one launcher task per node: the GPU workers (one nanny each) this task starts;
-        None: the task is one GPU's (set by :meth:`hpcgpu.launchers.Launcher.worker`).
+    gpus_per_node : int, "all" or None
+        With one launcher task per node: the GPU workers (one nanny each) this task starts
+        (``all``: one per GPU in its ``CUDA_VISIBLE_DEVICES``); None: the task is one GPU's (set by :meth:`hpcgpu.launchers.Launcher.worker`).
     launcher : str
         The launcher that started it (informative).
     rmm_pool_size : str or None
@@ -93,7 +93,7 @@ class WorkerCommand:
     walltime: int | None = None
     retire_before: str | None = None
     lifetime_stagger: str | None = None
-    gpus_per_node: int | None = None
+    gpus_per_node: int | str | None = None
     launcher: str | None = None
     rmm_pool_size: str | None = None
     rmm_async: bool = False

@@ -42,3 +42,18 @@ def slurm_state(job_id: str) -> tuple[str, str]:
 def slurm_finished(job_id: str) -> tuple[str, str] | None:
     state = slurm_state(job_id)
     return state if state[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") else None
+
+
+def sbatch_wrap(directory: Path, options: list[str], command: str, name: str = "hpcgpu-batch-test") -> str:
+    """Submit ``command`` as the batch script of a job with ``options``; its job id.
+
+    The job runs in ``directory`` and writes ``<job id>.out`` there; it gets this process's
+    environment (PYTHONPATH, the Open MPI root permission).
+    """
+    argv = ["sbatch", "--parsable", "--mem=1G", "--time=10", f"--job-name={name}",
+            f"--chdir={directory}", f"--output={directory}/%j.out",
+            "--export=ALL," + ",".join(f"{k}={v}" for k, v in OMPI_ROOT.items()),
+            *options, "--wrap", command]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]

@@ -71,3 +71,24 @@ def test_direct_refuses_several_nodes():
     a = detect_allocation(env, probe_gpus=no_gpus)
     with pytest.raises(ValueError, match="launcher='direct' starts workers on one node only"):
         workers_argv(a, get_launcher("direct"), WorkerCommand(scheduler="tls://x:1"), "py")
+
+
+def test_lsf_djob_hostfile_one_line_per_slot(tmp_path):
+    # as LSF writes it for bsub -nnodes 2 on a CORAL-style site: the launch node once,
+    # then each compute node once per slot
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("batch3\n" + "a01n01\n" * 42 + "a01n02\n" * 42)
+    env = {"LSB_JOBID": "78", "LSB_DJOB_HOSTFILE": str(hostfile), "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    a = detect_allocation(env, probe_gpus=no_gpus)
+    assert (a.nodes, a.hosts, a.gpus_per_node, a.cpus_per_node) == (2, ("a01n01", "a01n02"), 4, 42)
+    assert a.default_launcher == "jsrun"
+
+
+def test_pbs_nodefile_with_mpiprocs_and_the_gpus_the_cgroup_hook_gives(tmp_path):
+    # select=2:ncpus=32:ngpus=4:mpiprocs=4: each host listed once per mpiproc
+    nodefile = tmp_path / "aqua"
+    nodefile.write_text("x3001c0s7b0n0\n" * 4 + "x3001c0s7b1n0\n" * 4)
+    env = {"PBS_JOBID": "1234.pbs01", "PBS_NODEFILE": str(nodefile), "NCPUS": "32",
+           "CUDA_VISIBLE_DEVICES": "GPU-1f2,GPU-3a4,GPU-5b6,GPU-7c8"}
+    a = detect_allocation(env, probe_gpus=no_gpus)
+    assert (a.nodes, a.total_gpus, a.cpus_per_gpu, a.uniform) == (2, 8, 8, True)

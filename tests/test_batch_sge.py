@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -25,16 +26,23 @@ def sge_exit_status(job_id: str) -> int | None:
     return None
 
 
-def test_qsub_runs_one_worker_per_granted_gpu(sge, tmp_path):
-    # Command-line options shrink the file's request: 2 slots x 1 GPU each (consumable per slot).
-    argv = ["qsub", "-terse", "-pe", "smp", "2", "-l", "gpu=1", "-l", "h_rt=00:05:00",
-            "-o", str(tmp_path), "-v", f"HPCGPU_PYTHON={sys.executable}", "-wd", str(tmp_path),
-            str(ROOT / "jobscripts" / "sge-1x4.sge"), str(CHECK), "--expect", "2",
+@pytest.mark.parametrize("request_, gpus", [
+    (["-pe", "smp", "2", "-l", "gpu=1"], 2),  # the consumable is per slot: 2 x 1
+    (["-pe", "smp", "1", "-l", "gpu=3"], 3),  # one slot, three GPUs
+], ids=["pe-smp-2-gpu-1", "pe-smp-1-gpu-3"])
+def test_qsub_runs_one_worker_per_granted_gpu(sge, tmp_path, request_, gpus):
+    # Command-line options shrink (or replace) the file's request.
+    argv = ["qsub", "-terse", *request_, "-l", "h_rt=00:05:00",
+            "-o", str(tmp_path), "-v", f"HPCGPU_PYTHON={sys.executable}",
+            "-v", f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}", "-wd", str(tmp_path),
+            str(ROOT / "jobscripts" / "sge-1x4.sge"), str(CHECK), "--expect", str(gpus),
             "--json", "r.json", "--exit-code", "7"]
     job_id = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-    status = wait_for(lambda: sge_exit_status(job_id), 180, 0.5, what=f"SGE job {job_id}")
+    status = wait_for(lambda: sge_exit_status(job_id), 240, 0.5, what=f"SGE job {job_id}")
     logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.o*"))
     assert status == 7, logs
     result = json.loads((tmp_path / "r.json").read_text())
     assert all(result["checks"].values()), result
-    assert len({w["cuda_visible_devices"] for w in result["workers"].values()}) == 2
+    assert len({w["cuda_visible_devices"] for w in result["workers"].values()}) == gpus
+    full = "".join(p.read_text() for p in tmp_path.glob("*.o*"))
+    assert f"{gpus}/{gpus} worker(s) connected after" in full  # progress in the job's log

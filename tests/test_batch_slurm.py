@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from batchtools import CHECK, ROOT, processes_with, slurm_finished
+from batchtools import CHECK, ROOT, processes_with, sbatch_wrap, slurm_finished
 from conftest import gpus_per_node, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -64,3 +64,83 @@ def test_scancel_leaves_no_process_behind(slurm, tmp_path):
     subprocess.run(["scancel", job_id], check=True, timeout=60)
     wait_for(lambda: slurm_finished(job_id), 120, 0.5, what=f"job {job_id} to end")
     wait_for(lambda: processes_with(marker) == [], 60, 0.5, what=f"the processes of job {job_id} to go")
+
+
+# The allocation shapes sites document (docs/sites.md), each with and without -c, all
+# submitted at once so that they run side by side on the 4 nodes. (shape options, how the
+# script is started, workers expected; 0: refused before anything starts)
+HPCGPU_RUN = f"{sys.executable} -m hpcgpu run --dashboard-address '' --timeout 240"
+MPI = f"{sys.executable} -m hpcgpu.mpi --dashboard-address ''"
+MATRIX = {
+    "ntasks2-gpus-per-task": (["--ntasks=2", "--gpus-per-task=1"], HPCGPU_RUN, 2),
+    "n2-ntasks-per-node2-gpus-per-task": (
+        ["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"], HPCGPU_RUN, 4),
+    "n2-gpus-per-node2": (["-N2", "--gpus-per-node=2", "--ntasks-per-node=1"], HPCGPU_RUN, 4),
+    "gres-gpu2": (["--gres=gpu:2"], HPCGPU_RUN, 2),
+    "n2-gpus3": (["-N2", "--gpus=3"], HPCGPU_RUN, 3),
+    "exclusive": (["-N1", "--exclusive"], HPCGPU_RUN, 4),
+    # hpcgpu run --launcher mpirun: its daemons must get every GPU of their node
+    "run-mpirun-gpus-per-task": (["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
+                                 f"{HPCGPU_RUN} --launcher mpirun", 4),
+    "run-mpirun-n2-gpus3": (["-N2", "--gpus=3"], f"{HPCGPU_RUN} --launcher mpirun", 3),
+    "mpirun-gpus-per-node": (["-N2", "--ntasks-per-node=2", "--gpus-per-node=2"],
+                             f"mpirun -n 4 {MPI}", 4),
+    "srun-pmix-gpus-per-task": (["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
+                                f"srun --mpi=pmix {MPI}", 4),
+    "mpirun-gpus-per-task-daemon-gpus": (
+        ["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
+        f"OMPI_MCA_plm_slurm_args=--gpus-per-node=2 mpirun -n 4 {MPI}", 4),
+    # mpirun's daemons inherit --gpus-per-task=1: both ranks of a node would share a GPU
+    "mpirun-gpus-per-task-refused": (["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"],
+                                     f"mpirun -n 4 {MPI}", 0),
+    # 8 ranks on a node of 4 GPUs
+    "mpirun-8-ranks-4-gpus-refused": (["-N1", "--ntasks=8", "--gpus-per-node=4"],
+                                      f"mpirun -n 8 {MPI}", 0),
+    # hpcgpu run started by srun, once per task
+    "srun-hpcgpu-run-refused": (["--ntasks=2", "--gpus-per-task=1"], f"srun {HPCGPU_RUN}", 0),
+}
+REFUSALS = {"mpirun-gpus-per-task-refused": "would share GPU",
+            "mpirun-8-ranks-4-gpus-refused": "two workers would share a GPU",
+            "srun-hpcgpu-run-refused": "hpcgpu run is task"}
+CASES = [(shape, cpus) for shape in MATRIX for cpus in ("", "-c2")]
+
+
+@pytest.fixture(scope="module")
+def matrix_jobs(slurm, tmp_path_factory, request):
+    """Every selected case's (job id, directory), submitted before the first one is checked."""
+    selected = {(item.callspec.params["shape"], item.callspec.params["cpus"])
+                for item in request.session.items
+                if getattr(item, "originalname", "") == "test_allocation_shape"}
+    jobs = {}
+    for shape, cpus in [case for case in CASES if case in selected]:
+        options, start, expect = MATRIX[shape]
+        directory = tmp_path_factory.mktemp(f"{shape}{cpus}")
+        check = f"{CHECK} --expect {max(expect, 1)} --json r.json --exit-code 3"
+        jobs[shape, cpus] = (sbatch_wrap(directory, options + ([cpus] if cpus else []),
+                                         f"{start} {check}", name=f"hpcgpu-shape{cpus}"), directory)
+    yield jobs
+    for job_id, _ in jobs.values():  # a failed test leaves nothing queued
+        subprocess.run(["scancel", job_id], capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("shape,cpus", CASES, ids=[f"{s}{c}" for s, c in CASES])
+def test_allocation_shape(matrix_jobs, shape, cpus):
+    job_id, directory = matrix_jobs[shape, cpus]
+    expect = MATRIX[shape][2]
+    # long enough to queue behind the other cases (and other users' jobs) on 2 cores
+    state = wait_for(lambda: slurm_finished(job_id), 600, 1, what=f"job {job_id} ({shape}{cpus})")
+    log = logs(directory, job_id)
+    wait_for(lambda: processes_with(f"SLURM_JOB_ID={job_id}") == [], 60, 0.5,
+             what=f"the processes of job {job_id} to go")
+    if expect == 0:
+        assert state[0] == "FAILED" and state[1] != "3:0", log
+        assert REFUSALS[shape] in log and "Traceback" not in log, log
+        return
+    assert state == ("FAILED", "3:0"), log  # the script's exit code is the job's
+    result = json.loads((directory / "r.json").read_text())
+    assert all(result["checks"].values()), result  # count, one GPU each, distinct GPUs
+    places = [tuple(p) for p in result["places"].values()]
+    assert len(places) == expect and len(set(places)) == expect, result
+    if MATRIX[shape][1].startswith(HPCGPU_RUN):  # progress lines in the job's log (no terminal)
+        full = (directory / f"{job_id}.out").read_text()
+        assert f"{expect}/{expect} worker(s) connected after" in full, full[:3000]

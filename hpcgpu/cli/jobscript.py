@@ -9,6 +9,7 @@ import tempfile
 import click
 
 from hpcgpu import commands
+from hpcgpu.partition import check_partition
 from hpcgpu.dialects import DIALECTS, get_dialect
 from hpcgpu.launchers import LAUNCHERS, get_launcher
 from hpcgpu.render import render, worker_job_script
@@ -105,6 +106,11 @@ def jobscript(scheduler: str, **kw) -> None:
         raise click.UsageError(str(exc)) from None
     click.echo(text, nl=False)
     if kw["check"]:
+        try:  # the partition's nodes first: SLURM's own refusal does not say which field
+            check_partition(scheduler, _shape(kw))
+        except ValueError as exc:
+            click.echo(f"REFUSED: {exc}", err=True)
+            sys.exit(1)
         ok, verdict = check_script(scheduler, text)
         if ok is None:
             click.echo(f"not checked: {verdict}", err=True)
@@ -113,14 +119,18 @@ def jobscript(scheduler: str, **kw) -> None:
         sys.exit(0 if ok else 1)
 
 
-def _render(scheduler: str, kw: dict) -> str:
-    dialect = get_dialect(scheduler, **parse_site_options(kw["site"]))
-    shape = GPUJobShape.create(
+def _shape(kw: dict) -> GPUJobShape:
+    return GPUJobShape.create(
         nodes=kw["nodes"], gpus_per_node=kw["gpus_per_node"], cpus_per_gpu=kw["cpus_per_gpu"],
         memory_per_gpu=kw["memory_per_gpu"], memory_per_node=kw["memory_per_node"],
         walltime=kw["walltime"], queue=kw["queue"], account=kw["account"],
         job_name=kw["job_name"], gpu_type=kw["gpu_type"], exclusive=kw["exclusive"],
     )
+
+
+def _render(scheduler: str, kw: dict) -> str:
+    dialect = get_dialect(scheduler, **parse_site_options(kw["site"]))
+    shape = _shape(kw)
     launcher = get_launcher(kw["launcher"] or dialect.default_launcher, kw["gpu_binding"],
                             kw["one_task_per"])
     address = kw["scheduler_address"]

@@ -14,6 +14,7 @@ from distributed.security import Security
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
+from hpcgpu.partition import check_partition
 from hpcgpu.cluster._jobqueue import JobQueueCluster
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
@@ -101,6 +102,7 @@ fallback, ucx_environment
         self._retirement, retire_job, extra = retirement_options(
             kind, setup.shape.walltime, retire_before, lifetime_stagger, replace_ahead,
             signal_before_walltime, requeue)
+        check_partition(kind, setup.shape)  # the partition's nodes, where SLURM can say
         job_options = dict(setup.job_options, **retire_job)
         job_options["job_extra_directives"] = [*job_options["job_extra_directives"], *extra]
         self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect

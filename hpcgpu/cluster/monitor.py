@@ -201,11 +201,26 @@ class JobMonitor:
 
 
 class _Progress:
-    """rich in a terminal, a log line per change elsewhere."""
+    """rich in a terminal; elsewhere (a batch job's log, a pipe) a line on ``stream`` at each
+    change, and every ``interval`` s while nothing changes, so the log shows what is awaited.
 
-    def __init__(self, wanted: int) -> None:
+    Examples
+    --------
+    >>> import io
+    >>> out, now = io.StringIO(), [0.0]
+    >>> show = _Progress(2, stream=out, interval=30, clock=lambda: now[0])
+    >>> show.update(0, []); show.update(0, []); now[0] = 31; show.update(0, [])
+    >>> print(out.getvalue(), end="")
+    hpcgpu: 0/2 GPU workers connected; jobs  (0 s)
+    hpcgpu: 0/2 GPU workers connected; jobs  (31 s)
+    """
+
+    def __init__(self, wanted: int, stream=None, interval: float = 30.0,
+                 clock=time.monotonic) -> None:
         self.wanted, self.last, self.live = wanted, None, None
-        if sys.stdout.isatty():
+        self.stream, self.interval, self.clock = stream or sys.stderr, interval, clock
+        self.started = self.printed = clock()
+        if stream is None and sys.stdout.isatty():
             from rich.live import Live
 
             self.live = Live(auto_refresh=False, transient=True)
@@ -214,9 +229,10 @@ class _Progress:
     def update(self, running: int, jobs: list[JobInfo]) -> None:
         states = ", ".join(f"{j.name}:{j.state}" for j in jobs)
         summary = f"{running}/{self.wanted} GPU workers connected; jobs {states}"
-        if summary == self.last:
+        now = self.clock()
+        if summary == self.last and (self.live is not None or now - self.printed < self.interval):
             return
-        self.last = summary
+        self.last, self.printed = summary, now
         if self.live is not None:
             from rich.table import Table
 
@@ -227,7 +243,7 @@ class _Progress:
                 table.add_row(*row[:5])
             self.live.update(table, refresh=True)
         else:
-            logger.info("%s", summary)
+            print(f"hpcgpu: {summary} ({now - self.started:.0f} s)", file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.live is not None:

@@ -31,9 +31,16 @@ __all__ = ["main"]
 def main(script, args, nthreads, memory_limit, interface, protocol, tls, dashboard_address,
          local_directory) -> None:
     """Run SCRIPT on rank 0 with a Dask cluster of one worker per MPI rank's GPU."""
-    initialize(interface=interface, nthreads=nthreads, memory_limit=memory_limit,
-               protocol=protocol, security=tls, dashboard=bool(dashboard_address),
-               dashboard_address=dashboard_address or None, local_directory=local_directory)
+    try:
+        initialize(interface=interface, nthreads=nthreads, memory_limit=memory_limit,
+                   protocol=protocol, security=tls, dashboard=bool(dashboard_address),
+                   dashboard_address=dashboard_address or None, local_directory=local_directory)
+    except ValueError as exc:  # the same on every rank: rank 0 says it, every rank stops
+        from mpi4py import MPI
+
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            click.echo(f"hpcgpu.mpi: error: {exc}", err=True)
+        sys.exit(1)
     sys.argv = [script, *args]
     try:
         runpy.run_path(script, run_name="__main__")

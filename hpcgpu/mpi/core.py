@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import shutil
 import sys
 import tempfile
@@ -24,9 +25,10 @@ import dask
 
 from hpcgpu.runner import ranks
 from hpcgpu.runner.security import write_tls_files
+from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
 from hpcgpu.worker_command import WorkerCommand
 
-__all__ = ["initialize", "shutdown", "node_placement"]
+__all__ = ["initialize", "shutdown", "node_placement", "check_gpus"]
 
 #: What rank 0 holds while the cluster runs (None elsewhere and before initialize()).
 _STATE: dict = {}
@@ -38,17 +40,41 @@ def node_placement(comm) -> tuple[int, int]:
     Ranks that share memory are one node; nodes are numbered in the order of their
     lowest world rank.
     """
+    node, local_rank, _ = _node_layout(comm)
+    return node, local_rank
+
+
+def _node_layout(comm) -> tuple[int, int, int]:
+    """(node index, node-local rank, ranks on the node)."""
     from mpi4py import MPI
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    local_rank = local.Get_rank()
+    local_rank, local_size = local.Get_rank(), local.Get_size()
     leaders = comm.Split(0 if local_rank == 0 else MPI.UNDEFINED, key=comm.Get_rank())
     node = leaders.Get_rank() if leaders != MPI.COMM_NULL else None
     node = local.bcast(node, root=0)
     if leaders != MPI.COMM_NULL:
         leaders.Free()
     local.Free()
-    return node, local_rank
+    return node, local_rank, local_size
+
+
+def check_gpus(comm, node: int, local_rank: int, local_size: int) -> None:
+    """Raise ``ValueError`` on every rank, before anything starts, where two ranks would
+    share a GPU or a rank has none of its own (more ranks on a node than GPUs)."""
+    env = {**os.environ, "HPCGPU_NODE_RANK": str(node), "HPCGPU_LOCAL_RANK": str(local_rank),
+           "HPCGPU_LOCAL_SIZE": str(local_size)}
+    key, error = None, None
+    try:
+        gpu = placement_from_env(None, env).gpu
+        key = (node, physical_gpu(gpu, env))
+    except ValueError as exc:
+        error = str(exc)
+    # gather + bcast: only rank 0 talks to each rank (as the address broadcast does anyway)
+    everything = comm.gather((comm.Get_rank(), key, error), root=0)
+    message = comm.bcast(shared_gpu_error(everything) if everything else None, root=0)
+    if message:
+        raise ValueError(message)
 
 
 def _security(pems: dict | None):
@@ -114,7 +140,8 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
-    node, local_rank = node_placement(comm)
+    node, local_rank, local_size = _node_layout(comm)
+    check_gpus(comm, node, local_rank, local_size)
     rank = comm.Get_rank()
     pems = files = tmp = None
     if rank == 0 and security:

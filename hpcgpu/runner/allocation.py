@@ -39,6 +39,16 @@ class Allocation:
         Cores granted on each node (the first node's count).
     hosts : tuple of str
         Host names where the batch system lists them (may be empty).
+    gpus_per_task : int or None
+        GPUs the batch system binds to each task (SLURM ``--gpus-per-task``); None where
+        GPUs belong to nodes, not tasks.
+    tasks : int or None
+        The job's tasks (SLURM ``--ntasks``), where GPUs are bound to tasks.
+    cpus_per_task : int or None
+        Cores per task asked for (SLURM ``-c``); None when not asked (one).
+    total : int or None
+        GPUs in all where the batch system states it and nodes may differ (SLURM
+        ``--gpus=N``: ``-N2 --gpus=3`` is 2 + 1).
 
     Examples
     --------
@@ -47,6 +57,15 @@ class Allocation:
     (8, 8, 'srun')
     >>> a.shape().nodes, a.shape().gpus_per_node
     (2, 4)
+
+    One GPU bound to each of 4 tasks, and GPUs that differ between nodes:
+
+    >>> Allocation("slurm", "8", nodes=2, gpus_per_node=2, cpus_per_node=2, gpus_per_task=1,
+    ...            tasks=4).total_gpus
+    4
+    >>> b = Allocation("slurm", "9", nodes=2, gpus_per_node=2, cpus_per_node=1, total=3)
+    >>> b.total_gpus, b.uniform
+    (3, False)
     """
 
     scheduler: str | None
@@ -55,11 +74,40 @@ class Allocation:
     gpus_per_node: int
     cpus_per_node: int
     hosts: tuple[str, ...] = ()
+    gpus_per_task: int | None = None
+    tasks: int | None = None
+    cpus_per_task: int | None = None
+    total: int | None = None
 
     @property
     def total_gpus(self) -> int:
         """GPUs, hence workers, in the allocation."""
-        return self.nodes * self.gpus_per_node
+        if self.gpus_per_task and self.tasks:
+            return self.tasks * self.gpus_per_task
+        return self.total or self.nodes * self.gpus_per_node
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every node has ``gpus_per_node`` GPUs (else only the total is known)."""
+        return self.total_gpus == self.nodes * self.gpus_per_node
+
+    @property
+    def layout(self) -> str:
+        """How the GPUs are laid out, in words.
+
+        Examples
+        --------
+        >>> Allocation("slurm", "1", nodes=2, gpus_per_node=2, cpus_per_node=1, total=3).layout
+        '2 node(s) with 3 GPU(s) in all'
+        >>> Allocation("slurm", "1", nodes=1, gpus_per_node=2, cpus_per_node=2,
+        ...            gpus_per_task=1, tasks=2).layout
+        '2 task(s) x 1 GPU(s) on 1 node(s)'
+        """
+        if self.gpus_per_task:
+            return f"{self.tasks} task(s) x {self.gpus_per_task} GPU(s) on {self.nodes} node(s)"
+        if not self.uniform:
+            return f"{self.nodes} node(s) with {self.total_gpus} GPU(s) in all"
+        return f"{self.nodes} node(s) x {self.gpus_per_node} GPU(s)"
 
     @property
     def cpus_per_gpu(self) -> int:
@@ -82,6 +130,17 @@ class Allocation:
 def _int(value: str | None) -> int | None:
     head = (value or "").split("(")[0].split(",")[0].strip()
     return int(head) if head.isdigit() else None
+
+
+def _count(value: str | None) -> int | None:
+    """A GPU count as SLURM writes it: ``2``, ``gpu:2``, ``h100:2``."""
+    return _int((value or "").split(",")[0].rsplit(":", 1)[-1])
+
+
+def _min_cpus(value: str | None) -> int | None:
+    """The smallest node of ``SLURM_JOB_CPUS_PER_NODE`` (``32``, ``2(x2)``, ``4,2(x3)``)."""
+    counts = [_int(part) for part in (value or "").split(",")]
+    return min((c for c in counts if c), default=None)
 
 
 def _ids(value: str | None) -> list[str]:
@@ -116,13 +175,14 @@ def _hosts_and_cpus(scheduler: str | None, env: Mapping[str, str]) -> tuple[list
     """(hosts, node count, cores on this node) as the batch system states them."""
     if scheduler == "slurm":
         nodes = _int(env.get("SLURM_JOB_NUM_NODES")) or _int(env.get("SLURM_NNODES"))
-        return [], nodes, _int(env.get("SLURM_CPUS_ON_NODE"))
+        # every node's step gets at most the smallest node's cores
+        cpus = _min_cpus(env.get("SLURM_JOB_CPUS_PER_NODE")) or _int(env.get("SLURM_CPUS_ON_NODE"))
+        return [], nodes, cpus
     if scheduler == "pbs":
         hosts = _unique_lines(env.get("PBS_NODEFILE"))
         return hosts, len(hosts) or None, _int(env.get("NCPUS"))
     if scheduler == "lsf":
-        words = env.get("LSB_MCPU_HOSTS", "").split()
-        pairs = list(zip(words[::2], (int(n) for n in words[1::2])))
+        pairs = _lsf_slots(env)
         # CORAL-style sites list the launch node first with one slot: it runs no GPU task.
         if len(pairs) > 1 and pairs[0][1] == 1 and all(n > 1 for _, n in pairs[1:]):
             pairs = pairs[1:]
@@ -132,6 +192,18 @@ def _hosts_and_cpus(scheduler: str | None, env: Mapping[str, str]) -> tuple[list
         hosts = _unique_lines(env.get("PE_HOSTFILE"))
         return hosts, len(hosts) or 1, _int(env.get("NSLOTS"))
     return [], 1, None
+
+
+def _lsf_slots(env: Mapping[str, str]) -> list[tuple[str, int]]:
+    """(host, slots) from ``LSB_MCPU_HOSTS``, else ``$LSB_DJOB_HOSTFILE`` (a line per slot)."""
+    words = env.get("LSB_MCPU_HOSTS", "").split()
+    if words:
+        return list(zip(words[::2], (int(n) for n in words[1::2])))
+    path = env.get("LSB_DJOB_HOSTFILE")
+    if not path or not Path(path).is_file():
+        return []
+    lines = [line.split()[0] for line in Path(path).read_text().splitlines() if line.split()]
+    return [(host, lines.count(host)) for host in dict.fromkeys(lines)]
 
 
 def _gpus_from_env(scheduler: str | None, env: Mapping[str, str]) -> int | None:
@@ -171,7 +243,8 @@ def detect_allocation(
     >>> env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "4",
     ...        "SLURM_CPUS_ON_NODE": "32", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
     >>> detect_allocation(env)
-    Allocation(scheduler='slurm', job_id='7', nodes=2, gpus_per_node=4, cpus_per_node=32, hosts=())
+    Allocation(scheduler='slurm', job_id='7', nodes=2, gpus_per_node=4, cpus_per_node=32, \
+hosts=(), gpus_per_task=None, tasks=None, cpus_per_task=None, total=None)
     >>> detect_allocation({}, probe_gpus=lambda: None)
     Traceback (most recent call last):
     ...
@@ -198,4 +271,18 @@ or nvidia-smi here; pass --gpus-per-node N (e.g. --gpus-per-node 4)
         gpus_per_node=gpus,
         cpus_per_node=cpus or os.cpu_count() or 1,
         hosts=tuple(hosts),
+        **({} if gpus_per_node or nodes else _slurm_tasks(scheduler, env)),
     )
+
+
+def _slurm_tasks(scheduler: str | None, env: Mapping[str, str]) -> dict:
+    """SLURM's binding of GPUs to tasks, cores per task and total GPU count, as asked for."""
+    if scheduler != "slurm":
+        return {}
+    per_task = _count(env.get("SLURM_GPUS_PER_TASK"))
+    tasks = _int(env.get("SLURM_NTASKS")) or _int(env.get("SLURM_NPROCS"))
+    return dict(gpus_per_task=per_task if per_task and tasks else None,
+                tasks=tasks if per_task else None,
+                cpus_per_task=_int(env.get("SLURM_CPUS_PER_TASK")),
+                total=_count(env.get("SLURM_GPUS")))
+

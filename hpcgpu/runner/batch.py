@@ -27,7 +27,7 @@ from hpcgpu.launchers import get_launcher
 from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
                             resolve, worker_options)
 from hpcgpu.runner.allocation import Allocation, detect_allocation
-from hpcgpu.runner.launch import workers_argv
+from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
@@ -39,6 +39,8 @@ __all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 #: Exit code when the cluster could not be started (the script never ran).
 SETUP_FAILED = 1
+#: Seconds between progress lines while the worker count does not change.
+PROGRESS_INTERVAL = 30.0
 
 
 @dataclass(frozen=True)
@@ -178,20 +180,26 @@ def _start_cluster(s: _Session) -> None:
     )
     launcher = get_launcher(o.launcher or s.allocation.default_launcher)
     argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
-    s.workers = start_child("workers", argv, env=_role_env(net, "worker"))
-    _say(f"{s.allocation.total_gpus} worker(s) on {s.allocation.nodes} node(s) x "
-         f"{s.allocation.gpus_per_node} GPU(s) through {launcher.name} (pid {s.workers.pid})")
+    env = launcher_environment(s.allocation, launcher, _role_env(net, "worker"))
+    s.workers = start_child("workers", argv, env=env)
+    _say(f"{s.allocation.total_gpus} worker(s), {s.allocation.layout}, through "
+         f"{launcher.name} (pid {s.workers.pid})")
+
 
 
 def _wait_for_workers(s: _Session, client) -> bool:
     """Poll until enough workers are there; False if stopped, raise if it cannot happen."""
-    deadline = time.monotonic() + s.options.timeout
-    seen = -1
+    started = time.monotonic()
+    deadline = started + s.options.timeout
+    seen, said = -1, started
     while s.stop.signum is None:
         count = len(client.nthreads())
-        if count != seen:
-            _say(f"{count}/{s.expected} worker(s) connected")
-            seen = count
+        now = time.monotonic()
+        if count != seen or now - said >= PROGRESS_INTERVAL:  # a log shows what is awaited
+            _say(f"{count}/{s.expected} worker(s) connected after {now - started:.0f} s"
+                 + ("" if count != seen else f"; {s.workers.name} (pid {s.workers.pid}) "
+                    "still starting them"))
+            seen, said = count, now
         if count >= s.expected:
             return True
         if not s.workers.running():
@@ -244,8 +252,13 @@ def _shutdown(s: _Session, client) -> None:
 
 def run_batch(options: BatchOptions) -> int:
     """Run ``options.script`` on a Dask cluster of this allocation; return its exit code."""
+    mistake = started_per_task()
+    if mistake:
+        raise ValueError(mistake)
     allocation = detect_allocation(nodes=options.nodes, gpus_per_node=options.gpus_per_node)
-    get_launcher(options.launcher or allocation.default_launcher).validate(allocation.shape())
+    launcher = get_launcher(options.launcher or allocation.default_launcher)
+    launcher.validate(allocation.shape())
+    launcher_environment(allocation, launcher, {})  # a layout it cannot start fails here
     net = network(options)  # before anything starts: UCX missing fails here
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
         raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "

@@ -1,31 +1,51 @@
-"""The command that starts one worker per GPU of the allocation through its launcher."""
+"""The command that starts one worker per GPU of the allocation through its launcher.
+
+The layout follows the allocation. Where the batch system binds GPUs to tasks (SLURM
+``--gpus-per-task``), srun starts one task per task of the job, each with its own GPU(s);
+otherwise one task per node starts a worker per GPU of its node. srun asks only for the
+cores the allocation has, and for no GPU count where nodes differ (``-N2 --gpus=3``): each
+node's task then gets that node's GPUs.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shlex
+from typing import Mapping
 
 from hpcgpu.launchers import Launcher
-from hpcgpu.runner.allocation import Allocation
+from hpcgpu.runner.allocation import Allocation, _int
 from hpcgpu.worker_command import WorkerCommand
 
-__all__ = ["workers_argv", "split_args"]
+__all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
+
+#: ``--gpus-per-node`` value telling a worker task to take every GPU it sees.
+ALL_VISIBLE = "all"
 
 
 def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerCommand,
                  python: str, launcher_args: tuple[str, ...] = ()) -> list[str]:
     """Launcher prefix, extra launcher arguments, worker command.
 
-    With one task per node (the default) each task starts a worker per GPU of its node.
-
     Examples
     --------
-    >>> a = Allocation("slurm", "7", nodes=2, gpus_per_node=2, cpus_per_node=8)
     >>> from hpcgpu.launchers import get_launcher
     >>> w = WorkerCommand(scheduler="tls://n1:4000")
+    >>> a = Allocation("slurm", "7", nodes=2, gpus_per_node=2, cpus_per_node=8)
     >>> shlex.join(workers_argv(a, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
-    'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=8 --kill-on-bad-exit=1
+    'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=8 --gpus-per-node=2
+     --kill-on-bad-exit=1 py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto
+     --death-timeout 120 --launcher srun --gpus-per-node 2'
+
+    One GPU bound to each of 4 tasks (``--ntasks=4 --gpus-per-task=1``), one core each:
+
+    >>> t = Allocation("slurm", "7", nodes=1, gpus_per_node=4, cpus_per_node=4,
+    ...                gpus_per_task=1, tasks=4)
+    >>> shlex.join(workers_argv(t, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
+    'srun --nodes=1 --ntasks=4 --cpus-per-task=1 --gpus-per-task=1 --kill-on-bad-exit=1
      py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
-     --launcher srun --gpus-per-node 2'
+     --launcher srun'
     >>> a1 = Allocation(None, None, nodes=1, gpus_per_node=4, cpus_per_node=8)
     >>> shlex.join(workers_argv(a1, get_launcher("direct"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
     'py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
@@ -33,7 +53,59 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
     """
     shape = allocation.shape()
     launcher.validate(shape)
-    return [*launcher.prefix(shape), *launcher_args, *launcher.worker(worker, shape).argv(python)]
+    if launcher.name == "srun" and allocation.scheduler == "slurm":
+        prefix, gpus = _srun_step(allocation)
+    else:
+        # mpirun & co. start one task per node; where nodes differ each takes what it sees
+        prefix = launcher.prefix(shape)
+        gpus = allocation.gpus_per_node if allocation.uniform else ALL_VISIBLE
+    command = dataclasses.replace(worker, launcher=launcher.name, gpus_per_node=gpus)
+    return [*prefix, *launcher_args, *command.argv(python)]
+
+
+def _srun_step(a: Allocation) -> tuple[list[str], int | str | None]:
+    """srun's options for the workers' step, and the worker's ``--gpus-per-node``."""
+    if a.gpus_per_task:
+        argv = ["srun", f"--nodes={a.nodes}", f"--ntasks={a.tasks}",
+                f"--cpus-per-task={a.cpus_per_task or 1}", f"--gpus-per-task={a.gpus_per_task}"]
+        return argv + ["--kill-on-bad-exit=1"], (a.gpus_per_task if a.gpus_per_task > 1 else None)
+    # --ntasks: the job's SLURM_NTASKS would override the per-node count. Cores: what the
+    # smallest node has (asking for more fails: "More processors requested than permitted").
+    argv = ["srun", f"--nodes={a.nodes}", f"--ntasks={a.nodes}", "--ntasks-per-node=1",
+            f"--cpus-per-task={a.cpus_per_node}"]
+    if a.total is None:
+        # a step gets no GPU unless the job asked for them in a form srun inherits
+        # (--exclusive alone does not): ask for the node's GPUs
+        argv.append(f"--gpus-per-node={a.gpus_per_node}")
+    return argv + ["--kill-on-bad-exit=1"], (a.gpus_per_node if a.uniform else ALL_VISIBLE)
+
+
+def launcher_environment(allocation: Allocation, launcher: Launcher,
+                         env: dict[str, str]) -> dict[str, str]:
+    """``env`` as the launcher needs it where GPUs are bound to tasks: mpirun's daemons
+    (one srun task per node under SLURM) would get one GPU each, so all ranks of a node
+    would see the same one. Open MPI's ``plm_slurm_args`` gives them the node's GPUs.
+
+    Examples
+    --------
+    >>> from hpcgpu.launchers import get_launcher
+    >>> t = Allocation("slurm", "7", nodes=1, gpus_per_node=2, cpus_per_node=2,
+    ...                gpus_per_task=1, tasks=2)
+    >>> launcher_environment(t, get_launcher("mpirun"), {"SLURM_GPUS_PER_TASK": "1", "A": "b"})
+    {'A': 'b', 'OMPI_MCA_plm_slurm_args': '--gpus-per-node=2'}
+    """
+    if launcher.name == "srun" or not allocation.gpus_per_task:
+        return env
+    if not allocation.uniform:
+        raise ValueError(
+            f"launcher={launcher.name!r} with GPUs bound to tasks on nodes with different "
+            f"GPU counts ({allocation.layout}): use --launcher srun, or ask for "
+            "--gpus-per-node instead of --gpus-per-task")
+    env = {k: v for k, v in env.items() if k != "SLURM_GPUS_PER_TASK"}
+    if launcher.name == "mpirun" and allocation.scheduler == "slurm":
+        own = env.get("OMPI_MCA_plm_slurm_args", "")
+        env["OMPI_MCA_plm_slurm_args"] = f"{own} --gpus-per-node={allocation.gpus_per_node}".strip()
+    return env
 
 
 def split_args(text: str | None) -> tuple[str, ...]:
@@ -45,3 +117,38 @@ def split_args(text: str | None) -> tuple[str, ...]:
     ('--oversubscribe', '-x', 'FOO')
     """
     return tuple(shlex.split(text or ""))
+
+
+#: (size variable, launcher) that mark a process started as one task of several.
+_TASK_SIZES = (("SLURM_STEP_NUM_TASKS", "srun"), ("OMPI_COMM_WORLD_SIZE", "mpirun"),
+               ("PMI_SIZE", "mpiexec"), ("PMIX_SIZE", "mpirun"), ("PALS_SIZE", "mpiexec"),
+               ("JSM_NAMESPACE_SIZE", "jsrun"))
+
+
+def started_per_task(env: Mapping[str, str] | None = None) -> str | None:
+    """Why this process looks like one of several copies a launcher started, or None.
+
+    ``hpcgpu run`` starts the launcher itself; run under ``srun`` (or ``mpirun``) every copy
+    would start its own scheduler and workers.
+
+    Examples
+    --------
+    >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2",
+    ...                   "SLURM_PROCID": "1"})  # doctest: +ELLIPSIS
+    'hpcgpu run is task 1 of 2 started by srun: ...'
+    >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_NTASKS": "8"}) is None  # the batch script
+    True
+    """
+    from hpcgpu.launchers import RANK_VARIABLES
+
+    env = os.environ if env is None else env
+    for variable, launcher in _TASK_SIZES:
+        size = _int(env.get(variable))
+        if variable == "SLURM_STEP_NUM_TASKS" and env.get("SLURM_STEP_ID", "batch") in ("batch", "extern"):
+            continue
+        if size and size > 1:
+            rank = next((env[v] for v in RANK_VARIABLES if env.get(v, "").isdigit()), "?")
+            return (f"hpcgpu run is task {rank} of {size} started by {launcher}: each copy would "
+                    "start its own scheduler and workers. Run it once, in the batch script "
+                    f"itself (not under {launcher}): it starts the workers through the launcher")
+    return None

@@ -92,6 +92,22 @@ def _require_ucx(protocol: str) -> None:
                 dask.config.set({f"distributed-ucxx.{key}": False})
 
 
+class _GPUCount(click.ParamType):
+    """A whole number of at least 1, or ``all`` (every GPU this task sees)."""
+
+    name = "N|all"
+
+    def convert(self, value, param, ctx):
+        if value in (None, "all") or (isinstance(value, int) and value >= 1):
+            return value
+        if str(value).isdigit() and int(value) >= 1:
+            return int(value)
+        self.fail(f"{value!r} is not a whole number of at least 1, nor 'all'", param, ctx)
+
+
+_GPU_COUNT = _GPUCount()
+
+
 @click.command(context_settings=dict(ignore_unknown_options=True, allow_extra_args=True))
 @click.argument("scheduler", required=False)
 @click.option("--scheduler-file", default=None)
@@ -111,8 +127,9 @@ def _require_ucx(protocol: str) -> None:
 @click.option("--retire-before", default=None, help="Retire this long before the end (or off).")
 @click.option("--lifetime-stagger", default=None, help="Spread of the retirement times.")
 @click.option("--launcher", default=None, help="The launcher that started this task (informative).")
-@click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
-              help="This task is its node's only one: start a nanny and worker per GPU.")
+@click.option("--gpus-per-node", type=_GPU_COUNT, default=None,
+              help="This task is its node's only one: start a nanny and worker per GPU "
+                   "(all: one per GPU in CUDA_VISIBLE_DEVICES).")
 @click.option("--rmm-pool-size", default="auto", show_default=True,
               help="RMM pool: auto (90% of the GPU memory free at start), a size (40GB), a fraction (0.9) or none.")
 @click.option("--rmm-async", is_flag=True, help="cudaMallocAsync instead of an RMM pool.")

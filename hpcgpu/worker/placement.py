@@ -12,12 +12,13 @@ from typing import Mapping
 
 from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
 
-__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env", "visible_devices"]
+__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env",
+           "visible_devices", "physical_gpu", "shared_gpu_error"]
 
 #: Job id variables of the four schedulers, for the default worker name.
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
 _LOCAL_SIZE_VARIABLES = (
-    "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE",
+    "HPCGPU_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE",
     "PALS_LOCAL_SIZE", "MPI_LOCALNRANKS", "JSM_NAMESPACE_LOCAL_SIZE",
 )
 
@@ -80,20 +81,35 @@ def placement_from_env(prefix: str | None, env: Mapping[str, str] | None = None)
     if len(visible) == 1:
         gpu: str | None = visible[0]
     elif visible:
-        gpu = visible[local % len(visible)]
+        gpu = _own_entry(visible, local, _first_int(env, _LOCAL_SIZE_VARIABLES), env)
     else:
         gpu = str(local)
     prefix = _prefix(prefix, env)
     return Placement(node=node, local_rank=local, gpu=gpu, name=f"{prefix}-{node}-{local}")
 
 
-def node_placements(prefix: str | None, gpus: int,
+def _own_entry(visible: list[str], local: int, local_size: int | None,
+               env: Mapping[str, str]) -> str:
+    """Entry ``local`` of ``visible``; more ranks on the node than GPUs would share one."""
+    ranks = max(local + 1, local_size or 0)
+    if ranks > len(visible):
+        raise ValueError(
+            f"{ranks} workers on this node but CUDA_VISIBLE_DEVICES="
+            f"{env.get('CUDA_VISIBLE_DEVICES')!r} lists {len(visible)} GPU(s): two workers would "
+            f"share a GPU. Start at most {len(visible)} task(s) per node (e.g. mpirun -n "
+            f"<nodes x {len(visible)}> --map-by ppr:{len(visible)}:node), or ask the batch "
+            "system for more GPUs per node")
+    return visible[local]
+
+
+def node_placements(prefix: str | None, gpus: int | str,
                     env: Mapping[str, str] | None = None) -> list[Placement]:
     """The placements of all ``gpus`` workers that one process per node starts.
 
     The launcher gave this task every GPU of its node: worker ``i`` takes the ``i``-th
     entry of ``CUDA_VISIBLE_DEVICES`` (or GPU ``i`` where it is unset). Fewer entries than
-    ``gpus`` would put two workers on one GPU, so that is refused.
+    ``gpus`` would put two workers on one GPU, so that is refused. ``gpus="all"``: one
+    worker per entry (nodes of one job that have different GPU counts).
 
     Examples
     --------
@@ -101,15 +117,22 @@ def node_placements(prefix: str | None, gpus: int,
     ...        "CUDA_VISIBLE_DEVICES": "4,5"}
     >>> [(p.name, p.gpu) for p in node_placements(None, 2, env)]
     [('77-1-0', '4'), ('77-1-1', '5')]
+    >>> [p.gpu for p in node_placements("job", "all", {"CUDA_VISIBLE_DEVICES": "1,3,0"})]
+    ['1', '3', '0']
     >>> node_placements("job", 4, {"CUDA_VISIBLE_DEVICES": "0"})
     Traceback (most recent call last):
     ...
     ValueError: gpus_per_node=4 but CUDA_VISIBLE_DEVICES='0' lists 1 GPU(s): give this task all GPUs of its node, or start one task per GPU
     """
     env = os.environ if env is None else env
-    if gpus < 1:
-        raise ValueError(f"gpus_per_node={gpus!r} must be at least 1")
     visible = visible_devices(env)
+    if gpus == "all":
+        if not visible:
+            raise ValueError("--gpus-per-node all but CUDA_VISIBLE_DEVICES is empty: this task "
+                             "was given no GPU; ask the batch system for GPUs on every node")
+        gpus = len(visible)
+    if not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"gpus_per_node={gpus!r} must be at least 1")
     if visible and len(visible) < gpus:
         raise ValueError(
             f"gpus_per_node={gpus} but CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r} "
@@ -150,3 +173,54 @@ def _prefix(prefix: str | None, env: Mapping[str, str]) -> str:
     if prefix is None:
         prefix = job_id_from_env(env, socket.gethostname())
     return prefix
+
+
+def physical_gpu(gpu: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The node's own id of ``gpu`` (an entry of ``CUDA_VISIBLE_DEVICES``), for telling
+    whether two tasks of a node hold the same GPU.
+
+    SLURM may renumber the devices a task sees from 0 (cgroup device constraint);
+    ``SLURM_STEP_GPUS`` keeps the node's numbers, in the same order.
+
+    Examples
+    --------
+    >>> physical_gpu("0", {"CUDA_VISIBLE_DEVICES": "0", "SLURM_STEP_GPUS": "3"})
+    '3'
+    >>> physical_gpu("1", {"CUDA_VISIBLE_DEVICES": "0,1"})
+    '1'
+    """
+    env = os.environ if env is None else env
+    visible = visible_devices(env)
+    ids = [v for v in env.get("SLURM_STEP_GPUS", "").split(",") if v]
+    if gpu in visible and len(ids) == len(visible):
+        return ids[visible.index(gpu)]
+    return gpu
+
+
+def shared_gpu_error(ranks: list[tuple[int, tuple[int, str | None] | None, str | None]]) -> str | None:
+    """The error to stop every rank with, or None: ``ranks`` holds, per rank, its
+    ``(node, physical GPU)`` or the error its placement raised.
+
+    Examples
+    --------
+    >>> shared_gpu_error([(0, (0, "0"), None), (1, (0, "1"), None), (2, (1, "0"), None)]) is None
+    True
+    >>> print(shared_gpu_error([(0, (0, "0"), None), (1, (0, "0"), None)]))
+    ... # doctest: +ELLIPSIS
+    ranks 0 and 1 would share GPU 0 of node 0 (...): start them with srun --mpi=pmix, or ...
+    """
+    for rank, _, error in ranks:
+        if error:
+            return f"rank {rank}: {error}"
+    seen: dict[tuple, int] = {}
+    for rank, key, _ in ranks:
+        if key is None or key[1] is None:
+            continue
+        if key in seen:
+            return (f"ranks {seen[key]} and {rank} would share GPU {key[1]} of node {key[0]} "
+                    "(each task sees CUDA_VISIBLE_DEVICES with one GPU, the same one): start "
+                    "them with srun --mpi=pmix, or give mpirun's daemons the node's GPUs "
+                    "(OMPI_MCA_plm_slurm_args=--gpus-per-node=<GPUs per node> mpirun ...), or "
+                    "ask the batch system for --gpus-per-node instead of --gpus-per-task")
+        seen[key] = rank
+    return None
