@@ -69,8 +69,8 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
     launcher = get_launcher(opts["launcher"] or dialect.default_launcher,
                             one_task_per=opts["one_task_per"])
-    launcher.validate(shape)
-    dialect.validate(shape)
+    dialect.validate(shape)  # first: what this scheduler needs for the shape
+    launcher.validate(shape, dialect.multi_node_launchers)
     for name in _LIST_OPTIONS:
         if isinstance(opts[name], str) or not isinstance(opts[name] or [], (list, tuple)):
             raise ValueError(f"{name}={opts[name]!r} must be a list of strings, e.g. [{opts[name]!r}]")
