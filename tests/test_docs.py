@@ -24,7 +24,7 @@ import yaml
 from docblocks import LANGUAGES, ROOT, Block, blocks_of, commands, indented_code, pages
 
 BLOCKS = [block for page in pages() for block in blocks_of(page)]
-TIMEOUT = 420  # one block; the cluster walkthroughs start real jobs on a busy 2-core machine
+TIMEOUT = 300  # one block; the cluster walkthroughs start real jobs on a busy 2-core machine
 
 
 def _blocks(language: str) -> list:
