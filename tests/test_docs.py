@@ -196,3 +196,15 @@ def test_the_checks_fail_on_broken_blocks(tmp_path):
         python.runnable_text()
     with pytest.raises(ModuleNotFoundError):
         _check_python_without_running(Block("x", 1, "python", "from hpcgpu.nope import x\n", "GPU"))
+
+
+def test_a_failing_python_block_fails_and_its_cluster_is_closed(tmp_path):
+    script = tmp_path / "block.py"
+    script.write_text("from distributed import LocalCluster\n"
+                      "cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)\n"
+                      "open('address', 'w').write(cluster.scheduler_address)\n"
+                      "raise ValueError('the block is wrong')\n")
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "docs_driver.py"), str(script)],
+                          cwd=tmp_path, env=_environment(tmp_path), capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert done.returncode == 1 and "ValueError: the block is wrong" in done.stderr
