@@ -18,6 +18,7 @@ The convention (written for users of the docs in docs/testing.md):
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def blocks_of(path: Path) -> list[Block]:
     page = str(path.relative_to(ROOT))
     blocks, i = [], 0
     while i < len(lines):
-        match = _FENCE.match(lines[i].strip()) if not lines[i].startswith("    ") else None
+        match = _FENCE.match(lines[i].strip())  # fences inside list items are indented
         if not match:
             i += 1
             continue
@@ -94,8 +95,8 @@ def blocks_of(path: Path) -> list[Block]:
                     if lines[j].strip().startswith(fence[0] * len(fence))
                     and not lines[j].strip().strip(fence[0])), len(lines))
         not_run, subs, unknown = _markers(lines, i)
-        blocks.append(Block(page, i + 1, language.lower(), "\n".join(lines[i + 1:end]) + "\n",
-                            not_run, subs, unknown))
+        text = textwrap.dedent("\n".join(lines[i + 1:end]) + "\n")  # a block in a list item
+        blocks.append(Block(page, i + 1, language.lower(), text, not_run, subs, unknown))
         i = end + 1
     return blocks
 
@@ -107,7 +108,7 @@ def indented_code(path: Path) -> list[int]:
     found, in_fence, in_list = [], False, False
     for n, line in enumerate(lines):
         stripped = line.strip()
-        if _FENCE.match(stripped) and not line.startswith("    "):
+        if _FENCE.match(stripped):
             in_fence = not in_fence
             continue
         if in_fence:
