@@ -2,14 +2,16 @@
 
 ``jobscripts/cluster/`` holds the worker jobs that cluster mode submits; ``jobscripts/``
 itself the ready-to-submit batch-mode scripts that run ``hpcgpu run``. Regenerate both with
-``python -m hpcgpu.examples jobscripts``; a test renders them again and compares byte for byte.
+``python -m hpcgpu.examples jobscripts`` (``--help`` for the options); a test renders them
+again and compares byte for byte.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
+
+import click
 
 from hpcgpu.dialects import get_dialect
 from hpcgpu.launchers import get_launcher
@@ -19,7 +21,7 @@ from hpcgpu.worker_command import WorkerCommand
 
 __all__ = [
     "EXAMPLES", "render_examples", "write_examples",
-    "BATCH_EXAMPLES", "render_batch_examples", "write_batch_examples",
+    "BATCH_EXAMPLES", "render_batch_examples", "write_batch_examples", "write_all",
 ]
 
 _WORKER = WorkerCommand(scheduler_file="hpcgpu-scheduler.json", nthreads=8)
@@ -146,7 +148,45 @@ def write_batch_examples(directory: str | Path) -> list[Path]:
     return _write(directory, render_batch_examples())
 
 
+def write_all(root: str | Path, kind: str = "all") -> list[Path]:
+    """Write the examples under ``root``: batch scripts into it, worker jobs into ``root/cluster``.
+
+    ``kind="cluster"`` or ``"batch"`` writes only that kind, straight into ``root``. A
+    ``root`` named ``cluster`` with ``kind="all"`` is refused: it is the worker jobs'
+    folder, and the scripts would land in ``cluster/cluster``.
+
+    >>> write_all("jobscripts/cluster")
+    Traceback (most recent call last):
+    ...
+    ValueError: jobscripts/cluster is the worker jobs' folder: give its parent (python -m hpcgpu.examples jobscripts), or --kind cluster to write only the worker jobs into it
+    """
+    root = Path(root)
+    if kind == "all" and root.name == "cluster":
+        raise ValueError(f"{root} is the worker jobs' folder: give its parent (python -m "
+                         f"hpcgpu.examples {root.parent}), or --kind cluster to write only the "
+                         "worker jobs into it")
+    if kind == "cluster":
+        return write_examples(root)
+    if kind == "batch":
+        return write_batch_examples(root)
+    return write_examples(root / "cluster") + write_batch_examples(root)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("root", default="jobscripts", type=click.Path(file_okay=False))
+@click.option("--kind", default="all", show_default=True,
+              type=click.Choice(["all", "cluster", "batch"]),
+              help="all: batch scripts into ROOT and worker jobs into ROOT/cluster; "
+                   "cluster or batch: only those, into ROOT.")
+def main(root: str, kind: str) -> None:
+    """Render the example job scripts of jobscripts/ into ROOT (default: jobscripts)."""
+    try:
+        written = write_all(root, kind)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    for path in written:
+        click.echo(path)
+
+
 if __name__ == "__main__":  # pragma: no cover - the regeneration command
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "jobscripts")
-    for written in write_examples(root / "cluster") + write_batch_examples(root):
-        print(written)
+    main(prog_name="python -m hpcgpu.examples")

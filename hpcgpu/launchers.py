@@ -90,12 +90,15 @@ class Launcher:
     multi_node: bool = True
     one_task_per: str = "node"
 
-    def validate(self, shape: GPUJobShape) -> None:
-        """Raise ``ValueError`` if this launcher cannot start ``shape``."""
+    def validate(self, shape: GPUJobShape,
+                 multi_node: tuple[str, ...] = ("srun", "mpirun", "mpiexec", "jsrun")) -> None:
+        """Raise ``ValueError`` if this launcher cannot start ``shape``; ``multi_node``: the
+        launchers to suggest instead (the batch scheduler's own)."""
         if not self.multi_node and shape.nodes > 1:
+            names = " or ".join(repr(name) for name in multi_node)
             raise ValueError(
                 f"launcher={self.name!r} starts workers on one node only, but nodes={shape.nodes}: "
-                "use launcher='srun', 'mpirun', 'mpiexec' or 'jsrun', or nodes=1"
+                f"use launcher={names}, or nodes=1"
             )
 
     def worker(self, worker: "WorkerCommand", shape: GPUJobShape) -> "WorkerCommand":

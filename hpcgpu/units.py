@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from datetime import timedelta
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "parse_memory",
     "format_hms",
     "format_memory",
+    "AmbiguousMemoryUnitWarning",
 ]
 
 WALLTIME_FORMS = (
@@ -25,13 +27,21 @@ WALLTIME_FORMS = (
 )
 MEMORY_FORMS = "a number of bytes or a size with a unit such as '512MB', '60GB', '60GiB', '1.5TB'"
 
+# "GB" and "GiB" mean what they mean in Dask (dask.utils.parse_bytes): 10**9 and 2**30.
+# A bare letter ("60G") is how SLURM, PBS and Grid Engine write memory, and there it is
+# binary (SLURM's --mem=60G is 60 GiB); Dask would read it as 10**9. hpcgpu follows the
+# batch schedulers, and warns, because the two readings differ by 7 %.
 _UNITS = {
     "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-    "t": 10**12, "tb": 10**12, "p": 10**15, "pb": 10**15,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
     "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
     "ti": 2**40, "tib": 2**40, "pi": 2**50, "pib": 2**50,
 }
+_SCHEDULER_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+
+
+class AmbiguousMemoryUnitWarning(UserWarning):
+    """A size such as ``"60G"``: read as the batch schedulers read it (GiB), not as Dask."""
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _WALLTIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
@@ -100,6 +110,11 @@ def _parse_walltime_text(text: str, field: str) -> int:
 def parse_memory(value: str | int, field: str = "memory_per_gpu") -> int:
     """Return a memory size in bytes; ``GB`` is 10**9 and ``GiB`` 2**30, as in Dask.
 
+    A bare letter (``K``, ``M``, ``G``, ``T``, ``P``, any case) is binary, as in SLURM's
+    ``--mem=60G``, PBS and Grid Engine: ``"60G"`` is 60 GiB. Dask reads ``"60G"`` as
+    60 * 10**9, so such a value also warns (:class:`AmbiguousMemoryUnitWarning`) and says
+    how to write it without doubt.
+
     Examples
     --------
     >>> parse_memory("60GB")
@@ -108,6 +123,11 @@ def parse_memory(value: str | int, field: str = "memory_per_gpu") -> int:
     64424509440
     >>> parse_memory("512MB")
     512000000
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", AmbiguousMemoryUnitWarning)
+    ...     parse_memory("60G") == parse_memory("60GiB")
+    True
     >>> parse_memory("60XB")
     Traceback (most recent call last):
     ...
@@ -120,15 +140,29 @@ with a unit such as '512MB', '60GB', '60GiB', '1.5TB'
         number, unit = float(value), 1
     elif isinstance(value, str):
         match = _MEMORY_RE.match(value)
-        if not match or match.group(2).lower() not in _UNITS:
+        suffix = match.group(2).lower() if match else ""
+        if not match or suffix not in _UNITS and suffix not in _SCHEDULER_UNITS:
             raise _bad(field, value, MEMORY_FORMS)
-        number, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
+        number, unit = float(match.group(1)), _UNITS.get(suffix) or _SCHEDULER_UNITS[suffix]
     else:
         raise _bad(field, value, MEMORY_FORMS)
     size = int(number * unit)
     if size <= 0:
         raise ValueError(f"{field}={value!r} must be larger than zero: use {MEMORY_FORMS}")
+    if isinstance(value, str) and suffix in _SCHEDULER_UNITS:
+        decimal = int(number * _UNITS[suffix + "b"])
+        _warn_ambiguous(field, value, match.group(1), suffix.upper(), size, decimal)
     return size
+
+
+def _warn_ambiguous(field: str, value: str, number: str, letter: str, size: int,
+                    decimal: int) -> None:
+    warnings.warn(
+        f"{field}={value!r} is read as {number} {letter}iB ({size} bytes), as SLURM reads "
+        f"--mem={number}{letter}; Dask would read it as {number} {letter}B ({decimal} bytes). "
+        f"Write {number + letter + 'iB'!r} or {number + letter + 'B'!r} to say which.",
+        AmbiguousMemoryUnitWarning, stacklevel=3,
+    )
 
 
 def format_hms(seconds: int, *, days: bool = False) -> str:

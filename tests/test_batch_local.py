@@ -30,7 +30,7 @@ def test_direct_run_checks_workers_and_propagates_the_exit_code(tmp_path):
     assert all(result["checks"].values()), result
     assert result["scheduler"].startswith("tls://")
     assert sorted(w["cuda_visible_devices"] for w in result["workers"].values()) == ["0", "1"]
-    assert list((tmp_path / "work").iterdir()) == []  # certificates and scheduler file removed
+    assert not (tmp_path / "work").exists()  # certificates, scheduler file and the folder removed
     assert processes_with(marker) == []
 
 
@@ -49,7 +49,20 @@ def test_sigterm_stops_script_workers_and_scheduler(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
     assert "stopped by SIGTERM" in output
     assert processes_with(marker) == []
-    assert list((tmp_path / "work").iterdir()) == []
+    assert not (tmp_path / "work").exists()
+
+
+def test_the_default_work_dir_is_not_left_behind_and_a_users_one_stays(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+    done = subprocess.run(run_argv(str(CHECK), "--expect", "1"), env=env, capture_output=True,
+                          text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (tmp_path / ".hpcgpu").exists()
+    (tmp_path / "mine").mkdir()
+    done = subprocess.run(run_argv("--work-dir", "mine", str(CHECK), "--expect", "1"), env=env,
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "mine").is_dir() and list((tmp_path / "mine").iterdir()) == []
 
 
 def test_refuses_bad_input_before_starting_anything(tmp_path):

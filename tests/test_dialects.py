@@ -154,3 +154,13 @@ def test_job_id_parsing(scheduler, output, job_id):
 def test_job_id_parsing_failure_shows_output():
     with pytest.raises(ValueError, match="sbatch: error"):
         get_dialect("slurm").parse_job_id("sbatch: error: something\n")
+
+
+def test_sge_multi_node_points_to_mpirun_and_the_pe():
+    from hpcgpu import SGECluster
+
+    with pytest.raises(ValueError, match="multi_node_parallel_environment.*launcher='mpirun'"):
+        SGECluster(nodes=2, gpus_per_node=4)
+    with pytest.raises(ValueError, match=r"use launcher='mpirun', or nodes=1") as caught:
+        SGECluster(nodes=2, gpus_per_node=4, site={"multi_node_parallel_environment": "mpi"})
+    assert "srun" not in str(caught.value) and "jsrun" not in str(caught.value)

@@ -75,3 +75,41 @@ def test_shape_totals():
     assert (shape.total_gpus, shape.cpus_per_node) == (12, 8)
     assert shape.gpu_memory == 16 * 2**30
     assert shape.node_memory == 64 * 2**30
+
+
+# --- the bare scheduler letters ("60G"): binary as in SLURM, with a warning ----------------
+import warnings  # noqa: E402
+
+import dask.utils  # noqa: E402
+from hypothesis import given, strategies as st  # noqa: E402
+
+from hpcgpu.units import AmbiguousMemoryUnitWarning  # noqa: E402
+
+_numbers = st.one_of(st.integers(1, 10**6).map(str),
+                     st.decimals("0.5", "9999", places=2).map(lambda d: f"{d:f}"))
+_letters = st.sampled_from("KMGTPkmgtp")
+
+
+@given(_numbers, _letters)
+def test_a_bare_letter_is_binary_as_in_slurm_and_warns(number, letter):
+    with pytest.warns(AmbiguousMemoryUnitWarning, match=rf"{number}{letter.upper()}iB"):
+        bare = parse_memory(f"{number}{letter}")
+    assert bare == parse_memory(f"{number}{letter}iB")
+
+
+@given(_numbers, _letters, st.booleans())
+def test_gb_and_gib_mean_what_dask_means_and_do_not_warn(number, letter, binary):
+    text = f"{number}{letter.upper()}{'iB' if binary else 'B'}"
+    if letter.upper() == "K" and not binary:
+        text = f"{number}kB"  # dask spells the decimal kilobyte kB only
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse_memory(text) == dask.utils.parse_bytes(text)
+
+
+def test_slurm_renders_a_bare_g_back_as_written():
+    from hpcgpu.resources import GPUJobShape
+    from hpcgpu.dialects import get_dialect
+    with pytest.warns(AmbiguousMemoryUnitWarning, match="memory_per_gpu='60G'"):
+        shape = GPUJobShape.create(gpus_per_node=4, memory_per_gpu="60G")
+    assert "#SBATCH --mem=240G" in "\n".join(get_dialect("slurm").directives(shape, "logs"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shlex
@@ -15,6 +16,9 @@ import click
 __all__ = ["bench", "parse_gpus", "parse_options", "make_targets"]
 
 REFERENCES = ("dask-cuda", "plain")
+#: reference -> (module it needs, how to install it)
+_REFERENCE_NEEDS = {"dask-cuda": ("dask_cuda", "pip install 'hpcgpu[cuda12]' (dask-cuda and CuPy; "
+                                               "hpcgpu[cuda13] for CUDA 13)")}
 
 
 def parse_gpus(text: str) -> tuple[int, ...]:
@@ -63,6 +67,7 @@ def make_targets(kw: dict) -> list:
     unknown = [c for c in compare if c not in REFERENCES]
     if unknown:
         raise ValueError(f"--compare {kw['compare']!r}: unknown {unknown}; choose from {', '.join(REFERENCES)}")
+    _check_references_installed(compare)
     address = kw["scheduler_address"] or (os.environ.get("DASK_SCHEDULER_ADDRESS") if kw["scheduler"] is None else None)
     local = kw["scheduler"] in (None, "local") and not (kw["scheduler_file"] or address)
     if compare and not local:
@@ -85,6 +90,29 @@ def make_targets(kw: dict) -> list:
     if kw.get("collections", "hpcgpu") != "hpcgpu":
         primary = replace(primary, library=kw["collections"])
     return [primary, *(refs[c] for c in compare)]
+
+
+def _check_references_installed(compare: list[str]) -> None:
+    for name in compare:
+        module, install = _REFERENCE_NEEDS.get(name, (None, ""))
+        if module and importlib.util.find_spec(module) is None:
+            raise ValueError(
+                f"--compare {name} needs the {module.replace('_', '-')} package, which this Python "
+                f"({sys.executable}) does not have: {install}, or leave {name} out of --compare")
+
+
+def _workloads(workloads: str, targets: list) -> tuple[str, ...]:
+    """The names to run; ``all`` leaves out what the targets cannot measure, and says so."""
+    from hpcgpu.bench.registry import resolve_workloads
+
+    chosen = resolve_workloads(workloads)
+    if workloads.strip() in ("", "all") and not all(t.owns_workers for t in targets):
+        skipped = [w.name for w in chosen if w.kind == "cluster"]
+        chosen = [w for w in chosen if w.kind != "cluster"]
+        if skipped:
+            click.echo(f"all: leaving out {', '.join(skipped)}: it times worker start-up, which "
+                       "needs a cluster the harness starts", err=True)
+    return tuple(w.name for w in chosen)
 
 
 def _progress(record) -> None:
@@ -168,15 +196,14 @@ def _report(kw: dict):
 
 
 def _run(workloads: str, kw: dict):
-    from hpcgpu.bench.registry import resolve_workloads
     from hpcgpu.bench.report import append_jsonl
     from hpcgpu.bench.runner import SweepSpec, run_sweep, write_outputs
 
-    names = tuple(w.name for w in resolve_workloads(workloads))
+    targets = make_targets(kw)
+    names = _workloads(workloads, targets)
     scalings = ("strong", "weak") if kw["scaling"] == "both" else (kw["scaling"],)
     spec = SweepSpec(names, parse_gpus(kw["gpus"]), kw["preset"], scalings, kw["repeats"],
                      kw["warmup"], kw["timeout"])
-    targets = make_targets(kw)
     out = Path(kw["out"] or time.strftime("hpcgpu-bench-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     jsonl = out / "results.jsonl"

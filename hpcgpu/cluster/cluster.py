@@ -11,6 +11,7 @@ from dask.utils import parse_timedelta
 from distributed.core import Status, rpc
 from distributed.scheduler import Scheduler
 from distributed.security import Security
+from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
@@ -23,7 +24,7 @@ from hpcgpu.cluster.expiry import WalltimeReplacement, retirement_options
 from hpcgpu.cluster.faults import cancel_together
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.scaling import JobScaling
-from hpcgpu.cluster.network import cluster_network
+from hpcgpu.cluster.network import cluster_network, dashboard_host
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 
@@ -202,6 +203,18 @@ fallback, ucx_environment
         failed = [e for e in results if isinstance(e, BaseException)]
         if failed:
             raise failed[0]
+
+    @property
+    def dashboard_link(self) -> str:
+        """The dashboard's address where it listens: ``localhost`` by default (from a
+        laptop: ``ssh -L 8787:localhost:8787 <login node>``); upstream names the
+        scheduler's address, where the localhost-only dashboard refuses the connection."""
+        port = self.scheduler_info.get("services", {}).get("dashboard")
+        if port is None:
+            return ""
+        scheduler_host = self.scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0]
+        address = self._setup.scheduler_options.get("dashboard_address")
+        return format_dashboard_link(dashboard_host(address, scheduler_host), port)
 
     def _repr_html_(self, cluster_status=None):
         return super()._repr_html_(cluster_status) + html_table(self.jobs)

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["JobInfo", "JobRecord", "format_table", "html_table", "failure_report", "tail"]
+__all__ = ["JobInfo", "JobRecord", "JobTable", "format_table", "html_table", "failure_report",
+           "tail"]
 
 COLUMNS = ("job", "job id", "state", "nodes", "workers", "exit code")
 
@@ -133,6 +134,36 @@ def html_table(jobs: list[JobInfo]) -> str:
         for row in table_rows(jobs)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class JobTable(tuple):
+    """The jobs of a cluster: a tuple of :class:`JobInfo` that shows itself as a table.
+
+    It stays a sequence for code (``len``, indexing, iteration); ``repr`` is the plain-text
+    table, notebooks get HTML, and rich a ``rich.table.Table``.
+
+    >>> JobTable([JobInfo("c-0", "17", "pending", (), (), 4)])
+    job  job id  state    nodes  workers  exit code
+    c-0  17      pending  -      0/4      -
+    >>> JobTable([])[:0] == ()
+    True
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return format_table(list(self))
+
+    def _repr_html_(self) -> str:
+        return html_table(list(self))
+
+    def __rich__(self):
+        from rich.table import Table
+
+        table = Table(*COLUMNS)
+        for row in table_rows(list(self)):
+            table.add_row(*row)
+        return table
 
 
 def failure_report(job: JobInfo, error_log: str) -> str:

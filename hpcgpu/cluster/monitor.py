@@ -20,7 +20,7 @@ from distributed.objects import SchedulerInfo
 from hpcgpu import commands
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.faults import status_failed
-from hpcgpu.cluster.jobs import COLUMNS, JobInfo, JobRecord, failure_report, format_table, table_rows, tail
+from hpcgpu.cluster.jobs import COLUMNS, JobInfo, JobRecord, JobTable, failure_report, format_table, table_rows, tail
 from hpcgpu.dialects import JobStatus
 
 __all__ = ["JobMonitor"]
@@ -38,9 +38,10 @@ class JobMonitor:
 
     # ------------------------------------------------------------------ the table
     @property
-    def jobs(self) -> list[JobInfo]:
-        """Every job this cluster submitted, as last polled (oldest first)."""
-        return [record.info() for record in self._records.values()]
+    def jobs(self) -> JobTable:
+        """Every job this cluster submitted, as last polled (oldest first): a tuple of
+        :class:`JobInfo` that shows itself as a table (text, HTML, rich)."""
+        return JobTable(record.info() for record in self._records.values())
 
     def job_table(self) -> str:
         """:attr:`jobs` as a plain-text table."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from hpcgpu.network import NetworkSettings, resolve
 
-__all__ = ["cluster_network"]
+__all__ = ["cluster_network", "dashboard_host"]
 
 
 def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bool = False) -> NetworkSettings:
@@ -59,3 +59,25 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
         )
     # With the scheduler in a job and a second listener, this process never speaks UCX.
     return resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+
+
+def dashboard_host(dashboard_address: Any, scheduler_host: str) -> str:
+    """The host a dashboard link must name: the one the dashboard listens on.
+
+    A dashboard on all interfaces (``":8787"``, ``"0.0.0.0:8787"``, a bare port) is
+    reached at the scheduler's host; one bound to a host (hpcgpu's default
+    ``"localhost:8787"``) only there, so a link to the scheduler's address is refused.
+
+    Examples
+    --------
+    >>> dashboard_host("localhost:8787", "10.0.0.5")
+    'localhost'
+    >>> dashboard_host(":8787", "10.0.0.5"), dashboard_host(8787, "10.0.0.5")
+    ('10.0.0.5', '10.0.0.5')
+    >>> dashboard_host("[::1]:8787", "10.0.0.5")
+    '::1'
+    """
+    text = str(dashboard_address or "")
+    host = text.rsplit(":", 1)[0] if ":" in text else ""
+    host = host.strip("[]")
+    return scheduler_host if host in ("", "0.0.0.0", "::", "*") else host

@@ -7,9 +7,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from dask.utils import parse_timedelta
+
 from hpcgpu import config
 from hpcgpu.dialects import Dialect, get_dialect
 from hpcgpu.launchers import Launcher, get_launcher
+from hpcgpu.logdir import default_log_directory, prune_job_logs
 from hpcgpu.resources import GPUJobShape, NodeLimits
 from hpcgpu.units import parse_memory
 
@@ -40,7 +43,8 @@ class ClusterSetup:
 
 
 def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
-    """Resolve ``options`` against the configuration and validate them; no I/O but mkdir.
+    """Resolve ``options`` against the configuration and validate them; no I/O but making
+    the log directory (and, for the default one, removing its old job logs).
 
     Examples
     --------
@@ -65,13 +69,12 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
     launcher = get_launcher(opts["launcher"] or dialect.default_launcher,
                             one_task_per=opts["one_task_per"])
-    launcher.validate(shape)
-    dialect.validate(shape)
+    dialect.validate(shape)  # first: what this scheduler needs for the shape
+    launcher.validate(shape, dialect.multi_node_launchers)
     for name in _LIST_OPTIONS:
         if isinstance(opts[name], str) or not isinstance(opts[name] or [], (list, tuple)):
             raise ValueError(f"{name}={opts[name]!r} must be a list of strings, e.g. [{opts[name]!r}]")
-    log_directory = os.path.abspath(os.path.expanduser(opts["log_directory"]))
-    os.makedirs(log_directory, mode=0o700, exist_ok=True)
+    log_directory = _log_directory(opts["log_directory"])
     scheduler_options = {"dashboard_address": opts["dashboard_address"],
                          **(opts["scheduler_options"] or {})}
     job_options = dict(
@@ -88,6 +91,15 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
         network_options={name: opts[name] for name in NETWORK_OPTIONS},
         scheduler_in_job=bool(opts["scheduler_in_job"]),
     )
+
+
+def _log_directory(chosen: str | None) -> str:
+    """The chosen directory, or the per-user default, whose old job logs are removed."""
+    directory = os.path.abspath(os.path.expanduser(chosen or default_log_directory()))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if not chosen:
+        prune_job_logs(directory, parse_timedelta(config.get("log-retention")))
+    return directory
 
 
 def _limits(values: dict[str, Any]) -> NodeLimits:

@@ -68,6 +68,8 @@ class Dialect:
     cancel_executable: ClassVar[str]
     default_launcher: ClassVar[str]
     job_id_variable: ClassVar[str]
+    #: Launchers that start workers on every node of a job under this scheduler.
+    multi_node_launchers: ClassVar[tuple[str, ...]] = ("srun", "mpirun", "mpiexec", "jsrun")
     #: Regular expression whose first group is the job id in the submit command's output.
     job_id_pattern: ClassVar[str] = r"(\d+)"
 

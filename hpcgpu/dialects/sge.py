@@ -53,7 +53,8 @@ class SGEDialect(Dialect):
     Traceback (most recent call last):
     ...
     ValueError: nodes=2 needs a parallel environment that spans hosts with 4 slots per host: \
-set multi_node_parallel_environment (ask your admins which PE has allocation_rule 4), or use nodes=1
+set multi_node_parallel_environment (ask your admins which PE has allocation_rule 4) and \
+launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
     """
 
     name: ClassVar[str] = "sge"
@@ -61,6 +62,8 @@ set multi_node_parallel_environment (ask your admins which PE has allocation_rul
     submit_executable: ClassVar[str] = "qsub"
     cancel_executable: ClassVar[str] = "qdel"
     default_launcher: ClassVar[str] = "direct"
+    # Grid Engine has no launcher of its own: Open MPI's mpirun reads the PE's host list.
+    multi_node_launchers: ClassVar[tuple[str, ...]] = ("mpirun",)
     job_id_variable: ClassVar[str] = "JOB_ID"
     job_id_pattern: ClassVar[str] = r"(?:^|Your job )(\d+)"
 
@@ -84,8 +87,8 @@ set multi_node_parallel_environment (ask your admins which PE has allocation_rul
             raise ValueError(
                 f"nodes={shape.nodes} needs a parallel environment that spans hosts with "
                 f"{shape.gpus_per_node} slots per host: set multi_node_parallel_environment "
-                f"(ask your admins which PE has allocation_rule {shape.gpus_per_node}), "
-                "or use nodes=1"
+                f"(ask your admins which PE has allocation_rule {shape.gpus_per_node}) and "
+                "launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1"
             )
 
     def _lines(self, shape: GPUJobShape, log_directory: str) -> list[str]:

@@ -250,6 +250,13 @@ def _shutdown(s: _Session, client) -> None:
         remove_job_directory(s.directory)
 
 
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
 def run_batch(options: BatchOptions) -> int:
     """Run ``options.script`` on a Dask cluster of this allocation; return its exit code."""
     mistake = started_per_task()
@@ -263,6 +270,7 @@ def run_batch(options: BatchOptions) -> int:
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
         raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "
                          f"allocation's {allocation.total_gpus} GPU(s)")
+    made_work_dir = not Path(options.work_dir).exists()  # ours to remove at the end, if empty
     directory = make_job_directory(options.work_dir, allocation.job_id)
     with _Stop() as stop:
         session = _Session(options, allocation, directory, stop, net)
@@ -285,6 +293,8 @@ def run_batch(options: BatchOptions) -> int:
             _shutdown(session, client)
             if client is not None:
                 client.close()
+    if made_work_dir and not options.keep_work_dir:
+        _remove_if_empty(directory.parent)  # another job's directory may still be in it
     if stop.signum is not None:
         _say(f"stopped by {signal.Signals(stop.signum).name}")
         return 128 + stop.signum
