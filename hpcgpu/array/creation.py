@@ -13,6 +13,7 @@ from typing import Any
 import dask
 import dask.array as da
 
+from hpcgpu.array.optimization import mark
 from hpcgpu.backends import library_of, moved_to, resolve_backend
 
 __all__ = ["ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu", "backend_of"]
@@ -20,7 +21,7 @@ __all__ = ["ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "a
 
 def _with_backend(name: str, backend: str | None, *args: Any, **kwargs: Any) -> da.Array:
     with dask.config.set({"array.backend": resolve_backend("array", backend)}):
-        return getattr(da, name)(*args, **kwargs)
+        return mark(getattr(da, name)(*args, **kwargs))
 
 
 def ones(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
@@ -77,7 +78,7 @@ def from_array(x, chunks="auto", *, backend: str | None = None, **kwargs: Any) -
     15
     """
     kwargs.setdefault("asarray", False)  # keep CuPy input as CuPy
-    return moved_to("array", da.from_array(x, chunks=chunks, **kwargs), resolve_backend("array", backend))
+    return mark(moved_to("array", da.from_array(x, chunks=chunks, **kwargs), resolve_backend("array", backend)))
 
 
 def backend_of(x: da.Array) -> str:
@@ -93,7 +94,7 @@ def backend_of(x: da.Array) -> str:
 
 def asgpu(x: da.Array) -> da.Array:
     """``x`` with CuPy chunks (``to_backend("cupy")``); a ValueError without a GPU."""
-    return moved_to("array", x, resolve_backend("array", "gpu"))
+    return mark(moved_to("array", x, resolve_backend("array", "gpu")))
 
 
 def ascpu(x: da.Array) -> da.Array:
@@ -104,4 +105,4 @@ def ascpu(x: da.Array) -> da.Array:
     >>> backend_of(ascpu(ones(3, backend="cpu")))
     'numpy'
     """
-    return moved_to("array", x, "numpy")
+    return mark(moved_to("array", x, "numpy"))

@@ -35,10 +35,42 @@ from dask.highlevelgraph import HighLevelGraph
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
-__all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "DEFAULT_WIDTH"]
+__all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "DEFAULT_WIDTH"]
 
 #: leaves per fused task: one first-level partial reduction of a 2-D sum (4 x 4 blocks)
 DEFAULT_WIDTH = 16
+
+#: names of the arrays hpcgpu.array made: graphs holding one of them get hpcgpu's passes
+_MARKED: set = set()
+
+
+def mark(array):
+    """Return ``array`` (a :class:`dask.array.Array` that hpcgpu.array made), noting its
+    name, so that :func:`optimize` applies hpcgpu's passes to graphs that contain it.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> x = mark(da.ones(4, chunks=2, name="made-by-hpcgpu"))
+    >>> _holds_hpcgpu_array(x.__dask_graph__()), _holds_hpcgpu_array((x + 1).__dask_graph__())
+    (True, True)
+    >>> _holds_hpcgpu_array(da.ones(4, chunks=2, name="a-plain-dask-array").__dask_graph__())
+    False
+
+    Dask names an array after its inputs, so a plain ``da.ones(...)`` with the same
+    arguments as an ``ha.ones(...)`` made before is the same array, and gets the passes too.
+    """
+    _MARKED.add(array.name)
+    return array
+
+
+def _holds_hpcgpu_array(dsk) -> bool:
+    """Whether the graph holds an array of :func:`mark`, or the scope is every array."""
+    if dask.config.get("hpcgpu.array.scope", "hpcgpu") == "all":
+        return True
+    if isinstance(dsk, HighLevelGraph):
+        return not _MARKED.isdisjoint(dsk.layers)
+    return any((k[0] if isinstance(k, tuple) else k) in _MARKED for k in dsk)
 
 
 def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
@@ -140,8 +172,8 @@ def _without_dask_order(task: Task, plans: dict) -> Task:
     Blockwise fusion makes one inner graph per layer, shared by all its blocks, and
     Dask orders it with ``dask.order`` each time a block runs: once per layer here.
     """
-    if task.func is not _execute_subgraph:
-        return task
+    if getattr(task, "func", None) is not _execute_subgraph:
+        return task  # a DataNode (a block given in memory, e.g. by from_array) or a plain task
     inner, outkey, inkeys, *dependencies = task.args
     inner = getattr(inner, "value", inner)
     if id(inner) not in plans:
@@ -171,13 +203,16 @@ def optimize(dsk, keys, **kwargs):
     fusion, culling, linear fusion, slice fusion), with the tree fusion first among the
     low-level ones: it takes each block's chain whole, so the chains need not be fused
     linearly first (a linearly fused chain runs through ``dask.order`` on every call,
-    about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize``; the
-    width comes from the dask config key ``hpcgpu.array.fuse-width`` (default 16, 0 turns
-    the pass off), and ``hpcgpu.array.slice-pushdown`` (default True) moves slices before
-    elementwise operations inside the fused chains.
+    about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize``, but it
+    is scoped: a graph that holds no array made by hpcgpu.array (:func:`mark`) gets
+    :func:`dask.array.optimization.optimize` itself, so a user's other Dask arrays run
+    exactly as without hpcgpu (``hpcgpu.array.scope: all`` applies the passes to every
+    array). The width comes from the dask config key ``hpcgpu.array.fuse-width`` (default
+    16, 0 turns the pass off), and ``hpcgpu.array.slice-pushdown`` (default True) moves
+    slices before elementwise operations inside the fused chains.
     """
     width = int(dask.config.get("hpcgpu.array.fuse-width", DEFAULT_WIDTH))
-    if width < 2 or dask.config.get("optimization.fuse.active") is False:
+    if width < 2 or dask.config.get("optimization.fuse.active") is False or not _holds_hpcgpu_array(dsk):
         return dask_array_optimize(dsk, keys, **kwargs)
     with _gc_paused():
         return _optimize(dsk, list(dask.core.flatten(keys)), width)

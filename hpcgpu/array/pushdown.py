@@ -41,7 +41,8 @@ def push_slices_down(steps: list[Task], run_subgraph) -> list[Task]:
 
 def _append(out: list[Task], step: Task, run_subgraph) -> None:
     producer = out[-1] if out else None
-    if producer is None or not _is_basic_slice_of(step, producer.key):
+    # only tasks move: a DataNode (a block given in memory) or an alias stays where it is
+    if not isinstance(producer, Task) or not _is_basic_slice_of(step, producer.key):
         out.append(step)
         return
     split = _split_elementwise_tail(producer, run_subgraph)
@@ -92,7 +93,7 @@ def _split_elementwise_tail(task: Task, run_subgraph):
 
 def _elementwise_operand(task: Task, constants: dict, inner):
     """``(index of the one array operand, args with constants inlined)``, or None."""
-    if not (task.func in _OPERATORS or (isinstance(task.func, np.ufunc) and task.func.nout == 1)) or task.kwargs:
+    if not isinstance(task, Task) or not (task.func in _OPERATORS or (isinstance(task.func, np.ufunc) and task.func.nout == 1)) or task.kwargs:
         return None
     args, array_at = [], None
     for i, arg in enumerate(task.args):
@@ -110,7 +111,7 @@ def _elementwise_operand(task: Task, constants: dict, inner):
 
 
 def _is_basic_slice_of(step: Task, key) -> bool:
-    if step.func not in _GETITEMS or len(step.args) != 2 or step.kwargs:
+    if not isinstance(step, Task) or step.func not in _GETITEMS or len(step.args) != 2 or step.kwargs:
         return False
     source, index = step.args
     index = index.value if isinstance(index, DataNode) else index

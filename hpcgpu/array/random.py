@@ -18,6 +18,7 @@ import numpy as np
 import dask.array as da
 from dask.array.core import normalize_chunks
 
+from hpcgpu.array.optimization import mark
 from hpcgpu.array.philox import philox_block
 from hpcgpu.backends import resolve_backend
 
@@ -83,8 +84,8 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     # each positional argument into every block's task, which costs far more than the
     # block's GPU work for a nested ``chunks`` tuple; one shared partial pickles once
     make = functools.partial(_make_block, backend, seed, method, args, dtype.str, chunks)
-    return da.map_blocks(make, chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
-                         name=f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}")
+    return mark(da.map_blocks(make, chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
+                         name=f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}"))
 
 
 def _make_block(backend, seed, method, args, dtype, chunks, block_id=None):
