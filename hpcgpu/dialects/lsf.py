@@ -133,4 +133,5 @@ class LSFDialect(Dialect):
         return jobs
 
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
-        return f"{log_directory}/{job_id}.err"
+        # an array element 123[4] writes %J_%I: 123_4.err
+        return f"{log_directory}/{job_id.replace('[', '_').rstrip(']')}.err"
