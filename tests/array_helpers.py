@@ -63,7 +63,7 @@ def check_scale_up_one_array_then_down(cluster, scheduler: str, submit: str, gpu
                      what=f"{keep} elements' workers to remain")
             wait_for(lambda: sum(j.state == "cancelled" for j in cluster.jobs) == gpus - keep,
                      60, what=f"{gpus - keep} elements cancelled:\n{cluster.job_table()}")
-        cancelled = [a for argv in calls if argv[0] in ("scancel", "qdel") for a in argv[1:]]
+        cancelled = [a for argv in calls if argv[0] in ("scancel", "qdel", "bkill") for a in argv[1:]]
         gone = {before[j.name] for j in cluster.jobs if j.state == "cancelled"}
         assert set(cancelled) == gone, (cancelled, gone)  # single elements, never the array
         alive = [j for j in cluster.jobs if j.state == "running"]
