@@ -47,6 +47,8 @@ def check_scale_up_one_array_then_down(cluster, scheduler: str, submit: str, gpu
     assert len(ids) == gpus and len(arrays) == 1 and None not in {
         element_index(scheduler, j)[1] for j in ids}, cluster.job_table()
     assert {array_of(job_id) for job_id in ids} == arrays  # the scheduler's own view
+    table, html = cluster.job_table(), cluster._repr_html_()
+    assert all(job_id in table and job_id in html for job_id in ids)  # element by element
     with Client(cluster) as client:
         placement = gpu_placement(client)
         # each element's worker carries its element's name and its element's job id

@@ -9,6 +9,7 @@ import pytest
 from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_computation,
                            check_scale_up_one_array_then_down, recorded_commands, submits)
 from cluster_helpers import FAST
+from conftest import wait_for
 from hpcgpu import SLURMCluster
 
 pytestmark = pytest.mark.slurm
@@ -64,3 +65,34 @@ def test_site_limit_is_read_from_scontrol(make):
     limit = cluster.sync(cluster._site_array_limit)
     out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
     assert f"MaxArraySize            = {limit}" in out
+
+
+def test_walltime_replacement_per_element_is_one_new_array(make):
+    """Three elements started together near their walltime together: each is marked retiring
+    and replaced, the three replacements in one sbatch; the old elements end by themselves
+    (COMPLETED, not TIMEOUT) once their workers retired, and the work goes on."""
+    cluster = make(gpus_per_node=1, walltime="00:02:00", retire_before="40s",
+                   lifetime_stagger="5s", replace_ahead="30s")
+    cluster.scale(gpus=3)
+    cluster.wait_for_workers(gpus=3, timeout=120)
+    first = {job.name: job.job_id for job in cluster.jobs}
+    with recorded_commands() as calls:
+        wait_for(lambda: len(cluster.jobs) == 6 and all(j.job_id for j in cluster.jobs), 120,
+                 interval=1, what=f"three replacements:\n{cluster.job_table()}")
+    assert len(submits(calls, "sbatch")) == 1, submits(calls, "sbatch")
+    new = [job for job in cluster.jobs if job.name not in first]
+    assert len({job.job_id.split("_")[0] for job in new}) == 1 and all("_" in j.job_id for j in new)
+    for name in first:
+        assert any("nears its walltime" in e and f"job {name} " in e for e in cluster.events)
+    wait_for(lambda: all(squeue_state(job_id) == "COMPLETED" for job_id in first.values()), 90,
+             interval=1, what=f"the old elements to end by themselves:\n{cluster.job_table()}")
+    cluster.wait_for_workers(gpus=3, timeout=60)
+    with cluster.get_client() as client:
+        assert client.submit(lambda: 6 * 7).result() == 42
+        names = {w["name"].rsplit("-", 2)[0] for w in client.scheduler_info()["workers"].values()}
+    assert names == {job.name for job in new}
+
+
+def squeue_state(job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
+                          capture_output=True, text=True).stdout.strip()
