@@ -13,9 +13,9 @@ import sys
 
 import click
 
+from hpcgpu.dialects.arrays import element_name
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
-from hpcgpu.dialects.arrays import element_name
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
 
