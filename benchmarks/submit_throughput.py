@@ -1,11 +1,14 @@
 """Submission throughput and polling cost of a cluster with many jobs, on a real scheduler.
 
-    python benchmarks/submit_throughput.py --jobs 200 [--scheduler slurm] [--out results.json]
+    python benchmarks/submit_throughput.py --jobs 200 [--scheduler slurm] [--mode both]
+        [--out results.json]
 
 Jobs are submitted held (``--hold`` on SLURM, ``-h`` on SGE) so that they never run and never
 stand in the way of anyone else's jobs; everything submitted is cancelled at the end. Reports:
 seconds from ``scale(jobs=N)`` until every job has an id, jobs per second, status calls per
 poll interval and the duration of one status call for all N jobs, and the cancellation time.
+``--mode single`` submits N single jobs (``job_arrays=False``), ``array`` one array job of N
+elements (docs/arrays.md), ``both`` one after the other.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from hpcgpu import SGECluster, SLURMCluster, commands
 
 HOLD = {"slurm": ["--hold"], "sge": ["-h"]}
 STATUS = {"slurm": "squeue", "sge": "qstat"}
+SUBMIT = {"slurm": "sbatch", "sge": "qsub"}
 
 
-def measure(scheduler: str, jobs: int, poll_interval: float, log_directory: str) -> dict:
+def measure(scheduler: str, jobs: int, poll_interval: float, log_directory: str,
+            arrays: bool = False) -> dict:
     calls: list[tuple[str, float, float]] = []  # (command, start, seconds)
     real = commands.runner
 
@@ -37,7 +42,8 @@ def measure(scheduler: str, jobs: int, poll_interval: float, log_directory: str)
     try:
         cluster = cls(gpus_per_node=1, walltime="00:05:00", job_extra_directives=HOLD[scheduler],
                       poll_interval=poll_interval, log_directory=log_directory,
-                      scheduler_options={"dashboard_address": "localhost:0"})
+                      scheduler_options={"dashboard_address": "localhost:0"},
+                      job_arrays=arrays)
         start = time.monotonic()
         cluster.scale(jobs=jobs)
         while sum(bool(j.job_id) for j in cluster.jobs) < jobs:
@@ -53,7 +59,9 @@ def measure(scheduler: str, jobs: int, poll_interval: float, log_directory: str)
     finally:
         commands.set_runner(None)
     return {
-        "scheduler": scheduler, "jobs": jobs, "poll_interval_s": poll_interval,
+        "scheduler": scheduler, "mode": "array" if arrays else "single", "jobs": jobs,
+        "submit_calls": sum(c[0] == SUBMIT[scheduler] for c in calls),
+        "poll_interval_s": poll_interval,
         "submit_s": round(submitted, 2), "jobs_per_s": round(jobs / submitted, 1),
         "status_calls_per_interval": round(len(polls) / (window / poll_interval), 2),
         "status_call_s_median": round(statistics.median(c[2] for c in polls), 3),
@@ -69,9 +77,14 @@ def main() -> None:
     parser.add_argument("--scheduler", choices=["slurm", "sge"], default="slurm")
     parser.add_argument("--poll-interval", type=float, default=1.0)
     parser.add_argument("--log-directory", default="/tmp/hpcgpu-submit-bench")
+    parser.add_argument("--mode", choices=["single", "array", "both"], default="both")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    result = measure(args.scheduler, args.jobs, args.poll_interval, args.log_directory)
+    modes = {"single": [False], "array": [True], "both": [False, True]}[args.mode]
+    runs = [measure(args.scheduler, args.jobs, args.poll_interval, args.log_directory, arrays)
+            for arrays in modes]
+    result = runs[0] if len(runs) == 1 else {"runs": runs, "array_speedup": round(
+        runs[0]["submit_s"] / max(runs[1]["submit_s"], 1e-3), 1)}
     print(json.dumps(result, indent=2))
     if args.out:
         with open(args.out, "w") as file:

@@ -8,13 +8,15 @@ import pytest
 
 from cluster_helpers import FAST, check_adapt, check_failing_job_reported, check_scale_up_and_down
 from hpcgpu import SGECluster
+from hpcgpu.dialects import get_dialect
 
 pytestmark = pytest.mark.sge
 
 
 def sge_alive(job_id: str) -> bool:
+    """Whether qstat still lists the job (or the array element ``123.4``)."""
     out = subprocess.run(["qstat", "-u", "*"], capture_output=True, text=True).stdout
-    return any(line.split()[:1] == [job_id] for line in out.splitlines())
+    return job_id in get_dialect("sge").parse_status(out)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ and answer in the real commands' output formats (PBS Pro's ``qstat -F json``, LS
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -22,7 +23,9 @@ SHIMS = Path(__file__).parent / "shims"
 
 
 def slurm_alive(job_id: str) -> bool:
-    state = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id.split(".")[0], "-o",
+    # 123.shim, or an array element 123[4].shim / 123[4] -> SLURM's 123_4
+    slurm_id = re.sub(r"\[(\d+)\]", r"_\1", job_id.split(".")[0])
+    state = subprocess.run(["squeue", "-h", "--states=all", "-j", slurm_id, "-o",
                             "%T"], capture_output=True, text=True).stdout.strip()
     return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 

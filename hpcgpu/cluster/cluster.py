@@ -17,6 +17,7 @@ from tornado.ioloop import PeriodicCallback
 from hpcgpu import config
 from hpcgpu.partition import check_partition
 from hpcgpu.cluster._jobqueue import JobQueueCluster
+from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
@@ -33,7 +34,7 @@ __all__ = ["GPUCluster"]
 logger = logging.getLogger("hpcgpu.cluster")
 
 
-class GPUCluster(JobScaling, JobMonitor, WalltimeReplacement, JobQueueCluster):
+class GPUCluster(JobScaling, JobMonitor, WalltimeReplacement, JobArrays, JobQueueCluster):
     """Dask on a batch scheduler, one worker per GPU, scaled in GPUs or whole jobs.
 
     Parameters
@@ -77,6 +78,11 @@ fallback, ucx_environment
         ``--signal=USR1@N``, SGE ``-notify``, LSF ``-wa``): workers drain on it. ``True``: 120 s.
     requeue : bool
         Let the scheduler requeue a preempted job (``--requeue``, ``-r y``).
+    job_arrays : bool
+        Submit several new jobs at once as ONE array job (default True; docs/arrays.md).
+    max_array_size, array_throttle : int
+        At most this many elements per array (default: the site's limit, read once), and
+        at most this many of an array's elements running at once (default: no limit).
 
     Examples
     --------
@@ -97,8 +103,10 @@ fallback, ucx_environment
                  poll_interval: str | float | None = None, retire_before: Any = None,
                  lifetime_stagger: Any = None, replace_ahead: Any = None,
                  signal_before_walltime: Any = None, requeue: bool = False,
-                 **options: Any) -> None:
+                 job_arrays: bool | None = None, max_array_size: int | None = None,
+                 array_throttle: int | None = None, **options: Any) -> None:
         kind = scheduler or self.scheduler_name
+        self._arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
         setup: ClusterSetup = prepare(kind, options)  # ValueError before anything starts
         self._retirement, retire_job, extra = retirement_options(
             kind, setup.shape.walltime, retire_before, lifetime_stagger, replace_ahead,
@@ -181,10 +189,8 @@ fallback, ucx_environment
         if not names:
             return
         address = worker_address(self.scheduler, self.network)
-        jobs = {}
-        for name in sorted(names):
-            options = dict(self.worker_spec[name].get("options", {}), name=name)
-            jobs[name] = self.job_cls(address, **options)
+        jobs = await self._make_jobs(address, list(names))  # several: array elements
+        for name in jobs:
             self._records[name] = JobRecord(name, self.gpus_per_job)
         results = await asyncio.gather(*(_submit(job) for job in jobs.values()),
                                        return_exceptions=True)

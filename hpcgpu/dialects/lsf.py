@@ -98,19 +98,20 @@ class LSFDialect(Dialect):
 
     def status_argv(self, job_ids: list[str]) -> list[str]:
         # -a: recently finished jobs too; -json -o: one machine-readable answer.
-        return ["bjobs", "-a", "-json", "-o", "jobid stat exec_host exit_code exit_reason",
-                *job_ids]
+        return ["bjobs", "-a", "-json", "-o",
+                "jobid jobindex stat exec_host exit_code exit_reason", *job_ids]
 
     def parse_status(self, output: str) -> dict[str, JobStatus]:
-        """Parse ``bjobs -json -o "jobid stat exec_host exit_code exit_reason"``.
+        """Parse ``bjobs -json -o "jobid jobindex stat exec_host exit_code exit_reason"``.
 
         Examples
         --------
         >>> out = ('{"RECORDS": [{"JOBID": "5", "STAT": "RUN", "EXEC_HOST": "4*n1:4*n2"},'
-        ...        ' {"JOBID": "6", "STAT": "EXIT", "EXIT_CODE": "127"}]}')
+        ...        ' {"JOBID": "6", "STAT": "EXIT", "EXIT_CODE": "127"},'
+        ...        ' {"JOBID": "7", "JOBINDEX": "2", "STAT": "PEND"}]}')
         >>> s = LSFDialect().parse_status(out)
-        >>> s["5"].nodes, s["6"].state, s["6"].exit_code
-        (('n1', 'n2'), 'failed', 127)
+        >>> s["5"].nodes, s["6"].state, s["6"].exit_code, s["7[2]"].state
+        (('n1', 'n2'), 'failed', 127, 'pending')
         """
         try:
             data = json.loads(output or "{}")
@@ -121,6 +122,9 @@ class LSFDialect(Dialect):
             job_id = str(record.get("JOBID", ""))
             if not job_id or "ERROR" in record:
                 continue
+            index = str(record.get("JOBINDEX", "") or "0")
+            if index != "0":  # an array element: bjobs prints the array's id and the index
+                job_id = f"{job_id}[{index}]"
             state = _STATES.get(record.get("STAT", ""), "unknown")
             reason = record.get("EXIT_REASON", "") or ""
             if state == "failed" and "kill" in reason.lower():
@@ -133,4 +137,5 @@ class LSFDialect(Dialect):
         return jobs
 
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
-        return f"{log_directory}/{job_id}.err"
+        # an array element 123[4] writes %J_%I: 123_4.err
+        return f"{log_directory}/{job_id.replace('[', '_').rstrip(']')}.err"

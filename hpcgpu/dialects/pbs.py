@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -116,4 +117,6 @@ class PBSDialect(Dialect):
 
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
         # -j oe -o dir/: PBS writes <name>.o<sequence number>
-        return f"{log_directory}/{job_name}.o{job_id.split('.')[0]}"
+        # an array element 123[4].server writes <name>.o123.4
+        sequence = re.sub(r"\[(\d+)\]", r".\1", job_id.split(".")[0])
+        return f"{log_directory}/{job_name}.o{sequence}"

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from hpcgpu.dialects.arrays import expand_indices
 from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.units import format_memory
@@ -152,13 +153,16 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
                 mapped = "running"
             else:
                 mapped = "pending"
-            queues = [p for p in parts if "@" in p]
-            nodes = tuple(q.split("@", 1)[1] for q in queues)
-            jobs[job_id] = JobStatus(job_id, mapped, nodes, reason=state)
+            rest = parts[7:]  # [queue] slots [ja-task-ID]
+            nodes = (rest.pop(0).split("@", 1)[1],) if rest and "@" in rest[0] else ()
+            tasks = expand_indices(rest[1]) if len(rest) > 1 else []
+            for one in [f"{job_id}.{t}" for t in tasks] or [job_id]:
+                jobs[one] = JobStatus(one, mapped, nodes, reason=state)
         return jobs
 
     def exit_code_argv(self, job_id: str) -> list[str]:
-        return ["qacct", "-j", job_id]
+        number, _, task = job_id.partition(".")  # an array element: 123.4
+        return ["qacct", "-j", number, *(["-t", task] if task else [])]
 
     def parse_exit_code(self, output: str) -> int | None:
         r"""``exit_status`` in ``qacct -j``.

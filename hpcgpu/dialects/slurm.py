@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from hpcgpu.dialects.arrays import expand_indices
 from hpcgpu.dialects.base import Dialect, JobStatus
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.units import format_hms, format_memory
@@ -127,8 +128,9 @@ class SlurmDialect(Dialect):
             if len(parts) != 4:
                 continue
             job_id, state, nodes, reason = parts
-            jobs[job_id] = JobStatus(job_id, _STATES.get(state, "failed"),
-                                     expand_hostlist(nodes), reason=reason)
+            for one in _array_elements(job_id):
+                jobs[one] = JobStatus(one, _STATES.get(state, "failed"),
+                                      expand_hostlist(nodes), reason=reason)
         return jobs
 
     def exit_code_argv(self, job_id: str) -> list[str]:
@@ -148,6 +150,18 @@ class SlurmDialect(Dialect):
 
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
         return f"{log_directory}/{job_name}-{job_id}.err"
+
+
+def _array_elements(job_id: str) -> list[str]:
+    """``123_[4-5%2]`` (an array's pending elements on one line) -> ``123_4``, ``123_5``.
+
+    >>> _array_elements("123_[4-5%2]"), _array_elements("123_4"), _array_elements("9")
+    (['123_4', '123_5'], ['123_4'], ['9'])
+    """
+    match = re.fullmatch(r"(\d+)_\[([^\]]+)\]", job_id)
+    if not match:
+        return [job_id]
+    return [f"{match.group(1)}_{i}" for i in expand_indices(match.group(2))]
 
 
 def expand_hostlist(text: str) -> tuple[str, ...]:

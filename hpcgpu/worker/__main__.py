@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from hpcgpu.dialects.arrays import element_name
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
@@ -158,7 +159,10 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
         raise click.BadParameter(str(error)) from None
     os.environ.update(setup.to_env())
     os.environ["HPCGPU_JOB_ID"] = job_id_from_env()
-    prefix = options.pop("name")
+    try:  # an array element names its workers from its index
+        prefix = element_name(options.pop("name"), os.environ)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     if gpus_per_node is None:  # one task per GPU: the launcher said which
         place = placement_from_env(prefix)
         os.environ.update(gpu_environment(place))

@@ -159,9 +159,18 @@ def job_id_from_env(env: Mapping[str, str] | None = None, default: str = "") -> 
     --------
     >>> job_id_from_env({"PBS_JOBID": "7.pbs"}), job_id_from_env({}, "local")
     ('7.pbs', 'local')
+    >>> job_id_from_env({"JOB_ID": "8", "SGE_TASK_ID": "3"}), job_id_from_env({"JOB_ID": "8",
+    ...     "SGE_TASK_ID": "undefined"}), job_id_from_env({"LSB_JOBID": "5", "LSB_JOBINDEX": "2"})
+    ('8.3', '8', '5[2]')
     """
     env = os.environ if env is None else env
-    return next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), default)
+    job_id = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), default)
+    # Grid Engine and LSF give every element of an array the array's id: add the index.
+    if env.get("JOB_ID") == job_id and str(env.get("SGE_TASK_ID", "")).isdigit():
+        return f"{job_id}.{env['SGE_TASK_ID']}"
+    if env.get("LSB_JOBID") == job_id and env.get("LSB_JOBINDEX", "0") not in ("", "0"):
+        return f"{job_id}[{env['LSB_JOBINDEX']}]"
+    return job_id
 
 
 def visible_devices(env: Mapping[str, str]) -> list[str]:

@@ -52,8 +52,21 @@ def squeue(job_ids: list[str]) -> dict[str, dict[str, str]]:
     jobs = {}
     for line in done.stdout.splitlines():
         job_id, state, nodes, name = line.strip().split("|", 3)
-        jobs[job_id] = {"state": state, "nodes": hostnames(nodes), "name": name}
+        for one in array_elements(job_id):
+            jobs[one] = {"state": state, "nodes": hostnames(nodes), "name": name}
     return jobs
+
+
+def array_elements(job_id: str) -> list[str]:
+    """squeue prints an array's pending elements on one line: ``123_[0-3%2]`` -> 123_0..."""
+    match = re.fullmatch(r"(\d+)_\[([\d,-]+)(?:%\d+)?\]", job_id)
+    if not match:
+        return [job_id]
+    out = []
+    for part in match.group(2).split(","):
+        low, _, high = part.partition("-")
+        out += [f"{match.group(1)}_{i}" for i in range(int(low), int(high or low) + 1)]
+    return out
 
 
 def hostnames(nodes: str) -> list[str]:
@@ -83,3 +96,8 @@ def memory_mb(text: str, default_unit: str = "kb") -> int:
 
 def scancel(job_ids: list[str]) -> int:
     return subprocess.run(["scancel", *job_ids]).returncode
+
+
+def slurm_id(job_id: str) -> str:
+    """A PBS/LSF id -> SLURM's: ``123[4].shim`` / ``123[4]`` -> ``123_4``, ``123.shim`` -> ``123``."""
+    return re.sub(r"\[(\d+)\]", r"_\1", job_id.split(".")[0])

@@ -1,0 +1,215 @@
+"""Job arrays: a scale-up of N identical jobs is ONE submission of an N-element array.
+
+Each element stays what a job is everywhere else in the cluster: one entry of
+``worker_spec``, one :class:`~hpcgpu.cluster.jobs.JobRecord`, one
+:class:`ArrayElementJob` whose id is the element's (``123_4``, ``123.4``, ``123[4]``). So
+job states, retirement (``scancel 123_4``, ``qdel 123.4``), walltime replacement and lost-job
+recovery work per element unchanged. Only submission is shared: the new spec entries that
+:meth:`JobArrays._make_jobs` receives together, with consecutive numbers, become one array
+whose script names its workers from the element index (``{array_index+N}``, resolved by
+``hpcgpu.worker``). A site limit (SLURM's ``MaxArraySize``, Grid Engine's ``max_aj_tasks``)
+is read once, or given, and larger scale-ups become several arrays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from distributed.deploy.spec import ProcessInterface
+
+from hpcgpu import commands, config
+from hpcgpu.cluster.job import GPUJob
+from hpcgpu.dialects.arrays import (FIRST_INDEX, ArrayRequest, array_directives, element_job_id,
+                                    name_template)
+
+__all__ = ["ArraySettings", "ArrayElementJob", "ArraySubmission", "JobArrays",
+           "consecutive_runs", "parse_site_limit"]
+
+logger = logging.getLogger("hpcgpu.cluster")
+
+#: Where the site's limit on array elements is read, and its pattern (None: not readable).
+_LIMIT_COMMANDS = {
+    "slurm": (["scontrol", "show", "config"], r"^MaxArraySize\s*=\s*(\d+)"),
+    "sge": (["qconf", "-sconf"], r"^max_aj_tasks\s+(\d+)"),
+}
+#: The schedulers' documented defaults where the limit is not read (PBS Pro max_array_size,
+#: LSF MAX_JOB_ARRAY_SIZE).
+_DEFAULT_LIMITS = {"pbs": 10000, "lsf": 1000}
+
+
+@dataclass(frozen=True)
+class ArraySettings:
+    """Whether and how to submit arrays.
+
+    >>> ArraySettings.create(None, None, None).enabled
+    True
+    >>> ArraySettings.create(False, None, None).enabled
+    False
+    >>> ArraySettings.create(True, 1, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_array_size=1 must be a whole number of at least 2 (or None: the site's limit)
+    """
+
+    enabled: bool = True
+    max_size: int | None = None
+    throttle: int | None = None
+
+    @classmethod
+    def create(cls, job_arrays: Any, max_array_size: Any, array_throttle: Any) -> "ArraySettings":
+        enabled = config.get("job-arrays", True) if job_arrays is None else job_arrays
+        size = config.get("max-array-size") if max_array_size is None else max_array_size
+        throttle = config.get("array-throttle") if array_throttle is None else array_throttle
+        if not isinstance(enabled, bool):
+            raise ValueError(f"job_arrays={enabled!r} must be True or False")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 2):
+            raise ValueError(f"max_array_size={size!r} must be a whole number of at least 2 "
+                             "(or None: the site's limit)")
+        if throttle is not None and (isinstance(throttle, bool) or not isinstance(throttle, int)
+                                     or throttle < 1):
+            raise ValueError(f"array_throttle={throttle!r} must be a whole number of at least 1 "
+                             "(or None: no limit)")
+        return cls(enabled, size, throttle)
+
+
+def parse_site_limit(scheduler: str, output: str) -> int | None:
+    """The most elements one array may have, from the scheduler's configuration output.
+
+    >>> parse_site_limit("slurm", "MaxArraySize            = 1001\\nMaxJobCount = 10000")
+    1001
+    >>> parse_site_limit("sge", "max_aj_instances 2000\\nmax_aj_tasks 0"), parse_site_limit("pbs", "")
+    (None, None)
+    """
+    if scheduler not in _LIMIT_COMMANDS:
+        return None
+    match = re.search(_LIMIT_COMMANDS[scheduler][1], output, re.MULTILINE)
+    value = int(match.group(1)) if match else 0
+    return value or None  # Grid Engine: 0 is no limit
+
+
+def consecutive_runs(names: list[str], longest: int | None) -> list[list[str]]:
+    """Split ``<prefix>-<n>`` names into runs of consecutive numbers, each at most
+    ``longest`` long: each run can be one array.
+
+    >>> consecutive_runs(["c-9", "c-10", "c-11", "c-13", "x"], None)
+    [['c-9', 'c-10', 'c-11'], ['c-13'], ['x']]
+    >>> consecutive_runs(["c-1", "c-2", "c-3", "c-4", "c-5"], 2)
+    [['c-1', 'c-2'], ['c-3', 'c-4'], ['c-5']]
+    """
+    runs: list[list[str]] = []
+    for name in sorted(names, key=_sort_key):
+        last = runs[-1][-1] if runs else None
+        if (last is not None and _number(last) is not None and _number(name) is not None
+                and _prefix(last) == _prefix(name) and _number(name) == _number(last) + 1
+                and (longest is None or len(runs[-1]) < longest)):
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+    return runs
+
+
+def _number(name: str) -> int | None:
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if "-" in name and tail.isdigit() else None
+
+
+def _prefix(name: str) -> str:
+    return name.rsplit("-", 1)[0]
+
+
+def _sort_key(name: str) -> tuple:
+    number = _number(name)
+    return (_prefix(name), -1 if number is None else number, name)
+
+
+class ArraySubmission:
+    """One array job: ``template`` (a :class:`GPUJob` whose script carries the array
+    directives and the worker-name template) is submitted once, by the first element that
+    starts; the others wait for the same id."""
+
+    def __init__(self, template: GPUJob) -> None:
+        self.template = template
+        self._task: asyncio.Future | None = None
+
+    async def array_id(self) -> str:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._submit())
+        return await asyncio.shield(self._task)
+
+    async def _submit(self) -> str:
+        await self.template.start()
+        return str(self.template.job_id)
+
+
+class ArrayElementJob(GPUJob):
+    """One element of an array: a job like any other, but started by its array's one
+    submission; its id is the element's."""
+
+    def __init__(self, *args: Any, submission: ArraySubmission, index: int,
+                 **kwargs: Any) -> None:
+        self.submission, self.index = submission, index
+        super().__init__(*args, **kwargs)
+
+    async def start(self) -> None:
+        array_id = await self.submission.array_id()
+        self.job_id = element_job_id(self.dialect.name, array_id, self.index)
+        await ProcessInterface.start(self)
+
+
+class JobArrays:
+    """Mixin for :class:`~hpcgpu.cluster.GPUCluster`: make the jobs of new spec entries,
+    several at once as array elements."""
+
+    _arrays: ArraySettings
+    _array_limit: int | None = None
+    _array_limit_read: bool = False
+
+    async def _make_jobs(self, address: str, names: list[str]) -> dict[str, GPUJob]:
+        """``name -> job`` for the new spec entries ``names`` (oldest first); nothing is
+        submitted yet (the jobs' ``start`` does that, an array once for all its elements)."""
+        scheduler = self._dialect.name
+        single = (not self._arrays.enabled or len(names) < 2 or scheduler not in FIRST_INDEX
+                  or any(self.worker_spec[n] is not self.new_spec for n in names))
+        if single:
+            runs = [[name] for name in sorted(names, key=_sort_key)]
+        else:
+            runs = consecutive_runs(names, await self._site_array_limit())
+        jobs: dict[str, GPUJob] = {}
+        for run in runs:
+            options = dict(self.worker_spec[run[0]].get("options", {}))
+            if len(run) == 1:
+                jobs[run[0]] = self.job_cls(address, **{**options, "name": run[0]})
+            else:
+                jobs.update(self._array_jobs(address, run, options))
+        return jobs
+
+    def _array_jobs(self, address: str, run: list[str], options: dict) -> dict[str, GPUJob]:
+        request = ArrayRequest(self._dialect.name, len(run), self._arrays.throttle)
+        skip, extra = array_directives(request, self._shape.job_name, self._log_directory)
+        template = self.job_cls(address, **{
+            **options, "name": name_template(_prefix(run[0]), _number(run[0]), request.first),
+            "job_extra_directives": [*(options.get("job_extra_directives") or ()), *extra],
+            "job_directives_skip": [*(options.get("job_directives_skip") or ()), *skip]})
+        submission = ArraySubmission(template)
+        return {name: ArrayElementJob(address, **{**options, "name": name},
+                                      submission=submission, index=index)
+                for name, index in zip(run, request.indices)}
+
+    async def _site_array_limit(self) -> int | None:
+        """The most elements of one array: ``max_array_size``, else the site's, read once."""
+        if self._arrays.max_size is not None:
+            return self._arrays.max_size
+        if not self._array_limit_read:
+            scheduler = self._dialect.name
+            self._array_limit = _DEFAULT_LIMITS.get(scheduler)
+            if scheduler in _LIMIT_COMMANDS:
+                done = await asyncio.to_thread(commands.run, _LIMIT_COMMANDS[scheduler][0],
+                                               timeout=30, check=False)
+                self._array_limit = parse_site_limit(scheduler, done.stdout)
+            self._array_limit_read = True
+            logger.info("at most %s elements per array job", self._array_limit or "unlimited")
+        return self._array_limit

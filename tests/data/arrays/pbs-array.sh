@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+#PBS -N hpcgpu
+#PBS -l select=1:ncpus=2:ngpus=1:mpiprocs=1:ompthreads=2
+#PBS -l place=scatter
+#PBS -l walltime=00:10:00
+#PBS -j oe
+#PBS -o logs/
+#PBS -J 0-5
+
+# hpcgpu: 1 node(s) x 1 GPU(s), one Dask worker per GPU, started by mpiexec (one task per node)
+mpiexec -n 1 --ppn 1 python3 -m hpcgpu.worker tls://10.0.0.1:8786 --name 'MyCluster-{array_index+12}' --nthreads 2 --memory-limit auto --death-timeout 120 --launcher mpiexec --gpus-per-node 1

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+#SBATCH --job-name=hpcgpu
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=1
+#SBATCH --cpus-per-task=2
+#SBATCH --time=00:10:00
+#SBATCH --array=0-5%2
+#SBATCH --output=logs/%x-%A_%a.out
+#SBATCH --error=logs/%x-%A_%a.err
+
+# hpcgpu: 1 node(s) x 1 GPU(s), one Dask worker per GPU, started by srun (one task per node)
+srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --kill-on-bad-exit=1 python3 -m hpcgpu.worker tls://10.0.0.1:8786 --name 'MyCluster-{array_index+12}' --nthreads 2 --memory-limit auto --death-timeout 120 --launcher srun --gpus-per-node 1

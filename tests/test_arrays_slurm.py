@@ -1,0 +1,98 @@
+"""Job arrays on the real local SLURM (4 fake nodes x 4 fake GPUs)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_computation,
+                           check_scale_up_one_array_then_down, recorded_commands, submits)
+from cluster_helpers import FAST
+from conftest import wait_for
+from hpcgpu import SLURMCluster
+
+pytestmark = pytest.mark.slurm
+
+
+def array_of(job_id: str) -> str:
+    """The array job id SLURM itself reports for a job (``squeue -o %F``)."""
+    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%F"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def make(slurm, clusters):
+    return lambda **options: clusters(SLURMCluster, **{**FAST, **options})
+
+
+def test_scale_gpus_6_is_one_array_then_2_retires_4_elements(make):
+    cluster = make(gpus_per_node=1)
+    assert "--array" not in cluster.job_script()
+    check_scale_up_one_array_then_down(cluster, "slurm", "sbatch", gpus=6, keep=2,
+                                       array_of=array_of)
+
+
+def test_element_cancelled_mid_computation_is_recomputed_and_replaced(make):
+    cluster = make(gpus_per_node=1)
+    check_element_lost_mid_computation(
+        cluster, gpus=3, cancel=lambda job_id: subprocess.run(["scancel", job_id], check=True))
+
+
+def test_adapt_grows_and_shrinks_with_arrays(make):
+    cluster = make(gpus_per_node=1)
+    check_adapt_with_arrays(cluster, "slurm", "sbatch", maximum=4)
+
+
+def test_site_limit_splits_a_scale_up_and_job_arrays_false_turns_it_off(make):
+    cluster = make(gpus_per_node=1, max_array_size=2, array_throttle=1)
+    with recorded_commands() as calls:
+        cluster.scale(jobs=5)
+        cluster.wait_for_workers(gpus=1, timeout=120)
+    sbatch = submits(calls, "sbatch")
+    assert len(sbatch) == 3  # 2 + 2 + 1 elements
+    assert sorted(job.job_id.count("_") for job in cluster.jobs) == [0, 1, 1, 1, 1]
+    plain = make(gpus_per_node=1, job_arrays=False)
+    with recorded_commands() as calls:
+        plain.scale(jobs=2)
+        plain.wait_for_workers(gpus=2, timeout=120)
+    assert len(submits(calls, "sbatch")) == 2
+    assert all("_" not in job.job_id for job in plain.jobs)
+
+
+def test_site_limit_is_read_from_scontrol(make):
+    cluster = make(gpus_per_node=1)
+    limit = cluster.sync(cluster._site_array_limit)
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
+    assert f"MaxArraySize            = {limit}" in out
+
+
+def test_walltime_replacement_per_element_is_one_new_array(make):
+    """Three elements started together near their walltime together: each is marked retiring
+    and replaced, the three replacements in one sbatch; the old elements end by themselves
+    (COMPLETED, not TIMEOUT) once their workers retired, and the work goes on."""
+    cluster = make(gpus_per_node=1, walltime="00:02:00", retire_before="40s",
+                   lifetime_stagger="5s", replace_ahead="30s")
+    cluster.scale(gpus=3)
+    cluster.wait_for_workers(gpus=3, timeout=120)
+    first = {job.name: job.job_id for job in cluster.jobs}
+    with recorded_commands() as calls:
+        wait_for(lambda: len(cluster.jobs) == 6 and all(j.job_id for j in cluster.jobs), 120,
+                 interval=1, what=f"three replacements:\n{cluster.job_table()}")
+    assert len(submits(calls, "sbatch")) == 1, submits(calls, "sbatch")
+    new = [job for job in cluster.jobs if job.name not in first]
+    assert len({job.job_id.split("_")[0] for job in new}) == 1 and all("_" in j.job_id for j in new)
+    for name in first:
+        assert any("nears its walltime" in e and f"job {name} " in e for e in cluster.events)
+    wait_for(lambda: all(squeue_state(job_id) == "COMPLETED" for job_id in first.values()), 90,
+             interval=1, what=f"the old elements to end by themselves:\n{cluster.job_table()}")
+    cluster.wait_for_workers(gpus=3, timeout=60)
+    with cluster.get_client() as client:
+        assert client.submit(lambda: 6 * 7).result() == 42
+        names = {w["name"].rsplit("-", 2)[0] for w in client.scheduler_info()["workers"].values()}
+    assert names == {job.name for job in new}
+
+
+def squeue_state(job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
+                          capture_output=True, text=True).stdout.strip()
