@@ -31,7 +31,7 @@ def slurm_alive(job_id: str) -> bool:
 
 
 @pytest.fixture(params=[("pbs", PBSCluster), ("lsf", LSFCluster)], ids=["pbs", "lsf"])
-def make(request, slurm, clusters, monkeypatch):
+def make(request, slurm, monkeypatch, clusters):  # PATH is restored after the clusters close
     name, cls = request.param
     monkeypatch.setenv("PATH", f"{SHIMS / name}{os.pathsep}{os.environ['PATH']}")
 
