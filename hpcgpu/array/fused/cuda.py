@@ -35,7 +35,7 @@ _ANY = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1}
         "maximum": "np_max({0}, {1})", "minimum": "np_min({0}, {1})", "negative": "(-{0})",
         "positive": "(+{0})", "square": "np_square({0})", "where": "({0} ? {1} : {2})", "astype": "{0}",
         "logical_and": "({0} && {1})", "logical_or": "({0} || {1})", "logical_not": "(!{0})"}
-_FLOAT = {"true_divide": "({0} / {1})", "power": "pow({0}, {1})", "absolute": "fabs({0})",
+_FLOAT = {"divide": "({0} / {1})", "true_divide": "({0} / {1})", "power": "pow({0}, {1})", "absolute": "fabs({0})",
           "arctan2": "atan2({0}, {1})", "hypot": "hypot({0}, {1})", "isnan": "isnan({0})",
           "isinf": "isinf({0})", "isfinite": "isfinite({0})",
           **{name: f"{c}({{0}})" for name, c in [

@@ -193,7 +193,7 @@ class LazyBlock:
         return self.map(ufunc, ufunc, inputs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from hpcgpu.array.fused.functions import array_function
+        from hpcgpu.array.fused.functions import array_function  # registers Dask's numel too
 
         return array_function(self, func, args, kwargs)
 

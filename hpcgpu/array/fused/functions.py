@@ -10,10 +10,17 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from dask.array.backends import numel_lookup
 
 from hpcgpu.array.fused.expr import _REDUCTIONS, LazyBlock, Map, Reduce, Slice, Unsupported, force_all
 
 __all__ = ["array_function", "astype", "getitem", "reduce"]
+
+
+@numel_lookup.register(LazyBlock)
+def _numel(x: LazyBlock, **kwargs):
+    """Dask's element count (``mean``, ``var``) of a lazy block: its backend's, from the shape."""
+    return numel_lookup.dispatch(type(__import__(x.backend).empty(0)))(x, **kwargs)
 
 
 class _AsType:
