@@ -29,13 +29,12 @@ _THREADS, _PARTS = 256, 64
 _KERNEL = _PRELUDE + r"""
 extern "C" __global__ void array_sum_limit(const unsigned long long* keys, long long chunk, long long parts,
                                            double* out) {
-    long long b = blockIdx.x / parts, p = blockIdx.x % parts, half = (chunk + 1) / 2;
+    long long b = blockIdx.x / parts, p = blockIdx.x % parts;
     unsigned long long key = keys[b];
     double acc = 0.0;
-    for (long long r = p * blockDim.x + threadIdx.x; r < half * half; r += parts * blockDim.x) {
-        unsigned long long i = (unsigned long long)(2 * (r / half)) * chunk + 2 * (r % half);
-        acc += rand_normal_f64(i, (unsigned int)key, (unsigned int)(key >> 32), 10.0, 1.0) + 1.0;
-    }
+    for (long long row = 2 * p; row < chunk; row += 2 * parts)  // [::2, ::2]: even rows and columns
+        for (long long col = 2 * threadIdx.x; col < chunk; col += 2 * blockDim.x)
+            acc += rand_normal_f64(row * chunk + col, (unsigned int)key, (unsigned int)(key >> 32), 10.0, 1.0) + 1.0;
     __shared__ double buf[256];
     buf[threadIdx.x] = acc;
     __syncthreads();

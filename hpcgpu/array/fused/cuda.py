@@ -190,11 +190,12 @@ class _Emitter:
                 f"{literal(second, node.dtype)})")
 
 
-def _unravel(var: str, dims: list, names: list) -> str:
-    """C statements that split index ``var`` over ``dims`` (row-major) into ``names``."""
-    lines = [f"long long rest_{var} = {var};"]
+def _unravel(var: str, dims: list, names: list, index: str) -> str:
+    """C statements that split index ``var`` over ``dims`` (row-major) into ``names``
+    (``index`` the C type: 32-bit division by a constant is a multiply and a shift)."""
+    lines = [f"{index} rest_{var} = {var};"]
     for name, n in reversed(list(zip(names, dims))):
-        lines.append(f"long long {name} = rest_{var} % {n}LL; rest_{var} /= {n}LL;")
+        lines.append(f"{index} {name} = rest_{var} % {n}; rest_{var} /= {n};")
     return "\n        ".join(lines)
 
 
@@ -224,16 +225,17 @@ def kernel_source(node: Node) -> tuple[str, list, dict]:
         reduced = int(np.prod([child.shape[d] for d in node.axis], dtype=np.int64))
         parts = _parts(reduced, outputs)
         acc = C_TYPES[node.dtype.name]
+        index = "int" if max(reduced + parts * _THREADS, outputs * parts) < 2**31 else "long long"
         value = emitter.emit(child, names)
         combine = _COMBINE[node.name]
         body = f"""
 extern "C" __global__ void fused_kernel({", ".join(emitter.params + [f"{acc}* out"])}) {{
-    const long long parts = {parts}LL, reduced = {reduced}LL;
-    long long m = blockIdx.x / parts, p = blockIdx.x % parts;
-    {_unravel("m", [child.shape[d] for d in kept], [names[d] for d in kept]) if kept else ""}
+    const {index} parts = {parts}, reduced = {reduced};
+    {index} m = blockIdx.x / parts, p = blockIdx.x % parts;
+    {_unravel("m", [child.shape[d] for d in kept], [names[d] for d in kept], index) if kept else ""}
     {acc} acc = {_identity(node.name, node.dtype)};
-    for (long long r = p * {_THREADS}LL + threadIdx.x; r < reduced; r += parts * {_THREADS}LL) {{
-        {_unravel("r", [child.shape[d] for d in node.axis], [names[d] for d in node.axis])}
+    for ({index} r = p * {_THREADS} + threadIdx.x; r < reduced; r += parts * {_THREADS}) {{
+        {_unravel("r", [child.shape[d] for d in node.axis], [names[d] for d in node.axis], index)}
         {acc} v = ({acc}){value};
         acc = {combine.format("acc", "v")};
     }}
@@ -256,7 +258,7 @@ extern "C" __global__ void fused_kernel({", ".join(emitter.params + [f"{acc}* ou
 extern "C" __global__ void fused_kernel({", ".join(emitter.params + [f"{out}* out"])}) {{
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < {size}LL;
          t += (long long)blockDim.x * gridDim.x) {{
-        {_unravel("t", list(node.shape), names)}
+        {_unravel("t", list(node.shape), names, "long long")}
         out[t] = ({out}){emitter.emit(node, names)};
     }}
 }}
@@ -275,11 +277,51 @@ def _identity(name: str, dtype) -> str:
     return literal(info.max if name == "min" else info.min, dtype)
 
 
-@functools.lru_cache(maxsize=256)
-def _kernel(source: str):
+def signature(node: Node, leaves: list, seen: dict):
+    """What the kernel source depends on, as nested tuples, and the leaves in the order
+    the source takes their arguments (a cheaper cache key than the source itself)."""
+    if id(node) in seen:
+        return ("ref", seen[id(node)])
+    if isinstance(node, (RandomLeaf, ArrayLeaf)):
+        seen[id(node)] = len(leaves)
+        leaves.append(node)
+        if isinstance(node, RandomLeaf):
+            return ("random", node.method, node.args, node.dtype.str, node.shape)
+        return ("array", node.dtype.str, node.shape, node.value.strides)
+    if isinstance(node, Map):
+        args = tuple(signature(a, leaves, seen) if isinstance(a, Node) else (type(a), a) for a in node.args)
+        return ("map", node.name, tuple(d.str for d in node.loop), node.shape, args)
+    if isinstance(node, Slice):
+        return ("slice", tuple((r.start, r.step, len(r)) for r in node.ranges), signature(node.child, leaves, seen))
+    if isinstance(node, Reduce):
+        return ("reduce", node.name, node.axis, node.dtype.str, signature(node.child, leaves, seen))
+    raise Unsupported(f"no fused code for {type(node).__name__}")
+
+
+def _arguments(leaves: list) -> list:
+    args: list = []
+    for leaf in leaves:
+        if isinstance(leaf, RandomLeaf):
+            args += [np.uint32(leaf.key & 0xFFFFFFFF), np.uint32(leaf.key >> 32)]
+        else:
+            args.append(leaf.value)
+    return args
+
+
+_KERNELS: dict = {}
+
+
+def _compiled(node: Node) -> tuple:
+    """``(kernel, plan, arguments)`` for ``node``, the kernel built once per signature."""
     import cupy
 
-    return cupy.RawKernel(source, "fused_kernel", options=("--std=c++17", "--fmad=false"))
+    leaves: list = []
+    key = signature(node, leaves, {})
+    if key not in _KERNELS:
+        source, _, plan = kernel_source(node)
+        _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=("--std=c++17", "--fmad=false")), plan)
+    kernel, plan = _KERNELS[key]
+    return kernel, plan, _arguments(leaves)
 
 
 def evaluate(node: Node):
@@ -288,8 +330,7 @@ def evaluate(node: Node):
 
     if isinstance(node, ArrayLeaf):
         return node.value
-    source, args, plan = kernel_source(node)
-    kernel = _kernel(source)
+    kernel, plan, args = _compiled(node)
     if not isinstance(node, Reduce):
         out = cupy.empty(node.shape, dtype=node.dtype)
         if plan["size"]:
