@@ -254,12 +254,13 @@ extern "C" __global__ void fused_kernel({", ".join(emitter.params + [f"{acc}* ou
         names = [f"i{d}" for d in range(len(node.shape))]
         out = C_TYPES[node.dtype.name]
         size = int(np.prod(node.shape, dtype=np.int64))
+        value = emitter.emit(node, names)  # before the parameter list: emitting collects it
         body = f"""
 extern "C" __global__ void fused_kernel({", ".join(emitter.params + [f"{out}* out"])}) {{
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < {size}LL;
          t += (long long)blockDim.x * gridDim.x) {{
         {_unravel("t", list(node.shape), names, "long long")}
-        out[t] = ({out}){emitter.emit(node, names)};
+        out[t] = ({out}){value};
     }}
 }}
 """
