@@ -171,7 +171,7 @@ class LazyBlock:
 
     def map(self, fn, ufunc, args) -> LazyBlock:
         """The lazy ``fn(*args)`` computed as ``ufunc`` (Unsupported for what NumPy would refuse)."""
-        from hpcgpu.array.fused.cuda import check_loop
+        from hpcgpu.array.fused.codegen import check_loop
 
         nodes = [self._operand(a) for a in args]
         try:

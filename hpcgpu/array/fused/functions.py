@@ -36,7 +36,7 @@ class _AsType:
 
 
 def astype(block: LazyBlock, dtype, casting, kwargs) -> LazyBlock:
-    from hpcgpu.array.fused.cuda import check_loop
+    from hpcgpu.array.fused.codegen import check_loop
 
     dtype = np.dtype(dtype)
     if kwargs or not np.can_cast(block.dtype, dtype, casting=casting):
@@ -74,7 +74,7 @@ def reduce(block: LazyBlock, func, axis=None, dtype=None, keepdims=False, **kwar
         meta = func(np.ones((1,) * block.ndim, block.dtype), axis=axes, keepdims=True, **extra)
     except (TypeError, ValueError) as error:
         raise Unsupported(str(error)) from None
-    from hpcgpu.array.fused.cuda import check_reduction
+    from hpcgpu.array.fused.codegen import check_reduction
 
     check_reduction(_REDUCTIONS[func], meta.dtype)
     return LazyBlock(Reduce(func, _REDUCTIONS[func], block._operand(block), axes, meta.dtype, True, extra), block.backend)
@@ -84,7 +84,7 @@ def _where(block: LazyBlock, condition, x, y) -> LazyBlock:
     nodes = [block._operand(v) for v in (condition, x, y)]
     metas = [np.zeros((), n.dtype) if hasattr(n, "dtype") and not isinstance(n, np.generic) else n for n in nodes]
     out = np.where(*metas).dtype
-    from hpcgpu.array.fused.cuda import check_loop
+    from hpcgpu.array.fused.codegen import check_loop
 
     cond_dtype = getattr(nodes[0], "dtype", np.dtype(bool))
     loop = (np.dtype(bool) if cond_dtype == bool else cond_dtype, out, out, out)
