@@ -24,6 +24,7 @@ import time
 from contextlib import contextmanager
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/fused_limit.py
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
@@ -35,6 +36,7 @@ from hpcgpu.backends import cuda_device_count, module_usable  # noqa: E402
 from hpcgpu.local import LocalGPUCluster  # noqa: E402
 
 ROWS: list[dict] = []
+LIMIT: dict = {}  # seconds of the one-kernel array-sum, by (n, chunk): the ratios' reference
 OUT = os.environ.get("OUT", ".")
 
 
@@ -92,12 +94,30 @@ def array_sum_runs(client, label: str, gpus: int, n: int, chunk: int, backend: s
             tag = "fused" if width else "unfused"
             graph = array_sum_graph(n, chunk, backend)
             client.compute(array_sum_graph(n // 10, chunk, backend)).result()  # warm: kernels, pool
-            seconds, _ = timed(lambda: client.compute(array_sum_graph(n, chunk, backend)).result(), 2 if width else 1)
+            seconds, value = timed(lambda: client.compute(array_sum_graph(n, chunk, backend)).result(),
+                                   2 if width else 1)
             record("array-sum", f"{label}, {tag} graph", gpus, seconds, tasks=ntasks(graph), nbytes=n * n * 8,
-                   gbps=n * n * 8 / seconds / 1e9)
+                   gbps=n * n * 8 / seconds / 1e9, value=float(value), **_vs_limit(n, chunk, seconds))
             noop = array_sum_graph(n, chunk, backend, noop=True)
             seconds, _ = timed(lambda: client.compute(array_sum_graph(n, chunk, backend, noop=True)).result())
-            record("array-sum", f"no-op graph of the same shape on {label}, {tag}", gpus, seconds, tasks=ntasks(noop))
+            record("array-sum", f"no-op graph of the same shape on {label}, {tag}", gpus, seconds, tasks=ntasks(noop),
+                   **_vs_limit(n, chunk, seconds))
+
+
+def _vs_limit(n: int, chunk: int, seconds: float) -> dict:
+    """The ratio to the one-kernel limit (:mod:`benchmarks.fused_limit`), when it was measured."""
+    limit = LIMIT.get((n, chunk))
+    return {"vs_limit": seconds / limit, "note": f"{seconds / limit:.1f}x the one-kernel limit"} if limit else {}
+
+
+def fused_kernel_limit(n: int, chunk: int) -> None:
+    """The physical reference: one CUDA kernel over all blocks (benchmarks/fused_limit.py)."""
+    from fused_limit import array_sum_limit
+
+    seconds, value = array_sum_limit(n, chunk)
+    LIMIT[(n, chunk)] = seconds
+    record("array-sum", "one fused CUDA kernel over all blocks (Philox + Box-Muller + 1 + strided sum)", 1,
+           seconds, value=value, nbytes=n * n * 8, gbps=n * n * 8 / seconds / 1e9, note="the physical reference")
 
 
 def bare_cupy_loop(n: int, chunk: int, backend: str, steps: str = "dask") -> float:
@@ -169,6 +189,14 @@ def section_array_sum(args, gpu_counts, backend):
     n, chunk = args.n, args.chunk
     if not args.quick:
         chunk_setup_costs(chunk)
+    if backend == "cupy":
+        fused_kernel_limit(n, chunk)
+    if args.no_fused_kernels:  # hpcgpu's graph with each block's steps run one by one (before the kernels)
+        os.environ["DASK_HPCGPU__ARRAY__FUSED_KERNELS"] = "False"
+        for gpus in gpu_counts:
+            with cluster("hpcgpu", gpus, args.threads) as client:
+                array_sum_runs(client, "hpcgpu LocalGPUCluster, fused-kernels off", gpus, n, chunk, backend, False)
+        del os.environ["DASK_HPCGPU__ARRAY__FUSED_KERNELS"]
     if backend == "cupy" or args.smoke:
         record("array-sum", "bare CuPy loop over the same chunks (no Dask), Dask's chunk steps", 1,
                bare_cupy_loop(n, chunk, backend))
@@ -277,6 +305,8 @@ def main() -> None:
     parser.add_argument("--no-references", dest="references", action="store_false",
                         help="skip the blog's single-threaded code (about 30 s on one H200)")
     parser.add_argument("--only", default="array-sum,groupby,svd")
+    parser.add_argument("--no-fused-kernels", action="store_true",
+                        help="also run hpcgpu's array-sum with hpcgpu.array.fused-kernels=False")
     parser.add_argument("--quick", action="store_true",
                         help="skip the per-chunk generator costs, unfused and 2-thread variants")
     args = parser.parse_args()

@@ -32,6 +32,7 @@ from dask.blockwise import fuse_roots, optimize_blockwise
 from dask.core import reverse_dict
 from dask.highlevelgraph import HighLevelGraph
 
+from hpcgpu.array.fused import force_all, fused_backends, run_step
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
@@ -85,11 +86,12 @@ def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
 def _run_fused(steps: tuple, outkey, pushdown: bool) -> Any:
     """Run one fused chain (:func:`chain_tasks`), dropping each value after its single use."""
     values: dict = {}
+    backends = fused_backends()  # block chains as generated kernels (hpcgpu.array.fused)
     for task in chain_tasks(steps, pushdown):
-        values[task.key] = task(values)
+        values[task.key] = run_step(task, values, backends) if backends else task(values)
         for key in task.dependencies:
             del values[key]  # a GPU block goes back to the pool before the next is made
-    return values[outkey]
+    return force_all(values[outkey])
 
 
 def _exclusive_leaf_counts(deps: dict, dependents: dict, keys: set, width: int) -> dict:

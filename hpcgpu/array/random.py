@@ -18,6 +18,7 @@ import numpy as np
 import dask.array as da
 from dask.array.core import normalize_chunks
 
+from hpcgpu.array.fused.runner import lazy_random_block
 from hpcgpu.array.optimization import mark
 from hpcgpu.array.philox import philox_block
 from hpcgpu.backends import resolve_backend
@@ -90,6 +91,9 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
 
 def _make_block(backend, seed, method, args, dtype, chunks, block_id=None):
     shape = tuple(c[i] for c, i in zip(chunks, block_id))
+    lazy = lazy_random_block(backend, seed, method, args, dtype, shape, block_id)  # inside a fused step
+    if lazy is not None:
+        return lazy
     return _block(backend, seed, method, args, dtype, shape, block_id)
 
 

@@ -1,0 +1,86 @@
+"""The CUDA backend of fused expressions: compile once per signature, launch per block.
+
+The kernels come from :mod:`hpcgpu.array.fused.codegen`. Each is compiled once per
+expression signature (:func:`signature`: the expression, shapes, strides, constants),
+which is cheaper to compute per block than the source, and cached here (and on disk by
+CuPy); a block only supplies its arguments (a random block's key, a block's data).
+Compiled with ``--fmad=false``: ``a * b + c`` stays two roundings, as in CuPy's
+one-kernel-per-step evaluation. A reduction's partials (one per thread block) are
+reduced by CuPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hpcgpu.array.fused.codegen import _THREADS, check_loop, check_reduction, kernel_source
+from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
+
+__all__ = ["evaluate", "signature", "kernel_source", "check_loop", "check_reduction"]
+
+
+def signature(node: Node, leaves: list, seen: dict):
+    """What the kernel source depends on, as nested tuples, and the leaves in the order
+    the source takes their arguments (a cheaper cache key than the source itself)."""
+    if id(node) in seen:
+        return ("ref", seen[id(node)])
+    if isinstance(node, (RandomLeaf, ArrayLeaf)):
+        seen[id(node)] = len(leaves)
+        leaves.append(node)
+        if isinstance(node, RandomLeaf):
+            return ("random", node.method, node.args, node.dtype.str, node.shape)
+        return ("array", node.dtype.str, node.shape, node.value.strides)
+    if isinstance(node, Map):
+        args = tuple(signature(a, leaves, seen) if isinstance(a, Node) else (type(a), a) for a in node.args)
+        return ("map", node.name, tuple(d.str for d in node.loop), node.shape, args)
+    if isinstance(node, Slice):
+        return ("slice", tuple((r.start, r.step, len(r)) for r in node.ranges), signature(node.child, leaves, seen))
+    if isinstance(node, Reduce):
+        return ("reduce", node.name, node.axis, node.dtype.str, signature(node.child, leaves, seen))
+    raise Unsupported(f"no fused code for {type(node).__name__}")
+
+
+def _arguments(leaves: list) -> list:
+    args: list = []
+    for leaf in leaves:
+        if isinstance(leaf, RandomLeaf):
+            args += [np.uint32(leaf.key & 0xFFFFFFFF), np.uint32(leaf.key >> 32)]
+        else:
+            args.append(leaf.value)
+    return args
+
+
+_KERNELS: dict = {}
+
+
+def _compiled(node: Node) -> tuple:
+    """``(kernel, plan, arguments)`` for ``node``, the kernel built once per signature."""
+    import cupy
+
+    leaves: list = []
+    key = signature(node, leaves, {})
+    if key not in _KERNELS:
+        source, _, plan = kernel_source(node)
+        _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=("--std=c++17", "--fmad=false")), plan)
+    kernel, plan = _KERNELS[key]
+    return kernel, plan, _arguments(leaves)
+
+
+def evaluate(node: Node):
+    """The values of ``node`` on the current device, queued on the current stream."""
+    import cupy
+
+    if isinstance(node, ArrayLeaf):
+        return node.value
+    kernel, plan, args = _compiled(node)
+    if not isinstance(node, Reduce):
+        out = cupy.empty(node.shape, dtype=node.dtype)
+        if plan["size"]:
+            kernel((min(-(-plan["size"] // _THREADS), 65536),), (_THREADS,), (*args, out))
+        return out
+    partials = cupy.empty((plan["outputs"], plan["parts"]), dtype=node.dtype)
+    kernel((plan["outputs"] * plan["parts"],), (_THREADS,), (*args, partials))
+    if plan["parts"] > 1:
+        combine = {"sum": cupy.sum, "prod": cupy.prod, "min": cupy.min, "max": cupy.max}[node.name]
+        partials = combine(partials, axis=1)
+    return partials.reshape(node.shape)
