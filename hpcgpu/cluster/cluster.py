@@ -115,6 +115,8 @@ fallback, ucx_environment
         self._poll_interval = parse_timedelta(poll_interval or config.get("poll-interval"))
         self._tail_lines = int(config.get("stderr-tail-lines"))
         security = _security(security)
+        # Every job ever submitted, for the cancel at exit, collection or SIGTERM.
+        self._submitted: dict[str, GPUJob] = {}
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
@@ -127,8 +129,6 @@ fallback, ucx_environment
             environment=job_environment(net, "worker"), **job_options,
         )
         self.new_spec["group"] = worker_suffixes(self._shape)
-        # Every job ever submitted, for the cancel at exit, collection or SIGTERM.
-        self._submitted: dict[str, GPUJob] = {}
         self._finalizer = watch(self, self._dialect, self._submitted)
         if n_workers:
             self.scale(gpus=n_workers)

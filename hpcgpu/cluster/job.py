@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import tempfile
 from typing import Any
 
@@ -117,16 +118,19 @@ class GPUJob(Job):
         return self._script(secrets=False)
 
     def _script(self, secrets: bool) -> str:
-        tls = [(name, value if secrets else HIDDEN) for name, value in self._tls_environment]
+        # Exported first: the scheduler of ``scheduler_in_job`` starts in the prologue.
+        tls = tuple(f"export {name}={shlex.quote(value if secrets else HIDDEN)}"
+                    for name, value in self._tls_environment)
         script = worker_job_script(
             self.shape, self.dialect, self.launcher, self.worker_command(),
             python=self.options.get("python") or "python3",
             log_directory=self.log_directory or ".",
             job_extra_directives=tuple(self.job_extra_directives or ()),
             job_directives_skip=tuple(self.job_directives_skip or ()),
-            job_script_prologue=tuple(self._job_script_prologue or ()) + self.scheduler_lines[:-1],
+            job_script_prologue=(tls + tuple(self._job_script_prologue or ())
+                                 + self.scheduler_lines[:-1]),
             job_script_epilogue=tuple(self.job_script_epilogue) + self.scheduler_lines[-1:],
-            environment=self.environment + tuple(tls),
+            environment=self.environment,
             shebang=self.shebang or "#!/usr/bin/env bash",
         )
         return render(script)
