@@ -27,11 +27,11 @@ import time
 import weakref
 from typing import Any
 
-from distributed.comm.core import CommClosedError
-from distributed.core import Status, rpc
+from distributed.core import Status
 
 from hpcgpu import commands
 from hpcgpu.cluster.adaptive import job_of_worker as job_of
+from hpcgpu.worker.nannies import stop_through_nannies
 
 __all__ = ["cancel_now", "end_workers", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
 
@@ -137,14 +137,10 @@ def _cancel_then_die(signum: int, _frame: Any) -> None:
 
 
 async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
-    """Stop every connected worker through its nanny, and wait up to ``grace`` s for their
-    jobs to leave the queue.
-
-    A nanny that stops its worker (the way ``Nanny.close`` does) ends it cleanly; a worker
-    told to close by the scheduler ends with a ``Worker process died unexpectedly``
-    traceback in distributed's nanny (its stop-queue thread is closed under it), and a
-    job cancelled while its workers close logs their broken connections as tracebacks.
-    """
+    """Stop every connected worker through its nanny
+    (:func:`~hpcgpu.worker.nannies.stop_through_nannies`), and wait up to ``grace`` s for
+    their jobs to leave the queue: a job cancelled while its workers close logs their
+    broken connections as tracebacks."""
     identity = await cluster.scheduler_comm.identity()
     workers = identity.get("workers", {})
     if not workers:
@@ -152,23 +148,13 @@ async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
     nannies = [a for a, w in workers.items() if w.get("nanny")]
     alone = [a for a, w in workers.items() if not w.get("nanny")]  # --no-nanny
     if nannies:
-        await asyncio.gather(*(_terminate(cluster, workers[a]["nanny"]) for a in nannies))
+        args = cluster.security.get_connection_args("client") if cluster.security else {}
+        await stop_through_nannies([workers[a]["nanny"] for a in nannies], args)
     if alone:
         await cluster.scheduler_comm.retire_workers(workers=alone, close_workers=True)
     names = {job_of(str(w.get("name"))) for w in workers.values()}
     jobs = [cluster.workers[name] for name in names if name in cluster.workers]
     await wait_until_ended(cluster._dialect, jobs, grace)
-
-
-async def _terminate(cluster: Any, nanny: str) -> None:
-    """``Nanny.close`` over an rpc from this process: the nanny closes the connection
-    instead of answering (the scheduler's ``broadcast`` would log that as an error)."""
-    args = cluster.security.get_connection_args("client") if cluster.security else {}
-    try:
-        async with rpc(nanny, connection_args=args, timeout=10) as comm:
-            await comm.terminate(reason="cluster-close")
-    except (CommClosedError, OSError):
-        pass  # closed: what was asked
 
 
 async def wait_until_ended(dialect: Any, jobs: list, grace: float) -> None:
