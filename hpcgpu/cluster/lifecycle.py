@@ -102,8 +102,8 @@ def _run_finalizers() -> None:
 
 
 def _at_exit() -> None:
-    """Close what the script left open (workers retire, jobs end cleanly), then cancel
-    whatever is left. Only clusters on hpcgpu's own loop: a user's loop is gone by now."""
+    """Close what the script left open (the nannies stop their workers, the jobs end
+    cleanly), then cancel whatever is left. Only clusters on hpcgpu's own loop: a user's loop is gone by now."""
     for cluster in list(_clusters):
         if getattr(cluster, "asynchronous", True) or cluster.status == Status.closed:
             continue
