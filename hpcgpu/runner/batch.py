@@ -226,6 +226,18 @@ def _run_script(s: _Session) -> int:
     return 128 - code if code < 0 else code
 
 
+def _stop_workers(client, grace: float) -> None:
+    """Workers down through their nannies before the scheduler closes (no heartbeat into a
+    closed scheduler: :func:`~hpcgpu.worker.nannies.stop_through_nannies`)."""
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    nannies = [w["nanny"] for w in workers if w.get("nanny")]
+    args = client.security.get_connection_args("client")
+    client.sync(stop_through_nannies, nannies, args)
+    deadline = time.monotonic() + grace
+    while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _shutdown(s: _Session, client) -> None:
     grace = s.options.grace
     if client is not None:
@@ -242,18 +254,6 @@ def _shutdown(s: _Session, client) -> None:
             child.stop(grace=grace)
     if not s.options.keep_work_dir:
         remove_job_directory(s.directory)
-
-
-def _stop_workers(client, grace: float) -> None:
-    """Workers down through their nannies before the scheduler closes (no heartbeat into a
-    closed scheduler: :func:`~hpcgpu.worker.nannies.stop_through_nannies`)."""
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    nannies = [w["nanny"] for w in workers if w.get("nanny")]
-    args = client.security.get_connection_args("client")
-    client.sync(stop_through_nannies, nannies, args)
-    deadline = time.monotonic() + grace
-    while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def run_batch(options: BatchOptions) -> int:
