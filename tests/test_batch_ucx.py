@@ -23,6 +23,8 @@ def test_sbatch_hpcgpu_run_protocol_ucx(slurm, tmp_path):
     text = "".join(p.read_text() for p in tmp_path.glob(f"{job_id}.*"))
     assert "hpcgpu run: scheduler ucx://127.0.0.1:" in text
     assert "RESULT ucx://127.0.0.1:" in text
+    # No heartbeat into a closed scheduler: the workers went first (issue 15).
+    assert "End worker" in text and "Traceback" not in text, text[-5000:]
 
 
 def test_hpcgpu_run_without_ucx_fails_before_starting(tmp_path):

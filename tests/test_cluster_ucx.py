@@ -30,7 +30,7 @@ def _worker_view(dask_worker):
 
 def _check_compute_over_ucx(cluster, gpus: int) -> None:
     cluster.scale(gpus=gpus)
-    cluster.wait_for_workers(gpus=gpus, timeout=120)
+    cluster.wait_for_workers(gpus=gpus, timeout=300)  # the shared queue may be full
     with Client(cluster) as client:
         x = da.arange(400 * 400, chunks=100 * 400).reshape(400, 400).rechunk(100).astype("f8")
         assert float(client.compute((x + x.T).sum()).result(timeout=60)) == 2 * sum(range(400 * 400))
@@ -46,7 +46,7 @@ def _isolated(body: str, tmp_path) -> None:
     ucxx (0.52) can crash (SIGSEGV in its progress thread) when a later UCX scheduler in the
     same process runs on a new event loop; other UCX tests share this pytest process."""
     code = f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_cluster_ucx as t; t.{body}({str(tmp_path)!r})"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=480)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
 
 

@@ -57,9 +57,13 @@ def test_scripts_certificates_and_logs_are_private(cluster, tmp_path):
     modes: dict[str, int] = {}
     real = commands.runner
 
+    secret = cluster.security.tls_worker_key.strip().splitlines()[1]  # in memory only
+    submitted: list[str] = []
+
     def spy(argv, timeout, input):
         if argv[0] == "sbatch":
             modes[argv[-1]] = stat.S_IMODE(os.stat(argv[-1]).st_mode)
+            submitted.append(Path(argv[-1]).read_text())
         return real(argv, timeout, input)
 
     commands.set_runner(spy)
@@ -70,12 +74,11 @@ def test_scripts_certificates_and_logs_are_private(cluster, tmp_path):
         commands.set_runner(None)
     assert list(modes.values()) == [0o600]  # the job script, while it exists
     assert not any(Path(p).exists() for p in modes)  # removed once submitted
+    assert secret in submitted[0]  # the key travels in the submitted script only
     logs = Path(cluster._log_directory)
     assert stat.S_IMODE(logs.stat().st_mode) == 0o700
-    key = Path(cluster._job_key.name)
-    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and key.parent == logs
-    # No private key in any file others can read: the log directory, /tmp, the job script.
-    secret = key.read_text().strip().splitlines()[1]
+    # The key is in no file at all (not even a private one) in the log directory, and in
+    # no file others can read in /tmp; cluster.job_script() shows a placeholder.
     places = [logs, Path("/tmp"), Path(os.environ.get("TMPDIR", "/tmp"))]
     leaks = []
     for place in places:
@@ -83,13 +86,13 @@ def test_scripts_certificates_and_logs_are_private(cluster, tmp_path):
             try:
                 if not path.is_file() or path.stat().st_size > 1 << 20:
                     continue
-                readable_by_others = path.stat().st_mode & 0o004 and place != logs
-                if (readable_by_others or place == logs and path != key
-                        and path.stat().st_mode & 0o077) and secret in path.read_text(
-                            errors="ignore"):
+                readable_by_others = path.stat().st_mode & 0o004
+                if (place == logs or readable_by_others) and secret in path.read_text(
+                        errors="ignore"):
                     leaks.append(str(path))
             except OSError:
                 continue
     assert not leaks
     assert secret not in cluster.job_script()
+    assert "<in memory: added to the submitted script only>" in cluster.job_script()
     assert all(stat.S_IMODE(p.parent.stat().st_mode) == 0o700 for p in logs.glob("*.err"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
+import weakref
 from typing import Any, ClassVar
 
 from dask.utils import parse_timedelta
@@ -23,6 +24,7 @@ from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
 from hpcgpu.cluster.expiry import WalltimeReplacement, retirement_options
 from hpcgpu.cluster.faults import cancel_together
+from hpcgpu.cluster.lifecycle import end_workers, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.scaling import JobScaling
 from hpcgpu.cluster.network import cluster_network, dashboard_host
@@ -124,6 +126,8 @@ fallback, ucx_environment
         self._poll_interval = parse_timedelta(poll_interval or config.get("poll-interval"))
         self._tail_lines = int(config.get("stderr-tail-lines"))
         security = _security(security)
+        # Every job ever submitted, for the cancel at exit, collection or SIGTERM.
+        self._submitted: dict[str, GPUJob] = {}
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
@@ -136,6 +140,7 @@ fallback, ucx_environment
             environment=job_environment(net, "worker"), **job_options,
         )
         self.new_spec["group"] = worker_suffixes(self._shape)
+        self._finalizer = watch(self, self._dialect, self._submitted)
         if n_workers:
             self.scale(gpus=n_workers)
 
@@ -154,6 +159,25 @@ fallback, ucx_environment
             addresses = [listener.contact_address for listener in self.scheduler.listeners]
             self.scheduler_comm = rpc(client_address(addresses, self.network),
                                       connection_args=self.security.get_connection_args("client"))
+
+    async def _close(self):
+        """Stop the workers through their nannies and let their jobs end by themselves,
+        then upstream's close (which cancels what is left, pending jobs included, and stops
+        the scheduler): no job is cancelled while its workers close (docs/reliability.md)."""
+        if self.status == Status.running and self.scheduler_comm is not None:
+            poll = self.periodic_callbacks.pop("hpcgpu-poll", None)
+            if poll is not None:
+                poll.stop()  # no status polls while closing (nor after the thread pool's end)
+            try:
+                await end_workers(self)
+            except Exception as error:  # the scheduler may be gone: cancelling still works
+                logger.warning("stopping the workers before close: %r", error)
+        await super()._close()
+
+    def _get_worker_security(self, security):
+        """Keep the temporary certificate in memory: dask-jobqueue writes it into
+        ``shared_temp_directory``, where it outlives a killed client (GPUJob passes it on)."""
+        return security
 
     @property
     def gpus_per_job(self) -> int:
@@ -203,8 +227,9 @@ fallback, ucx_environment
                 logger.error("submitting job %s failed: %s", name, error)
                 continue
             record.job_id, record.state = job.job_id, "pending"
-            job._cluster = lambda: self  # noqa: B023 - what SpecCluster sets (a weakref)
+            job._cluster = weakref.ref(self)  # what SpecCluster sets
             self._created.add(job)
+            self._submitted[name] = job
             self.workers[name] = job
         failed = [e for e in results if isinstance(e, BaseException)]
         if failed:

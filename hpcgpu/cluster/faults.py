@@ -105,8 +105,8 @@ async def cancel_together(dialect, jobs: list) -> None:
     ids = [job.job_id for job in jobs if job.job_id and not getattr(job, "ended", False)]
     for start in range(0, len(ids), 500):  # keep the command line short
         chunk = ids[start:start + 500]
-        done = await asyncio.to_thread(commands.run, dialect.cancel_argv(chunk), timeout=120,
-                                       check=False)
+        # Synchronous: this runs on the way out too, when asyncio.to_thread's pool is gone.
+        done = commands.run(dialect.cancel_argv(chunk), timeout=120, check=False)
         if done.returncode != 0:
             logger.warning("%s", CommandError(done))
         logger.info("cancelled job(s) %s", " ".join(chunk))

@@ -8,9 +8,9 @@ and their cancel commands run through :mod:`hpcgpu.commands`, the one subprocess
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
+import shlex
 import tempfile
 from typing import Any
 
@@ -80,7 +80,7 @@ class GPUJob(Job):
                  **options: Any) -> None:
         self.shape, self.dialect, self.launcher = shape, dialect, launcher
         self.retirement = {"retire_before": retire_before, "lifetime_stagger": lifetime_stagger}
-        self.security_files = _tls_files(security)
+        self.security_files, self._tls_environment = tls_settings(security)
         self.protocol = protocol
         self.job_script_epilogue = list(job_script_epilogue or [])
         # The network's exports (UCX, distributed-ucxx), and for the job that runs the
@@ -113,14 +113,22 @@ class GPUJob(Job):
         )
 
     def job_script(self) -> str:
-        """The whole job script, rendered from the package's one template."""
+        """The whole job script, rendered from the package's one template (in-memory TLS
+        credentials shown as a placeholder: they are added only to the submitted copy)."""
+        return self._script(secrets=False)
+
+    def _script(self, secrets: bool) -> str:
+        # Exported first: the scheduler of ``scheduler_in_job`` starts in the prologue.
+        tls = tuple(f"export {name}={shlex.quote(value if secrets else HIDDEN)}"
+                    for name, value in self._tls_environment)
         script = worker_job_script(
             self.shape, self.dialect, self.launcher, self.worker_command(),
             python=self.options.get("python") or "python3",
             log_directory=self.log_directory or ".",
             job_extra_directives=tuple(self.job_extra_directives or ()),
             job_directives_skip=tuple(self.job_directives_skip or ()),
-            job_script_prologue=tuple(self._job_script_prologue or ()) + self.scheduler_lines[:-1],
+            job_script_prologue=(tls + tuple(self._job_script_prologue or ())
+                                 + self.scheduler_lines[:-1]),
             job_script_epilogue=tuple(self.job_script_epilogue) + self.scheduler_lines[-1:],
             environment=self.environment,
             shebang=self.shebang or "#!/usr/bin/env bash",
@@ -128,8 +136,9 @@ class GPUJob(Job):
         return render(script)
 
     async def start(self) -> None:
-        """Write the script (mode 0600), submit it, remember the job id."""
-        text = self.job_script()
+        """Write the script (mode 0600; removed once submitted: it may hold the TLS key),
+        submit it, remember the job id."""
+        text = self._script(secrets=True)
         fd, path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".sh",
                                     dir=self.log_directory or None)
         try:
@@ -144,18 +153,48 @@ class GPUJob(Job):
         await ProcessInterface.start(self)
 
     async def close(self) -> None:
-        """Cancel the job (a job that is already gone is fine)."""
+        """Cancel the job (a job that is already gone is fine). Synchronous on purpose: at
+        interpreter shutdown ``asyncio.to_thread``'s pool takes no more work."""
         if self.job_id and not getattr(self, "ended", False):
-            await asyncio.to_thread(
-                commands.run, self.dialect.cancel_argv([self.job_id]), timeout=60, check=False
-            )
+            commands.run(self.dialect.cancel_argv([self.job_id]), timeout=60, check=False)
+            self.ended = True
             logger.info("cancelled job %s", self.job_id)
         await ProcessInterface.close(self)
 
 
-def _tls_files(security: Any) -> dict[str, str | None]:
+#: What :meth:`GPUJob.job_script` shows instead of an in-memory TLS credential.
+HIDDEN = "<in memory: added to the submitted script only>"
+
+
+def tls_settings(security: Any) -> tuple[dict[str, str | None], tuple[tuple[str, str], ...]]:
+    """The workers' TLS: ``(files for the worker command, environment)``.
+
+    Files a user gave stay files (``--tls-cert ...``). The temporary in-memory certificate
+    (``Security.temporary()``, hpcgpu's default) is never written to the shared filesystem:
+    it travels inside the submitted script as dask configuration in the environment
+    (``DASK_DISTRIBUTED__COMM__TLS__*``), which only the job's user and the batch system
+    can read; distributed loads it from memory (docs/reliability.md).
+
+    Examples
+    --------
+    >>> from distributed.security import Security
+    >>> tls_settings(Security(tls_ca_file="ca.pem", tls_worker_cert="c.pem",
+    ...                       tls_worker_key="k.pem", require_encryption=True))[0]
+    {'tls_ca_file': 'ca.pem', 'tls_cert': 'c.pem', 'tls_key': 'k.pem'}
+    >>> files, environment = tls_settings(Security.temporary())
+    >>> files, sorted(dict(environment))[:2]
+    ({}, ['DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION', 'DASK_DISTRIBUTED__COMM__TLS__CA_FILE'])
+    >>> tls_settings(None)
+    ({}, ())
+    """
     if not security:
-        return {}
+        return {}, ()
     config = security.get_tls_config_for_role("worker")
-    return {"tls_ca_file": config.get("ca_file"), "tls_cert": config.get("cert"),
-            "tls_key": config.get("key")}
+    files = {"tls_ca_file": config.get("ca_file"), "tls_cert": config.get("cert"),
+             "tls_key": config.get("key")}
+    if not any(value and "\n" in value for value in files.values()):
+        return files, ()
+    from hpcgpu.runner.security import TLSFiles
+
+    in_memory = TLSFiles(files["tls_ca_file"], files["tls_cert"], files["tls_key"])
+    return {}, tuple(sorted(in_memory.environment().items()))

@@ -73,7 +73,10 @@ class JobMonitor:
         if not live or self.status != Status.running:
             return
         argv = self._dialect.status_argv(sorted(live))
-        result = await asyncio.to_thread(commands.run, argv, timeout=30, check=False)
+        try:
+            result = await asyncio.to_thread(commands.run, argv, timeout=30, check=False)
+        except RuntimeError:  # the interpreter is ending: its thread pool takes no more work
+            return
         if status_failed(result):
             # Never read a failed status call as "the jobs are gone": keep their last state.
             self._status_failures += 1

@@ -31,6 +31,7 @@ from hpcgpu.runner.launch import launcher_environment, started_per_task, workers
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
+from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker_command import WorkerCommand
 
 __all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"]
@@ -233,10 +234,23 @@ def _run_script(s: _Session) -> int:
     return 128 - code if code < 0 else code
 
 
+def _stop_workers(client, grace: float) -> None:
+    """Workers down through their nannies before the scheduler closes (no heartbeat into a
+    closed scheduler: :func:`~hpcgpu.worker.nannies.stop_through_nannies`)."""
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    nannies = [w["nanny"] for w in workers if w.get("nanny")]
+    args = client.security.get_connection_args("client")
+    client.sync(stop_through_nannies, nannies, args)
+    deadline = time.monotonic() + grace
+    while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _shutdown(s: _Session, client) -> None:
     grace = s.options.grace
     if client is not None:
-        try:  # the scheduler closes every worker (and its nanny), then itself
+        try:  # the nannies stop their workers, then the scheduler closes
+            _stop_workers(client, grace)
             client.shutdown()
         except Exception as exc:  # already gone: the launcher and scheduler are stopped below
             _say(f"scheduler shutdown: {exc!r}")

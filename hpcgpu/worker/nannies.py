@@ -19,7 +19,7 @@ from typing import Iterable
 from hpcgpu.worker.placement import Placement
 
 __all__ = ["gpu_environment", "pinned_nanny_class", "use_pinned_nannies", "use_forkserver",
-           "FORKSERVER_PRELOAD"]
+           "stop_through_nannies", "FORKSERVER_PRELOAD"]
 
 #: what the fork server imports before it forks worker processes: distributed's own list
 #: (``distributed.utils.get_mp_context``) less pandas, which a spawned worker does not import
@@ -108,3 +108,29 @@ def use_forkserver(method: str | None, nworkers: int) -> str:
         multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
         distributed.utils._forkserver_preload_set = True  # keep this list, not distributed's
     return chosen
+
+
+async def stop_through_nannies(nannies: Iterable[str], connection_args: dict) -> None:
+    """Ask each nanny to close (``Nanny.close``: it stops its worker, then itself), from
+    the process that owns the cluster, before the scheduler closes.
+
+    That is the clean way down: a worker the scheduler closes first keeps heart-beating
+    into a closed connection (tracebacks in the job's log), one told to close by the
+    scheduler ends with distributed's ``Worker process died unexpectedly`` (its nanny's
+    stop-queue thread is closed under it), and with UCX a nanny that unregisters from a
+    closing scheduler can crash it (ucxx's listener callback after free). The nanny closes
+    the connection instead of answering: that is success.
+    """
+    import asyncio
+
+    from distributed.comm.core import CommClosedError
+    from distributed.core import rpc
+
+    async def stop(address: str) -> None:
+        try:
+            async with rpc(address, connection_args=connection_args, timeout=10) as nanny:
+                await nanny.terminate(reason="cluster-close")
+        except (CommClosedError, OSError):
+            pass
+
+    await asyncio.gather(*(stop(address) for address in nannies))

@@ -1,0 +1,176 @@
+"""A clean end, whatever the end: a cluster's jobs are cancelled when its process ends.
+
+``cluster.close()`` retires the workers and cancels the jobs. Without it, every way a
+process can end still cancels every job the cluster submitted, pending or running:
+
+- the script falls off its end, or dies of an uncaught exception: an ``atexit`` hook
+  (:func:`weakref.finalize`, which runs before distributed's own ``close_clusters``);
+- the cluster is garbage-collected: the same finalizer;
+- ``SIGTERM`` or ``SIGHUP`` with Python's default handler (death): the jobs are cancelled,
+  then the process dies of the same signal, as it would have without hpcgpu.
+
+The cancel is synchronous, through :func:`hpcgpu.commands.run`: at interpreter shutdown
+the thread pool behind ``asyncio.to_thread`` no longer accepts work. After ``SIGKILL``
+nothing runs in this process: the workers end themselves when the scheduler connection
+breaks (or, for a job that starts later, after ``death_timeout``), see docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import signal
+import threading
+import time
+import weakref
+from typing import Any
+
+from distributed.core import Status
+
+from hpcgpu import commands
+from hpcgpu.cluster.adaptive import job_of_worker as job_of
+from hpcgpu.worker.nannies import stop_through_nannies
+
+__all__ = ["cancel_now", "end_workers", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
+
+logger = logging.getLogger("hpcgpu.cluster")
+
+#: Signals whose default action (death) is preceded by cancelling the jobs.
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: Seconds ``close`` waits for stopped workers' jobs to end by themselves before cancelling.
+END_GRACE = 10.0
+_finalizers: list[weakref.finalize] = []
+_clusters: weakref.WeakSet = weakref.WeakSet()
+_installed: set = set()  # signal numbers, and "atexit"
+
+
+def cancel_now(dialect: Any, jobs: dict[str, Any]) -> list[str]:
+    """Cancel every job of ``jobs`` (name -> :class:`~hpcgpu.cluster.GPUJob`) that has an
+    id and has not ended, with one cancel command; never raises. Returns the ids.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Job
+    >>> from hpcgpu.dialects import get_dialect
+    >>> from hpcgpu.commands import CommandResult, set_runner
+    >>> ran = []
+    >>> set_runner(lambda argv, timeout, input: ran.append(argv) or
+    ...            CommandResult(tuple(argv), 0, "", ""))
+    >>> jobs = {"a": Job(job_id="7", ended=False), "b": Job(job_id="8", ended=True)}
+    >>> cancel_now(get_dialect("slurm"), jobs), ran, jobs["a"].ended
+    (['7'], [['scancel', '7']], True)
+    >>> cancel_now(get_dialect("slurm"), jobs), len(ran)  # nothing left to cancel
+    ([], 1)
+    >>> set_runner(None)
+    """
+    ids = [job.job_id for job in list(jobs.values())
+           if getattr(job, "job_id", None) and not getattr(job, "ended", False)]
+    for start in range(0, len(ids), 500):  # keep the command line short
+        chunk = ids[start:start + 500]
+        try:
+            done = commands.run(dialect.cancel_argv(chunk), timeout=60, check=False)
+        except Exception as error:  # at exit: say it, never a traceback
+            logger.warning("cancelling job(s) %s failed: %s", " ".join(chunk), error)
+            continue
+        if done.returncode != 0:
+            logger.warning("%s", commands.CommandError(done))
+    for job in list(jobs.values()):
+        if getattr(job, "job_id", None) in ids:
+            job.ended = True  # GPUJob.close and cancel_together have nothing left to do
+    return ids
+
+
+def watch(cluster: Any, dialect: Any, jobs: dict[str, Any]) -> weakref.finalize:
+    """Cancel ``jobs`` when ``cluster`` is collected, at interpreter exit, or on a deadly
+    signal, whichever comes first (once). ``jobs`` must not refer to ``cluster``."""
+    finalizer = weakref.finalize(cluster, cancel_now, dialect, jobs)
+    _clusters.add(cluster)
+    if "atexit" not in _installed:
+        # Registered now, after distributed's ``close_clusters``: atexit runs it first.
+        atexit.register(_at_exit)
+        _installed.add("atexit")
+    _finalizers[:] = [f for f in _finalizers if f.alive] + [finalizer]
+    _install_signal_handlers()
+    return finalizer
+
+
+def _run_finalizers() -> None:
+    for finalizer in list(_finalizers):
+        finalizer()
+
+
+def _at_exit() -> None:
+    """Close what the script left open (the nannies stop their workers, the jobs end
+    cleanly), then cancel whatever is left. Only clusters on hpcgpu's own loop: a user's loop is gone by now."""
+    for cluster in list(_clusters):
+        if getattr(cluster, "asynchronous", True) or cluster.status == Status.closed:
+            continue
+        try:
+            cluster.close(timeout=2 * END_GRACE + 10)
+        except BaseException as error:  # at exit: say it, never a traceback
+            logger.warning("closing %s at exit: %r; cancelling its jobs", cluster._name, error)
+    _run_finalizers()
+
+
+def _install_signal_handlers() -> None:
+    """Only where Python's default (die at once) is in place, and only from the main
+    thread (Python's rule): a handler the user installed is theirs."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in HANDLED_SIGNALS:
+        if signum in _installed:
+            continue
+        try:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                signal.signal(signum, _cancel_then_die)
+                _installed.add(signum)
+        except (ValueError, OSError):  # not the main interpreter
+            pass
+
+
+def _cancel_then_die(signum: int, _frame: Any) -> None:
+    _run_finalizers()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # die of the same signal, as without hpcgpu
+
+
+async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
+    """Stop every connected worker through its nanny
+    (:func:`~hpcgpu.worker.nannies.stop_through_nannies`), and wait up to ``grace`` s for
+    their jobs to leave the queue: a job cancelled while its workers close logs their
+    broken connections as tracebacks."""
+    identity = await cluster.scheduler_comm.identity()
+    workers = identity.get("workers", {})
+    if not workers:
+        return
+    nannies = [a for a, w in workers.items() if w.get("nanny")]
+    alone = [a for a, w in workers.items() if not w.get("nanny")]  # --no-nanny
+    if nannies:
+        args = cluster.security.get_connection_args("client") if cluster.security else {}
+        await stop_through_nannies([workers[a]["nanny"] for a in nannies], args)
+    if alone:
+        await cluster.scheduler_comm.retire_workers(workers=alone, close_workers=True)
+    names = {job_of(str(w.get("name"))) for w in workers.values()}
+    jobs = [cluster.workers[name] for name in names if name in cluster.workers]
+    await wait_until_ended(cluster._dialect, jobs, grace)
+
+
+async def wait_until_ended(dialect: Any, jobs: list, grace: float) -> None:
+    """Poll (synchronously, like every call on the way out) until ``jobs`` have left the
+    queue or ``grace`` s have passed; mark those that did as ended (nothing to cancel)."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        live = [job for job in jobs if job.job_id and not getattr(job, "ended", False)]
+        if not live:
+            return
+        done = commands.run(dialect.status_argv(sorted(j.job_id for j in live)), timeout=30,
+                            check=False)
+        if done.returncode == 0:
+            statuses = dialect.parse_status(done.stdout)
+            for job in live:
+                status = statuses.get(job.job_id)
+                if status is None or status.finished or status.state == "completing":
+                    job.ended = True
+        await asyncio.sleep(0.25)
