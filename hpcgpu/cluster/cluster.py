@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import warnings
 from typing import Any, ClassVar
 
+import dask.config
 from dask.utils import parse_timedelta
 from distributed.core import Status, rpc
 from distributed.scheduler import Scheduler
@@ -15,6 +17,9 @@ from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
 from hpcgpu.cluster._jobqueue import JobQueueCluster
+from hpcgpu.cluster.adaptive import job_of_worker
+from hpcgpu.cluster.cpujob import cpu_job_class
+from hpcgpu.cluster.cpusetup import is_cpu_request, prepare_cpu
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
@@ -56,6 +61,12 @@ account, job_name, gpu_type, exclusive
 shebang, python, interface, protocol, log_directory, local_directory, death_timeout, \
 worker_extra_args, scheduler_options, shared_temp_directory
         As in dask-jobqueue.
+    cores, processes, memory, job_cpu, job_mem, resource_spec, ncpus, mem, use_stdin, \
+lsf_units, project, config_name
+        dask-jobqueue's CPU workers, with its meaning and its ``jobqueue.<config_name>``
+        configuration: without a GPU request the job is the one dask-jobqueue renders
+        (docs/migrating.md). Together with GPU arguments they are refused, naming the
+        equivalent.
     max_failed_jobs : int
         Jobs that may end before their workers connect before hpcgpu stops replacing them.
     transports, scheduler_interface, worker_interface, net_devices, client_protocol, \
@@ -97,14 +108,19 @@ fallback, ucx_environment
                  signal_before_walltime: Any = None, requeue: bool = False,
                  **options: Any) -> None:
         kind = scheduler or self.scheduler_name
-        setup: ClusterSetup = prepare(kind, options)  # ValueError before anything starts
+        setup: ClusterSetup = _prepare(kind, options)  # ValueError before anything starts
+        if setup.cpu and retire_before is None:
+            retire_before = "off"  # dask-jobqueue's workers: --lifetime in worker_extra_args
         self._retirement, retire_job, extra = retirement_options(
-            kind, setup.shape.walltime, retire_before, lifetime_stagger, replace_ahead,
+            kind, setup.shape.walltime or 0, retire_before, lifetime_stagger, replace_ahead,
             signal_before_walltime, requeue)
-        job_options = dict(setup.job_options, **retire_job)
-        job_options["job_extra_directives"] = [*job_options["job_extra_directives"], *extra]
+        job_options = dict(setup.job_options, **({} if setup.cpu else retire_job))
+        if extra:
+            job_options["job_extra_directives"] = [*_extra_directives(setup, job_options), *extra]
         self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect
         self._log_directory = setup.log_directory
+        #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
+        self.job_key = functools.partial(job_of_worker, levels=_name_levels(setup))
         self._records: dict[str, JobRecord] = {}
         self.failures: list[str] = []
         self.events: list[str] = []
@@ -116,17 +132,23 @@ fallback, ucx_environment
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
-            n_workers=0, loop=loop, security=security, asynchronous=asynchronous,
+            n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else None, loop=loop, security=security, asynchronous=asynchronous,
             shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
             name=name, scheduler_cls=scheduler_cls,
             # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
             scheduler_options={**scheduler_options(net), **setup.scheduler_options},
-            interface=net.worker_interface, protocol=net.protocol, config_name=kind,
+            interface=net.worker_interface,
+            # CPU workers: dask-jobqueue's own rule (the given protocol, or tls:// with TLS).
+            protocol=setup.network_options["protocol"] if setup.cpu else net.protocol,
+            config_name=setup.config_name or kind,
             environment=job_environment(net, "worker"), **job_options,
         )
-        self.new_spec["group"] = worker_suffixes(self._shape)
+        self.new_spec.pop("group", None)
+        suffixes = setup.shape.worker_suffixes() if setup.cpu else worker_suffixes(self._shape)
+        if suffixes:
+            self.new_spec["group"] = suffixes
         if n_workers:
-            self.scale(gpus=n_workers)
+            self.scale(n_workers)
 
     # ------------------------------------------------------------------ lifecycle
     async def _start(self):
@@ -146,8 +168,13 @@ fallback, ucx_environment
 
     @property
     def gpus_per_job(self) -> int:
-        """GPUs (workers) in one job."""
-        return self._shape.total_gpus
+        """GPUs in one job (0 for dask-jobqueue CPU workers)."""
+        return 0 if self._setup.cpu else self._shape.total_gpus
+
+    @property
+    def workers_per_job(self) -> int:
+        """Dask workers in one job: one per GPU, or dask-jobqueue's ``processes``."""
+        return self._shape.workers_per_job
 
     def job_script(self) -> str:
         """The script one job submits (with a placeholder worker name)."""
@@ -182,7 +209,7 @@ fallback, ucx_environment
         for name in sorted(names):
             options = dict(self.worker_spec[name].get("options", {}), name=name)
             jobs[name] = self.job_cls(address, **options)
-            self._records[name] = JobRecord(name, self.gpus_per_job)
+            self._records[name] = JobRecord(name, self.workers_per_job)
         results = await asyncio.gather(*(_submit(job) for job in jobs.values()),
                                        return_exceptions=True)
         for (name, job), error in zip(jobs.items(), results):
@@ -208,6 +235,25 @@ fallback, ucx_environment
 async def _submit(job: GPUJob) -> GPUJob:
     await job
     return job
+
+
+def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
+    """GPU workers (hpcgpu's shape) or dask-jobqueue's CPU workers (cpusetup)."""
+    if is_cpu_request(kind, options):
+        return prepare_cpu(kind, options)
+    return prepare(kind, options)
+
+
+def _name_levels(setup: ClusterSetup) -> int:
+    return setup.shape.name_levels if setup.cpu else 2
+
+
+def _extra_directives(setup: ClusterSetup, job_options: dict) -> list[str]:
+    """The job's extra directives, from the arguments or (CPU jobs) jobqueue's config."""
+    given = job_options.get("job_extra_directives")
+    if given is None and setup.cpu:
+        given = dask.config.get(f"jobqueue.{setup.config_name}.job-extra-directives", [])
+    return list(given or [])
 
 
 def _security(security: Any) -> Security | None:

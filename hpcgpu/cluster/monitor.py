@@ -18,7 +18,7 @@ from distributed.core import Status
 from distributed.objects import SchedulerInfo
 
 from hpcgpu import commands
-from hpcgpu.cluster.adaptive import job_of_worker
+from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import COLUMNS, JobInfo, JobRecord, failure_report, format_table, table_rows, tail
 from hpcgpu.dialects import JobStatus
@@ -50,7 +50,7 @@ class JobMonitor:
         """Job name -> names of its workers connected to the scheduler now."""
         out: dict[str, set[str]] = {}
         for info in self.scheduler_info.get("workers", {}).values():
-            out.setdefault(job_of_worker(info["name"]), set()).add(str(info["name"]))
+            out.setdefault(self.job_key(info["name"]), set()).add(str(info["name"]))
         return out
 
     def _update_worker_status(self, op, msg):
@@ -140,6 +140,9 @@ class JobMonitor:
         self._replace_ended()
 
     def _error_log(self, record: JobRecord) -> str:
+        if self._setup.cpu:
+            return cpu_error_log(self._dialect.name, self._log_directory, self._shape.job_name,
+                                 record.name, record.job_id)
         return self._dialect.error_log(self._shape.job_name, record.job_id, self._log_directory)
 
     def _replace_ended(self) -> None:
@@ -185,7 +188,7 @@ class JobMonitor:
                 show.update(running, self.jobs)
                 if running >= wanted:
                     return
-                if self.failures and len(self.worker_spec) * self._shape.total_gpus < wanted:
+                if self.failures and len(self.worker_spec) * self.workers_per_job < wanted:
                     raise RuntimeError(
                         f"{wanted} GPU workers cannot connect: jobs ended before their "
                         "workers connected:\n" + "\n".join(self.failures)
