@@ -83,3 +83,28 @@ def test_sge_cpu_workers(sge, clusters):
     cluster = clusters(SGECluster, job_extra_directives=["-pe smp 2"], **CPU)
     assert "#$ -pe smp 2" in cluster.job_header and "#$ -l h_rt=00:10:00" in cluster.job_header
     check_cpu_scale_up_and_down(cluster, sge_alive)
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("form", ["argument", "options"])
+def test_slurmrunner_script_runs_with_one_import_changed(form, slurm, tmp_path):
+    import json
+    import os
+    import sys
+    from pathlib import Path
+
+    app = Path(__file__).parent / "jobqueue_runner_app.py"
+    template = str(tmp_path / "scheduler-{job_id}.json")
+    argv = ["srun", "-n", "3", "--gpus-per-task=1", "--cpus-per-task=1", "--mem=1G",
+            "--time=5", "--job-name=hpcgpu-jq-runner", sys.executable, str(app), template,
+            str(tmp_path / "out.json"), form]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "out.json").read_text())
+    # every rank is a worker (rank 0 also runs the scheduler and the script), over TLS
+    assert result["result"] == 11 and result["workers"] == result["n_workers"] == 3
+    assert result["address"].startswith("tls://")
+    used = Path(result["scheduler_file"])
+    assert used.parent == tmp_path and used.name.startswith("scheduler-")  # the one asked for
+    assert "{job_id}" not in result["scheduler_file"]
