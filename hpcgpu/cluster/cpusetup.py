@@ -121,7 +121,7 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     walltime = options.get("walltime") or dask.config.get(f"{section}.walltime", None)
     shape = CPUJobShape(cores=int(probe.worker_cores), processes=int(probe.worker_processes),
                         memory=int(probe.worker_memory), job_name=probe.job_name,
-                        walltime=_seconds(walltime))
+                        walltime=_seconds(walltime, scheduler))
     return ClusterSetup(
         shape=shape, dialect=dialect, launcher=None, log_directory=probe.log_directory,
         shared_temp_directory=shared, scheduler_options=scheduler_options,
@@ -146,7 +146,16 @@ def _probe_job(scheduler: str, dialect: Any, config_name: str, options: dict[str
         ) from None
 
 
-def _seconds(walltime: Any) -> int | None:
+def _seconds(walltime: Any, scheduler: str) -> int | None:
+    """Seconds of a walltime as the scheduler reads it (``None`` where it cannot be read).
+
+    >>> _seconds("01:30", "lsf"), _seconds("01:30", "slurm"), _seconds("soon", "sge")
+    (5400, 90, None)
+    """
+    text = str(walltime).strip()
+    if scheduler == "lsf" and re.fullmatch(r"\d+:\d+", text):  # LSF's -W is [HH:]MM
+        hours, minutes = text.split(":")
+        return int(hours) * 3600 + int(minutes) * 60
     try:
         return parse_walltime(walltime) if walltime is not None else None
     except ValueError:

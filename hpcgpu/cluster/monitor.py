@@ -190,12 +190,12 @@ class JobMonitor:
                     return
                 if self.failures and len(self.worker_spec) * self.workers_per_job < wanted:
                     raise RuntimeError(
-                        f"{wanted} GPU workers cannot connect: jobs ended before their "
+                        f"{wanted} workers cannot connect: jobs ended before their "
                         "workers connected:\n" + "\n".join(self.failures)
                     )
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(
-                        f"{running} of {wanted} GPU workers connected after {timeout} s; "
+                        f"{running} of {wanted} workers connected after {timeout} s; "
                         f"jobs:\n{self.job_table()}"
                     )
                 await asyncio.sleep(0.2)
@@ -216,14 +216,14 @@ class _Progress:
 
     def update(self, running: int, jobs: list[JobInfo]) -> None:
         states = ", ".join(f"{j.name}:{j.state}" for j in jobs)
-        summary = f"{running}/{self.wanted} GPU workers connected; jobs {states}"
+        summary = f"{running}/{self.wanted} workers connected; jobs {states}"
         if summary == self.last:
             return
         self.last = summary
         if self.live is not None:
             from rich.table import Table
 
-            table = Table(title=f"{running}/{self.wanted} GPU workers connected")
+            table = Table(title=f"{running}/{self.wanted} workers connected")
             for column in COLUMNS[:5]:  # the job table without its exit-code column
                 table.add_column(column)
             for row in table_rows(jobs):
