@@ -108,3 +108,40 @@ def test_slurmrunner_script_runs_with_one_import_changed(form, slurm, tmp_path):
     used = Path(result["scheduler_file"])
     assert used.parent == tmp_path and used.name.startswith("scheduler-")  # the one asked for
     assert "{job_id}" not in result["scheduler_file"]
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
+def test_pbs_and_lsf_cpu_workers_through_the_shims(scheduler, slurm, clusters, monkeypatch):
+    """dask-jobqueue's #PBS/#BSUB scripts through tests/shims (run under SLURM, directives
+    translated, unknown ones refused): what a real PBS/LSF would do is not verified here."""
+    import os
+    from pathlib import Path
+
+    from hpcgpu import LSFCluster, PBSCluster
+
+    shims = Path(__file__).parent / "shims" / scheduler
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    options = dict(CPU, walltime="00:10", lsf_units="mb") if scheduler == "lsf" else CPU
+    cluster = clusters(PBSCluster if scheduler == "pbs" else LSFCluster, **options)
+    check_cpu_scale_up_and_down(cluster, lambda job_id: slurm_alive(job_id.split(".")[0]))
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
+def test_pbs_and_lsf_cpu_job_failing_at_start_is_reported(scheduler, slurm, clusters,
+                                                         monkeypatch):
+    """The stderr file is found where dask-jobqueue's directives put it (PBS <name>.e<id>,
+    LSF <worker name>-<id>.err)."""
+    import os
+    from pathlib import Path
+
+    from hpcgpu import LSFCluster, PBSCluster
+
+    shims = Path(__file__).parent / "shims" / scheduler
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    options = dict(CPU, walltime="00:10", lsf_units="mb") if scheduler == "lsf" else CPU
+    cluster = clusters(PBSCluster if scheduler == "pbs" else LSFCluster,
+                       python="/nonexistent/bin/python3", max_failed_jobs=1, **options)
+    message = check_failing_job_reported(cluster, within=120)
+    assert "No such file or directory" in message
