@@ -12,6 +12,7 @@ exports.
 from __future__ import annotations
 
 import glob
+import inspect
 import os
 import shlex
 from functools import lru_cache
@@ -19,12 +20,17 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu.cluster import _jobqueue  # noqa: F401 - imports dask_jobqueue without ~/.config
+from hpcgpu.cluster._jobqueue import Job
 from hpcgpu.cluster.job import DialectSubmission
 from hpcgpu.dialects import Dialect
 
 __all__ = ["cpu_job_class", "cpu_error_log"]
 
+#: dask-jobqueue after 0.9.0 renders job_script_epilogue itself (dask-jobqueue#677).
+_UPSTREAM_EPILOGUE = "job_script_epilogue" in inspect.signature(Job.__init__).parameters
+#: Lines newer dask-jobqueue adds, added here when the installed one lacks them:
+#: scheduler -> (the line they follow, the line). SLURM's -N 1 is dask-jobqueue#680.
+_NEWER_LINES = {"slurm": ("#SBATCH -n 1", "#SBATCH -N 1")}
 _UPSTREAM = {"slurm": ("dask_jobqueue.slurm", "SLURMJob"), "pbs": ("dask_jobqueue.pbs", "PBSJob"),
              "lsf": ("dask_jobqueue.lsf", "LSFJob"), "sge": ("dask_jobqueue.sge", "SGEJob")}
 
@@ -54,11 +60,21 @@ class CPUJobMixin(DialectSubmission):
                  job_script_epilogue: list[str] | None = None, **options: Any) -> None:
         self.dialect = dialect
         self.environment = tuple(environment)
-        self.job_script_epilogue = list(job_script_epilogue or [])  # SGEJob renders in __init__
+        self.job_script_epilogue = []  # SGEJob renders the script in __init__
+        if _UPSTREAM_EPILOGUE:
+            options["job_script_epilogue"] = job_script_epilogue
         super().__init__(scheduler=scheduler, name=name, **options)
-        if job_script_epilogue is None:
-            self.job_script_epilogue = list(dask.config.get(
+        if not _UPSTREAM_EPILOGUE:
+            self.job_script_epilogue = list(job_script_epilogue if job_script_epilogue is not None
+                                            else dask.config.get(
                 f"jobqueue.{self.config_name}.job-script-epilogue", None) or [])
+        self.job_header = _with_newer_lines(self.config_name_scheduler(), self.job_header,
+                                            self.job_directives_skip)
+
+    @classmethod
+    def config_name_scheduler(cls) -> str:
+        """The scheduler this job class is for (its class-level ``config_name``)."""
+        return cls.default_config_name()
 
     def job_script(self) -> str:
         """dask-jobqueue's script; exports before the worker command, epilogue after it."""
@@ -69,6 +85,27 @@ class CPUJobMixin(DialectSubmission):
         if self.job_script_epilogue:
             script = script.rstrip("\n") + "\n" + "\n".join(self.job_script_epilogue) + "\n"
         return script
+
+
+def _with_newer_lines(scheduler: str, header: str, skip: Any) -> str:
+    r"""``header`` with the line newer dask-jobqueue adds, unless present or skipped.
+
+    >>> print(_with_newer_lines("slurm", "#SBATCH -J w\n#SBATCH -n 1\n#SBATCH -t 10", ()))
+    #SBATCH -J w
+    #SBATCH -n 1
+    #SBATCH -N 1
+    #SBATCH -t 10
+    >>> _with_newer_lines("slurm", "#SBATCH -n 1", ["-N 1"])
+    '#SBATCH -n 1'
+    """
+    if scheduler not in _NEWER_LINES:
+        return header
+    after, line = _NEWER_LINES[scheduler]
+    lines = header.split("\n")
+    if line in lines or after not in lines or any(s in line for s in skip or ()):
+        return header
+    lines.insert(lines.index(after) + 1, line)
+    return "\n".join(lines)
 
 
 def cpu_error_log(scheduler: str, log_directory: str | None, job_name: str | None,
