@@ -117,8 +117,24 @@ def test_missing_memory_gets_dask_jobqueues_error():
 
 
 def test_unknown_cpu_option_is_named():
-    with pytest.raises(ValueError, match="unknown option 'coers'"):
+    with pytest.raises(ValueError, match="unexpected keyword argument 'coers'.+SLURMCluster"):
         SLURMCluster(cores=8, memory="8GB", coers=2)
+
+
+@pytest.mark.parametrize("name", ["host", "dashboard_address"])
+def test_scheduler_arguments_go_through_scheduler_options(name):
+    with pytest.raises(ValueError, match=f"pass '{name}' through 'scheduler_options'"):
+        PBSCluster(cores=1, memory="1GB", **{name: "localhost:0"})
+
+
+def test_interface_feeds_the_scheduler_unless_it_has_its_own(make):
+    both = make(SGECluster, cores=1, memory="1GB", interface="lo", security=False)
+    assert both.scheduler_spec["options"]["interface"] == "lo"
+    assert both.new_spec["options"]["interface"] == "lo"
+    own = make(SGECluster, cores=1, memory="1GB", interface="lo", security=False,
+               scheduler_options={"host": "127.0.0.1", "dashboard_address": "localhost:0"})
+    assert "interface" not in own.scheduler_spec["options"]
+    assert own.scheduler.address.startswith("tcp://127.0.0.1:")
 
 
 def test_gpus_per_node_zero_means_cpu_workers(make):

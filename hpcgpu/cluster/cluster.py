@@ -107,7 +107,8 @@ fallback, ucx_environment
                  lifetime_stagger: Any = None, replace_ahead: Any = None,
                  signal_before_walltime: Any = None, requeue: bool = False,
                  **options: Any) -> None:
-        kind = scheduler or self.scheduler_name
+        # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
+        kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
         setup: ClusterSetup = _prepare(kind, options)  # ValueError before anything starts
         if setup.cpu and retire_before is None:
             retire_before = "off"  # dask-jobqueue's workers: --lifetime in worker_extra_args
@@ -132,11 +133,14 @@ fallback, ucx_environment
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
-            n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else None, loop=loop, security=security, asynchronous=asynchronous,
+            n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else GPUJob,
+            loop=loop, security=security, asynchronous=asynchronous,
             shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
             name=name, scheduler_cls=scheduler_cls,
             # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
-            scheduler_options={**scheduler_options(net), **setup.scheduler_options},
+            # CPU workers: dask-jobqueue's rule (interface feeds it unless host/interface given).
+            scheduler_options=setup.scheduler_options if setup.cpu else {
+                **scheduler_options(net), **setup.scheduler_options},
             interface=net.worker_interface,
             # CPU workers: dask-jobqueue's own rule (the given protocol, or tls:// with TLS).
             protocol=setup.network_options["protocol"] if setup.cpu else net.protocol,

@@ -22,7 +22,7 @@ import dask.config
 
 from hpcgpu.cluster._jobqueue import Job
 from hpcgpu.cluster.job import DialectSubmission
-from hpcgpu.dialects import Dialect
+from hpcgpu.dialects import Dialect, get_dialect
 
 __all__ = ["cpu_job_class", "cpu_error_log"]
 
@@ -56,9 +56,9 @@ class CPUJobMixin(DialectSubmission):
     """What hpcgpu adds to dask-jobqueue's job classes (put before them in the bases)."""
 
     def __init__(self, scheduler: str | None = None, name: str | None = None, *,
-                 dialect: Dialect, environment: tuple[tuple[str, str], ...] = (),
+                 dialect: Dialect | None = None, environment: tuple[tuple[str, str], ...] = (),
                  job_script_epilogue: list[str] | None = None, **options: Any) -> None:
-        self.dialect = dialect
+        self.dialect = dialect or get_dialect(self.config_name_scheduler())
         self.environment = tuple(environment)
         self.job_script_epilogue = []  # SGEJob renders the script in __init__
         if _UPSTREAM_EPILOGUE:

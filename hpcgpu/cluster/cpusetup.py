@@ -102,15 +102,16 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     if options.get("retire_before") not in (None, "off"):
         raise ValueError("retire_before applies to GPU workers: for CPU workers use "
                          "worker_extra_args=['--lifetime', '55m'] as in dask-jobqueue")
+    _refuse_scheduler_arguments(scheduler, options)
     interface = options.pop("interface", None) or dask.config.get(f"{section}.interface", None)
     protocol = options.pop("protocol", None)
     scheduler_options = {
-        "dashboard_address": options.pop("dashboard_address", None)
-        or config.get("defaults.dashboard-address"),
+        "dashboard_address": config.get("defaults.dashboard-address") or "localhost:8787",
         **(options.pop("scheduler_options", None)
            or dask.config.get(f"{section}.scheduler-options", None) or {}),
     }
-    own_logs = os.path.abspath(os.path.expanduser(config.get("defaults.log-directory")))
+    own_logs = os.path.abspath(os.path.expanduser(
+        config.get("defaults.log-directory") or "hpcgpu-logs"))
     shared = (options.pop("shared_temp_directory", None)
               or dask.config.get(f"{section}.shared-temp-directory", None))
     if shared is None:  # TLS files go to a private directory, not the working directory
@@ -137,13 +138,28 @@ def _probe_job(scheduler: str, dialect: Any, config_name: str, options: dict[str
         return cpu_job_class(scheduler)(_PLACEHOLDER, name="dummy-name", dialect=dialect,
                                         config_name=config_name, **options)
     except TypeError as error:
-        match = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+        match = re.search(r"(unexpected keyword argument.+)", str(error))
         if not match:
             raise
+        # dask-jobqueue's own words, then what hpcgpu adds.
         raise ValueError(
-            f"unknown option {match.group(1)!r} for {scheduler.upper()}Cluster CPU workers: "
-            "see dask-jobqueue's arguments, or docs/migrating.md for hpcgpu's GPU ones"
+            f"Got {match.group(1)}. Very likely this unexpected parameter was passed in "
+            f'"job_kwargs" in the {scheduler.upper()}Cluster constructor:\n'
+            f"job_kwargs={options}\n(CPU workers take dask-jobqueue's arguments; GPU ones: "
+            "docs/migrating.md)"
         ) from None
+
+
+def _refuse_scheduler_arguments(scheduler: str, options: dict[str, Any]) -> None:
+    """dask-jobqueue's rule: ``host`` and ``dashboard_address`` go in ``scheduler_options``."""
+    for name in ("host", "dashboard_address"):
+        if name in options:
+            raise ValueError(
+                f"Please pass {name!r} through 'scheduler_options': use\n"
+                f"cluster = {scheduler.upper()}Cluster(..., scheduler_options="
+                f"{{{name!r}: {options[name]!r}}}) rather than\n"
+                f"cluster = {scheduler.upper()}Cluster(..., {name}={options[name]!r})"
+            )
 
 
 def _seconds(walltime: Any, scheduler: str) -> int | None:
