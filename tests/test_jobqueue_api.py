@@ -16,9 +16,13 @@ from pathlib import Path
 import dask.config
 import pytest
 import yaml
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from hpcgpu import LSFCluster, PBSCluster, SGECluster, SLURMCluster, commands
+from hpcgpu.cluster.scaling import jobs_for
 from hpcgpu.commands import CommandResult
+from hpcgpu.cpushape import CPUJobShape
 
 DATA = Path(__file__).parent / "data" / "jobqueue"
 CASES = json.loads((DATA / "cases.json").read_text())
@@ -299,3 +303,30 @@ def test_worker_names_map_to_their_job(make):
 
 def test_yaml_in_tests_is_valid():
     assert yaml.safe_load(JOBQUEUE_YAML)["jobqueue"]["slurm"]["cores"] == 6
+
+
+@given(cores=st.integers(1, 256), processes=st.integers(1, 256),
+       memory=st.integers(1, 2**42), want_cores=st.integers(0, 10**6),
+       want_memory=st.integers(0, 2**62))
+def test_scale_takes_the_fewest_whole_jobs_that_hold_the_request(
+        cores, processes, memory, want_cores, want_memory):
+    assume(processes <= cores)
+    shape = CPUJobShape(cores=cores, processes=processes, memory=memory)
+    jobs = jobs_for(shape, cores=want_cores, memory=want_memory)
+    assert jobs * cores >= want_cores and jobs * memory >= want_memory
+    if jobs:
+        assert (jobs - 1) * cores < want_cores or (jobs - 1) * memory < want_memory
+    most = jobs_for(shape, cores=want_cores, memory=want_memory, up=False)
+    assert most * cores <= want_cores and most * memory <= want_memory
+    assert (most + 1) * cores > want_cores or (most + 1) * memory > want_memory
+
+
+@given(cores=st.integers(-3, 300), processes=st.integers(-3, 300))
+def test_cpu_shape_refuses_what_cannot_run(cores, processes):
+    if 1 <= processes <= cores:
+        shape = CPUJobShape(cores=cores, processes=processes, memory=2**30)
+        assert shape.worker_process_threads * processes <= cores
+        assert shape.worker_process_threads >= 1
+    else:
+        with pytest.raises(ValueError, match="processes|cores"):
+            CPUJobShape(cores=cores, processes=processes, memory=2**30)

@@ -134,14 +134,14 @@ def jobs_for(shape: Any, *, cores: Any = None, memory: Any = None, up: bool = Tr
     >>> jobs_for(shape, cores=20, up=False)
     2
     """
-    counts = []
+    counts = []  # (asked, per job) as whole numbers: exact for any size
     if cores is not None:
-        counts.append(int(cores) / shape.cores_per_job)
+        counts.append((int(cores), shape.cores_per_job))
     if memory is not None:
         if not shape.memory_per_job:
             raise ValueError("scale(memory=) needs a memory request: set memory_per_gpu or "
                              "memory_per_node (GPU) or memory (CPU workers)")
-        counts.append(parse_bytes(memory) / shape.memory_per_job)
+        counts.append((int(parse_bytes(memory)), int(shape.memory_per_job)))
     if up:
-        return max((math.ceil(c) for c in counts), default=0)
-    return min((math.floor(c) for c in counts), default=math.inf)
+        return max((-(-asked // per) for asked, per in counts), default=0)
+    return min((asked // per for asked, per in counts), default=math.inf)
