@@ -13,21 +13,22 @@ from dask.distributed import Client
 
 from hpcgpu import SLURMRunner  # was: from dask_jobqueue.slurm import SLURMRunner
 
-template, out, form = sys.argv[1:4]
-if form == "argument":
-    kwargs = {"scheduler_file": template,
-              "scheduler_options": {"dashboard_address": ":0"}}
-else:
-    kwargs = {"scheduler_file": None,
-              "scheduler_options": {"scheduler_file": template, "dashboard_address": ":0"},
-              "worker_options": {"scheduler_file": template}}
+if __name__ == "__main__":  # (pytest imports this file for its doctests)
+    template, out, form = sys.argv[1:4]
+    if form == "argument":
+        kwargs = {"scheduler_file": template,
+                  "scheduler_options": {"dashboard_address": ":0"}}
+    else:
+        kwargs = {"scheduler_file": None,
+                  "scheduler_options": {"scheduler_file": template, "dashboard_address": ":0"},
+                  "worker_options": {"scheduler_file": template}}
 
-with SLURMRunner(**kwargs) as runner:
-    with Client(runner) as client:
-        client.wait_for_workers(runner.n_workers, timeout=120)
-        result = client.submit(lambda x: x + 1, 10).result()
-        workers = len(client.scheduler_info()["workers"])
-        with open(out, "w") as file:
-            json.dump({"result": result, "workers": workers, "n_workers": runner.n_workers,
-                       "address": runner.scheduler_address,
-                       "scheduler_file": str(runner.scheduler_file)}, file)
+    with SLURMRunner(**kwargs) as runner:
+        with Client(runner) as client:
+            client.wait_for_workers(runner.n_workers, timeout=120)
+            result = client.submit(lambda x: x + 1, 10).result()
+            workers = len(client.scheduler_info()["workers"])
+            with open(out, "w") as file:
+                json.dump({"result": result, "workers": workers, "n_workers": runner.n_workers,
+                           "address": runner.scheduler_address,
+                           "scheduler_file": str(runner.scheduler_file)}, file)

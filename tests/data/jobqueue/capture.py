@@ -11,11 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-import dask_jobqueue
-
 HERE = Path(__file__).parent
-CLASSES = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
-           "lsf": dask_jobqueue.LSFCluster, "sge": dask_jobqueue.SGECluster}
 
 
 def normalise(script: str, address: str) -> str:
@@ -23,10 +19,16 @@ def normalise(script: str, address: str) -> str:
 
 
 def main() -> None:
+    # Imported here: importing dask_jobqueue writes ~/.config/dask/jobqueue.yaml (run this
+    # with a temporary HOME), and pytest imports this file when it collects doctests.
+    import dask_jobqueue
+
+    classes = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
+               "lsf": dask_jobqueue.LSFCluster, "sge": dask_jobqueue.SGECluster}
     cases = json.loads((HERE / "cases.json").read_text())
     for name, case in cases.items():
         options = dict(case["options"], scheduler_options={"dashboard_address": ":0"})
-        with CLASSES[case["scheduler"]](**options) as cluster:
+        with classes[case["scheduler"]](**options) as cluster:
             text = normalise(cluster.job_script(), cluster.scheduler.address)
         (HERE / f"{name}.sh").write_text(text)
     print(dask_jobqueue.__version__, "->", len(cases), "scripts")
