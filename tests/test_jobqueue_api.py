@@ -243,10 +243,28 @@ def test_deprecated_project_warns_and_becomes_account(make):
     assert "#SBATCH -A old" in cluster.job_header
 
 
-def test_nothing_written_to_home(tmp_path, monkeypatch, make):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    make(SLURMCluster, cores=2, memory="2GB", security=False).job_script()
-    assert not list(tmp_path.rglob("*"))
+def test_nothing_written_to_home(tmp_path):
+    """Importing hpcgpu (and so dask-jobqueue) and making a CPU cluster from a jobqueue
+    section leave a fresh HOME empty; dask-jobqueue alone copies its jobqueue.yaml there."""
+    import os
+    import subprocess
+
+    code = ("import dask, hpcgpu\n"
+            "from hpcgpu import SLURMCluster\n"
+            "with dask.config.set({'jobqueue.slurm.cores': 2, 'jobqueue.slurm.memory': '2GB'}):\n"
+            "    c = SLURMCluster(security=False, scheduler_options={'dashboard_address': ':0'})\n"
+            "    assert '--cpus-per-task=2' in c.job_script()\n"
+            "    c.close()\n")
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    env.pop("DASK_CONFIG", None)
+    subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env, cwd=work, check=True,
+                   timeout=120)
+    assert not list(home.rglob("*"))
+    plain = subprocess.run([sys.executable, "-c", "import dask_jobqueue"], env=env, cwd=work,
+                           timeout=120)
+    assert plain.returncode == 0 and list(home.rglob("jobqueue.yaml"))  # the test can fail
 
 
 # ---------------------------------------------------------------------- scale and adapt
