@@ -114,9 +114,10 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         config.get("defaults.log-directory") or "hpcgpu-logs"))
     shared = (options.pop("shared_temp_directory", None)
               or dask.config.get(f"{section}.shared-temp-directory", None))
-    if shared is None:  # TLS files go to a private directory, not the working directory
-        os.makedirs(own_logs, mode=0o700, exist_ok=True)
-        shared = own_logs
+    logs = options.get("log_directory") or dask.config.get(f"{section}.log-directory", None)
+    if shared is None:  # TLS files: the job's log directory, else a private ./hpcgpu-logs
+        shared = os.path.abspath(os.path.expanduser(logs)) if logs else own_logs
+        os.makedirs(shared, mode=0o700, exist_ok=True)
     dialect = get_dialect(scheduler)
     probe = _probe_job(scheduler, dialect, config_name, options)
     walltime = options.get("walltime") or dask.config.get(f"{section}.walltime", None)
