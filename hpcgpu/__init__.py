@@ -22,6 +22,7 @@ _EXPORTS = {
     "SGECluster": "hpcgpu.cluster",
     "LocalGPUCluster": "hpcgpu.local",
     "GPURunner": "hpcgpu.runner",
+    "SLURMRunner": "hpcgpu.runner",  # dask_jobqueue.slurm.SLURMRunner's name (docs/migrating.md)
     "get_client": "hpcgpu.runner",
 }
 

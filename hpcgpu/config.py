@@ -21,7 +21,8 @@ __all__ = ["OPTIONS", "JOBQUEUE_KEYS", "get", "resolve", "profile_names"]
 
 _YAML = Path(__file__).with_name("hpcgpu.yaml")
 with _YAML.open() as _file:
-    dask.config.update_defaults(yaml.safe_load(_file))
+    _PACKAGED = yaml.safe_load(_file)
+dask.config.update_defaults(_PACKAGED)
 
 #: The options resolved for a cluster (Python names).
 OPTIONS = tuple(
@@ -43,10 +44,16 @@ _ACCOUNT_KEY = {"slurm": "account", "pbs": "account", "lsf": "project", "sge": "
 def get(key: str, default: Any = None) -> Any:
     """``dask.config.get("hpcgpu." + key)``.
 
+    Falls back to the packaged value where the config was reset without hpcgpu's defaults
+    (as test suites that clear ``dask.config.config`` do).
+
     >>> get("max-failed-jobs")
     3
     """
-    return dask.config.get(f"hpcgpu.{key}", default)
+    try:
+        return dask.config.get(f"hpcgpu.{key}")
+    except KeyError:
+        return dask.config.get(f"hpcgpu.{key}", default, config=_PACKAGED)
 
 
 def profile_names() -> list[str]:
@@ -79,7 +86,10 @@ def _from_jobqueue(scheduler: str) -> dict[str, Any]:
 
 
 def _section(key: str) -> dict[str, Any]:
-    values = dask.config.get(key, {}) or {}
+    values = dask.config.get(key, None)
+    if values is None:  # config reset without hpcgpu's defaults
+        values = dask.config.get(key, {}, config=_PACKAGED)
+    values = values or {}
     return {k.replace("-", "_"): v for k, v in values.items() if v is not None}
 
 

@@ -116,6 +116,22 @@ class GPUJobShape:
         return self.nodes * self.gpus_per_node
 
     @property
+    def workers_per_job(self) -> int:
+        """Dask workers in one job: one per GPU (the same as :attr:`total_gpus`)."""
+        return self.total_gpus
+
+    @property
+    def cores_per_job(self) -> int:
+        """Cores of the whole job (what ``scale(cores=)`` divides by)."""
+        return self.cpus_per_node * self.nodes
+
+    @property
+    def memory_per_job(self) -> int | None:
+        """Host memory of the whole job in bytes (what ``scale(memory=)`` divides by)."""
+        memory = self.node_memory
+        return None if memory is None else memory * self.nodes
+
+    @property
     def cpus_per_node(self) -> int:
         """Cores asked for on each node."""
         return self.cpus_per_gpu * self.gpus_per_node

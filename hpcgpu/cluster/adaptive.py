@@ -20,24 +20,29 @@ from distributed.protocol import pickle
 __all__ = ["GPUAdaptive", "job_of_worker"]
 
 
-def job_of_worker(worker: Any) -> str:
-    """The job a worker belongs to: its name without ``-<node>-<gpu>``.
+def job_of_worker(worker: Any, levels: int = 2) -> str:
+    """The job a worker belongs to: its name without ``-<node>-<gpu>`` (``levels`` parts;
+    CPU workers: ``-<i>`` with several processes per job, none with one).
 
     Takes a ``WorkerState`` or a name.
 
     >>> job_of_worker("SLURMCluster-3-1-2")
     'SLURMCluster-3'
+    >>> job_of_worker("SLURMCluster-3-1", levels=1), job_of_worker("SLURMCluster-3", levels=0)
+    ('SLURMCluster-3', 'SLURMCluster-3')
     """
     name = str(getattr(worker, "name", worker))
-    return name.rsplit("-", 2)[0]
+    return name.rsplit("-", levels)[0] if levels else name
 
 
 class GPUAdaptive(Adaptive):
     """``Adaptive`` that adds and removes whole jobs of ``gpus_per_job`` workers."""
 
-    def __init__(self, cluster: Any, gpus_per_job: int, **kwargs: Any) -> None:
+    def __init__(self, cluster: Any, gpus_per_job: int, job_key: Any = job_of_worker,
+                 **kwargs: Any) -> None:
         self.gpus_per_job = gpus_per_job
-        kwargs.setdefault("worker_key", job_of_worker)
+        self.job_key = job_key
+        kwargs.setdefault("worker_key", job_key)
         super().__init__(cluster, **kwargs)
 
     async def recommendations(self, target: int) -> dict:
@@ -72,10 +77,10 @@ class GPUAdaptive(Adaptive):
         # Grouped by job, no count: the scheduler stops at the first busy job and keeps
         # enough memory for the data held (memory_ratio), so no busy worker is chosen.
         names = await self.scheduler.workers_to_close(
-            key=pickle.dumps(job_of_worker), attribute="name",
+            key=pickle.dumps(self.job_key), attribute="name",
             minimum=want * self.gpus_per_job,
         )
-        chosen = {job_of_worker(n) for n in names}
+        chosen = {self.job_key(n) for n in names}
         return {job for job in chosen
                 if job in connected and connected[job] <= set(map(str, names))}
 

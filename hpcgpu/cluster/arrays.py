@@ -172,7 +172,8 @@ class JobArrays:
         """``name -> job`` for the new spec entries ``names`` (oldest first); nothing is
         submitted yet (the jobs' ``start`` does that, an array once for all its elements)."""
         scheduler = self._dialect.name
-        single = (not self._arrays.enabled or len(names) < 2 or scheduler not in FIRST_INDEX
+        single = (not self._arrays.enabled or self._setup.cpu or len(names) < 2
+                  or scheduler not in FIRST_INDEX
                   or any(self.worker_spec[n] is not self.new_spec for n in names))
         if single:
             runs = [[name] for name in sorted(names, key=_sort_key)]

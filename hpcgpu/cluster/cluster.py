@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import warnings
 import weakref
 from typing import Any, ClassVar
 
+import dask.config
 from dask.utils import parse_timedelta
 from distributed.core import Status, rpc
 from distributed.scheduler import Scheduler
@@ -19,6 +21,9 @@ from hpcgpu import config
 from hpcgpu.partition import check_partition
 from hpcgpu.cluster._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
+from hpcgpu.cluster.adaptive import job_of_worker
+from hpcgpu.cluster.cpujob import cpu_job_class
+from hpcgpu.cluster.cpusetup import is_cpu_request, prepare_cpu
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
@@ -61,6 +66,12 @@ account, job_name, gpu_type, exclusive
 shebang, python, interface, protocol, log_directory, local_directory, death_timeout, \
 worker_extra_args, scheduler_options, shared_temp_directory
         As in dask-jobqueue.
+    cores, processes, memory, job_cpu, job_mem, resource_spec, ncpus, mem, use_stdin, \
+lsf_units, project, config_name
+        dask-jobqueue's CPU workers, with its meaning and its ``jobqueue.<config_name>``
+        configuration: without a GPU request the job is the one dask-jobqueue renders
+        (docs/migrating.md). Together with GPU arguments they are refused, naming the
+        equivalent.
     max_failed_jobs : int
         Jobs that may end before their workers connect before hpcgpu stops replacing them.
     transports, scheduler_interface, worker_interface, net_devices, client_protocol, \
@@ -107,17 +118,24 @@ fallback, ucx_environment
                  signal_before_walltime: Any = None, requeue: bool = False,
                  job_arrays: bool | None = None, max_array_size: int | None = None,
                  array_throttle: int | None = None, **options: Any) -> None:
-        kind = scheduler or self.scheduler_name
+        # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
+        kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
         self._arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
-        setup: ClusterSetup = prepare(kind, options)  # ValueError before anything starts
+        setup: ClusterSetup = _prepare(kind, options)  # ValueError before anything starts
+        if setup.cpu and retire_before is None:
+            retire_before = "off"  # dask-jobqueue's workers: --lifetime in worker_extra_args
         self._retirement, retire_job, extra = retirement_options(
-            kind, setup.shape.walltime, retire_before, lifetime_stagger, replace_ahead,
+            kind, setup.shape.walltime or 0, retire_before, lifetime_stagger, replace_ahead,
             signal_before_walltime, requeue)
-        check_partition(kind, setup.shape)  # the partition's nodes, where SLURM can say
-        job_options = dict(setup.job_options, **retire_job)
-        job_options["job_extra_directives"] = [*job_options["job_extra_directives"], *extra]
+        if not setup.cpu:
+            check_partition(kind, setup.shape)  # the partition's nodes, where SLURM can say
+        job_options = dict(setup.job_options, **({} if setup.cpu else retire_job))
+        if extra:
+            job_options["job_extra_directives"] = [*_extra_directives(setup, job_options), *extra]
         self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect
         self._log_directory = setup.log_directory
+        #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
+        self.job_key = functools.partial(job_of_worker, levels=_name_levels(setup))
         self._records: dict[str, JobRecord] = {}
         self.failures: list[str] = []
         self.events: list[str] = []
@@ -131,18 +149,27 @@ fallback, ucx_environment
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
-            n_workers=0, loop=loop, security=security, asynchronous=asynchronous,
+            n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else GPUJob,
+            loop=loop, security=security, asynchronous=asynchronous,
             shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
             name=name, scheduler_cls=scheduler_cls,
             # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
-            scheduler_options={**scheduler_options(net), **setup.scheduler_options},
-            interface=net.worker_interface, protocol=net.protocol, config_name=kind,
+            # CPU workers: dask-jobqueue's rule (interface feeds it unless host/interface given).
+            scheduler_options=setup.scheduler_options if setup.cpu else {
+                **scheduler_options(net), **setup.scheduler_options},
+            interface=net.worker_interface,
+            # CPU workers: dask-jobqueue's own rule (the given protocol, or tls:// with TLS).
+            protocol=setup.network_options["protocol"] if setup.cpu else net.protocol,
+            config_name=setup.config_name or kind,
             environment=job_environment(net, "worker"), **job_options,
         )
-        self.new_spec["group"] = worker_suffixes(self._shape)
+        self.new_spec.pop("group", None)
+        suffixes = setup.shape.worker_suffixes() if setup.cpu else worker_suffixes(self._shape)
+        if suffixes:
+            self.new_spec["group"] = suffixes
         self._finalizer = watch(self, self._dialect, self._submitted)
         if n_workers:
-            self.scale(gpus=n_workers)
+            self.scale(n_workers)
 
     # ------------------------------------------------------------------ lifecycle
     async def _start(self):
@@ -181,8 +208,13 @@ fallback, ucx_environment
 
     @property
     def gpus_per_job(self) -> int:
-        """GPUs (workers) in one job."""
-        return self._shape.total_gpus
+        """GPUs in one job (0 for dask-jobqueue CPU workers)."""
+        return 0 if self._setup.cpu else self._shape.total_gpus
+
+    @property
+    def workers_per_job(self) -> int:
+        """Dask workers in one job: one per GPU, or dask-jobqueue's ``processes``."""
+        return self._shape.workers_per_job
 
     def job_script(self) -> str:
         """The script one job submits (with a placeholder worker name)."""
@@ -215,7 +247,7 @@ fallback, ucx_environment
         address = worker_address(self.scheduler, self.network)
         jobs = await self._make_jobs(address, list(names))  # several: array elements
         for name in jobs:
-            self._records[name] = JobRecord(name, self.gpus_per_job)
+            self._records[name] = JobRecord(name, self.workers_per_job)
         results = await asyncio.gather(*(_submit(job) for job in jobs.values()),
                                        return_exceptions=True)
         for (name, job), error in zip(jobs.items(), results):
@@ -254,6 +286,25 @@ fallback, ucx_environment
 async def _submit(job: GPUJob) -> GPUJob:
     await job
     return job
+
+
+def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
+    """GPU workers (hpcgpu's shape) or dask-jobqueue's CPU workers (cpusetup)."""
+    if is_cpu_request(kind, options):
+        return prepare_cpu(kind, options)
+    return prepare(kind, options)
+
+
+def _name_levels(setup: ClusterSetup) -> int:
+    return setup.shape.name_levels if setup.cpu else 2
+
+
+def _extra_directives(setup: ClusterSetup, job_options: dict) -> list[str]:
+    """The job's extra directives, from the arguments or (CPU jobs) jobqueue's config."""
+    given = job_options.get("job_extra_directives")
+    if given is None and setup.cpu:
+        given = dask.config.get(f"jobqueue.{setup.config_name}.job-extra-directives", [])
+    return list(given or [])
 
 
 def _security(security: Any) -> Security | None:

@@ -25,7 +25,7 @@ from hpcgpu.render import render, worker_job_script
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.worker_command import WorkerCommand
 
-__all__ = ["GPUJob", "worker_suffixes"]
+__all__ = ["DialectSubmission", "GPUJob", "worker_suffixes"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -39,7 +39,47 @@ def worker_suffixes(shape: GPUJobShape) -> list[str]:
     return [f"-{n}-{g}" for n in range(shape.nodes) for g in range(shape.gpus_per_node)]
 
 
-class GPUJob(Job):
+class DialectSubmission:
+    """Submit and cancel a job through the dialect's argv and :mod:`hpcgpu.commands`.
+
+    Needs ``dialect``, ``name``, ``log_directory`` and ``job_script()`` on the job;
+    ``submitted_script()`` is what is submitted (by default the job script itself).
+    """
+
+    dialect: Dialect
+
+    def submitted_script(self) -> str:
+        """The text given to sbatch/qsub/bsub."""
+        return self.job_script()
+
+    async def start(self) -> None:
+        """Write the script (mode 0600; removed once submitted: it may hold the TLS key),
+        submit it, remember the job id."""
+        text = self.submitted_script()
+        fd, path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".sh",
+                                    dir=self.log_directory or None)
+        try:
+            with os.fdopen(fd, "w") as file:
+                file.write(text)
+            result = await submit_with_retries(self.dialect.submit_argv(path))
+        finally:
+            os.unlink(path)
+        self.job_id = self.dialect.parse_job_id(result.stdout)
+        logger.info("submitted job %s (%s) for workers %s-*", self.job_id,
+                    self.dialect.name, self.name)
+        await ProcessInterface.start(self)
+
+    async def close(self) -> None:
+        """Cancel the job (a job that is already gone is fine). Synchronous on purpose: at
+        interpreter shutdown ``asyncio.to_thread``'s pool takes no more work."""
+        if self.job_id and not getattr(self, "ended", False):
+            commands.run(self.dialect.cancel_argv([self.job_id]), timeout=60, check=False)
+            self.ended = True
+            logger.info("cancelled job %s", self.job_id)
+        await ProcessInterface.close(self)
+
+
+class GPUJob(DialectSubmission, Job):
     """One job: ``shape.total_gpus`` workers, named ``<name>-<node>-<gpu>``.
 
     Parameters
@@ -94,6 +134,8 @@ class GPUJob(Job):
             memory=str((shape.node_memory or 2**30) * shape.nodes),
             processes=shape.total_gpus, job_name=shape.job_name, **options,
         )
+        # dask-jobqueue's attribute: the directives, one per line.
+        self.job_header = "\n".join(self._script(secrets=False).directives())
 
     def worker_command(self) -> WorkerCommand:
         """The ``python -m hpcgpu.worker`` options every worker of this job gets."""
@@ -115,13 +157,17 @@ class GPUJob(Job):
     def job_script(self) -> str:
         """The whole job script, rendered from the package's one template (in-memory TLS
         credentials shown as a placeholder: they are added only to the submitted copy)."""
-        return self._script(secrets=False)
+        return render(self._script(secrets=False))
 
-    def _script(self, secrets: bool) -> str:
+    def submitted_script(self) -> str:
+        """The job script with the in-memory TLS credentials (never written elsewhere)."""
+        return render(self._script(secrets=True))
+
+    def _script(self, secrets: bool):
         # Exported first: the scheduler of ``scheduler_in_job`` starts in the prologue.
         tls = tuple(f"export {name}={shlex.quote(value if secrets else HIDDEN)}"
                     for name, value in self._tls_environment)
-        script = worker_job_script(
+        return worker_job_script(
             self.shape, self.dialect, self.launcher, self.worker_command(),
             python=self.options.get("python") or "python3",
             log_directory=self.log_directory or ".",
@@ -133,34 +179,6 @@ class GPUJob(Job):
             environment=self.environment,
             shebang=self.shebang or "#!/usr/bin/env bash",
         )
-        return render(script)
-
-    async def start(self) -> None:
-        """Write the script (mode 0600; removed once submitted: it may hold the TLS key),
-        submit it, remember the job id."""
-        text = self._script(secrets=True)
-        fd, path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".sh",
-                                    dir=self.log_directory or None)
-        try:
-            with os.fdopen(fd, "w") as file:
-                file.write(text)
-            result = await submit_with_retries(self.dialect.submit_argv(path))
-        finally:
-            os.unlink(path)
-        self.job_id = self.dialect.parse_job_id(result.stdout)
-        logger.info("submitted job %s (%s) for workers %s-*", self.job_id,
-                    self.dialect.name, self.name)
-        await ProcessInterface.start(self)
-
-    async def close(self) -> None:
-        """Cancel the job (a job that is already gone is fine). Synchronous on purpose: at
-        interpreter shutdown ``asyncio.to_thread``'s pool takes no more work."""
-        if self.job_id and not getattr(self, "ended", False):
-            commands.run(self.dialect.cancel_argv([self.job_id]), timeout=60, check=False)
-            self.ended = True
-            logger.info("cancelled job %s", self.job_id)
-        await ProcessInterface.close(self)
-
 
 #: What :meth:`GPUJob.job_script` shows instead of an in-memory TLS credential.
 HIDDEN = "<in memory: added to the submitted script only>"

@@ -18,7 +18,7 @@ from distributed.core import Status
 from distributed.objects import SchedulerInfo
 
 from hpcgpu import commands
-from hpcgpu.cluster.adaptive import job_of_worker
+from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import COLUMNS, JobInfo, JobRecord, JobTable, failure_report, format_table, table_rows, tail
 from hpcgpu.dialects import JobStatus
@@ -51,7 +51,7 @@ class JobMonitor:
         """Job name -> names of its workers connected to the scheduler now."""
         out: dict[str, set[str]] = {}
         for info in self.scheduler_info.get("workers", {}).values():
-            out.setdefault(job_of_worker(info["name"]), set()).add(str(info["name"]))
+            out.setdefault(self.job_key(info["name"]), set()).add(str(info["name"]))
         return out
 
     def _update_worker_status(self, op, msg):
@@ -144,6 +144,9 @@ class JobMonitor:
         self._replace_ended()
 
     def _error_log(self, record: JobRecord) -> str:
+        if self._setup.cpu:
+            return cpu_error_log(self._dialect.name, self._log_directory, self._shape.job_name,
+                                 record.name, record.job_id)
         return self._dialect.error_log(self._shape.job_name, record.job_id, self._log_directory)
 
     def _replace_ended(self) -> None:
@@ -189,14 +192,14 @@ class JobMonitor:
                 show.update(running, self.jobs)
                 if running >= wanted:
                     return
-                if self.failures and len(self.worker_spec) * self._shape.total_gpus < wanted:
+                if self.failures and len(self.worker_spec) * self.workers_per_job < wanted:
                     raise RuntimeError(
-                        f"{wanted} GPU workers cannot connect: jobs ended before their "
+                        f"{wanted} workers cannot connect: jobs ended before their "
                         "workers connected:\n" + "\n".join(self.failures)
                     )
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(
-                        f"{running} of {wanted} GPU workers connected after {timeout} s; "
+                        f"{running} of {wanted} workers connected after {timeout} s; "
                         f"jobs:\n{self.job_table()}"
                     )
                 await asyncio.sleep(0.2)
@@ -215,8 +218,8 @@ class _Progress:
     >>> show = _Progress(2, stream=out, interval=30, clock=lambda: now[0])
     >>> show.update(0, []); show.update(0, []); now[0] = 31; show.update(0, [])
     >>> print(out.getvalue(), end="")
-    hpcgpu: 0/2 GPU workers connected; jobs  (0 s)
-    hpcgpu: 0/2 GPU workers connected; jobs  (31 s)
+    hpcgpu: 0/2 workers connected; jobs  (0 s)
+    hpcgpu: 0/2 workers connected; jobs  (31 s)
     """
 
     def __init__(self, wanted: int, stream=None, interval: float = 30.0,
@@ -232,7 +235,7 @@ class _Progress:
 
     def update(self, running: int, jobs: list[JobInfo]) -> None:
         states = ", ".join(f"{j.name}:{j.state}" for j in jobs)
-        summary = f"{running}/{self.wanted} GPU workers connected; jobs {states}"
+        summary = f"{running}/{self.wanted} workers connected; jobs {states}"
         now = self.clock()
         if summary == self.last and (self.live is not None or now - self.printed < self.interval):
             return
@@ -240,7 +243,7 @@ class _Progress:
         if self.live is not None:
             from rich.table import Table
 
-            table = Table(title=f"{running}/{self.wanted} GPU workers connected")
+            table = Table(title=f"{running}/{self.wanted} workers connected")
             for column in COLUMNS[:5]:  # the job table without its exit-code column
                 table.add_column(column)
             for row in table_rows(jobs):

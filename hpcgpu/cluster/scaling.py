@@ -11,13 +11,14 @@ import math
 import warnings
 from typing import Any
 
+from dask.utils import parse_bytes
 from distributed.core import Status
 from distributed.deploy.spec import SpecCluster
 from distributed.utils import NoOpAwaitable
 
 from hpcgpu.cluster.adaptive import GPUAdaptive
 
-__all__ = ["JobScaling"]
+__all__ = ["JobScaling", "jobs_for"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -27,24 +28,25 @@ class JobScaling:
 
     def scale(self, n: int | None = None, jobs: int = 0, memory: Any = None,
               cores: Any = None, *, gpus: int | None = None):
-        """Scale to ``gpus`` GPU workers (rounded up to whole jobs) or to ``jobs`` jobs.
-
-        ``n`` is a worker count, as in dask-jobqueue: the same as ``gpus``.
+        """Scale to ``n`` workers (``gpus`` GPU workers), ``jobs`` jobs, or enough jobs for
+        ``cores`` cores and ``memory`` bytes, as dask-jobqueue: whole jobs, rounded up,
+        the largest of the counts asked for.
         """
-        if memory is not None or cores is not None:
-            raise ValueError("scale by gpus= or jobs= (memory= and cores= follow from the shape)")
-        gpus = n if gpus is None else gpus
-        if gpus is not None:
-            if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-                raise ValueError(f"gpus={gpus!r} must be a whole number >= 0")
-            jobs = math.ceil(gpus / self.gpus_per_job)
-            if jobs * self.gpus_per_job != gpus:
+        workers = n if gpus is None else gpus
+        per_job = self.workers_per_job
+        if workers is not None:
+            if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+                what = "n" if gpus is None else "gpus"
+                raise ValueError(f"{what}={workers!r} must be a whole number >= 0")
+            jobs = math.ceil(workers / per_job)
+            if jobs * per_job != workers and not self._setup.cpu:
                 message = (
-                    f"scale(gpus={gpus}) rounds up to {jobs} job(s) = "
-                    f"{jobs * self.gpus_per_job} GPUs ({self.gpus_per_job} per job)"
+                    f"scale(gpus={workers}) rounds up to {jobs} job(s) = "
+                    f"{jobs * per_job} GPUs ({per_job} per job)"
                 )
                 logger.warning(message)
                 warnings.warn(message, stacklevel=2)
+        jobs = max(jobs, jobs_for(self._shape, cores=cores, memory=memory))
         # With the scheduler in a job, that job's GPUs count as the first ones.
         jobs = max(jobs - int(self._setup.scheduler_in_job), 0)
         self._target_jobs = jobs
@@ -89,31 +91,57 @@ class JobScaling:
 
     async def scale_down(self, workers):
         """Remove the jobs of ``workers`` (worker or job names): always whole jobs."""
-        from hpcgpu.cluster.adaptive import job_of_worker
-
-        jobs = {w if w in self.worker_spec else job_of_worker(w) for w in workers}
+        jobs = {w if w in self.worker_spec else self.job_key(w) for w in workers}
         await self.retire_jobs(sorted(jobs))
 
     def adapt(self, *, minimum_gpus: int | None = None, maximum_gpus: int | None = None,
               minimum_jobs: int | None = None, maximum_jobs: int | None = None,
-              minimum: int | None = None, maximum: int | None = None, **kwargs: Any):
-        """Scale between a minimum and maximum number of GPUs (or jobs) with the load.
-
-        GPU counts are whole jobs: the minimum rounds up, the maximum down.
+              minimum: int | None = None, maximum: int | None = None,
+              minimum_cores: Any = None, maximum_cores: Any = None,
+              minimum_memory: Any = None, maximum_memory: Any = None, **kwargs: Any):
+        """Scale between a minimum and maximum number of workers (GPUs), jobs, cores or
+        memory with the load. Counts are whole jobs: minimums round up, maximums down.
         """
-        g = self.gpus_per_job
+        g = self.workers_per_job
         low = minimum_gpus if minimum_gpus is not None else minimum
         high = maximum_gpus if maximum_gpus is not None else maximum
-        low_jobs = minimum_jobs if minimum_jobs is not None else math.ceil((low or 0) / g)
-        high_jobs = maximum_jobs if maximum_jobs is not None else (
-            math.inf if high is None else high // g)
+        low_jobs = minimum_jobs if minimum_jobs is not None else max(
+            math.ceil((low or 0) / g),
+            jobs_for(self._shape, cores=minimum_cores, memory=minimum_memory))
+        high_jobs = maximum_jobs if maximum_jobs is not None else min(
+            math.inf if high is None else high // g,
+            jobs_for(self._shape, cores=maximum_cores, memory=maximum_memory, up=False))
         if high_jobs < 1 or high_jobs < low_jobs:
             raise ValueError(
-                f"adapt(maximum_gpus={high}, maximum_jobs={maximum_jobs}) allows no whole job "
-                f"of {g} GPUs at or above the minimum of {low_jobs} job(s): raise the maximum"
+                f"adapt(maximum={high}, maximum_jobs={maximum_jobs}) allows no whole job "
+                f"of {g} workers at or above the minimum of {low_jobs} job(s): raise the maximum"
             )
         maximum_workers = high_jobs * g if high_jobs != math.inf else math.inf
         return SpecCluster.adapt(
-            self, Adaptive=GPUAdaptive, gpus_per_job=g, minimum=low_jobs * g,
-            maximum=maximum_workers, **kwargs,
+            self, Adaptive=GPUAdaptive, gpus_per_job=g, job_key=self.job_key,
+            minimum=low_jobs * g, maximum=maximum_workers, **kwargs,
         )
+
+
+def jobs_for(shape: Any, *, cores: Any = None, memory: Any = None, up: bool = True):
+    """Jobs of ``shape`` that hold ``cores`` cores and ``memory`` (rounded up; down for a
+    maximum, ``up=False``, where nothing asked gives infinity).
+
+    >>> from hpcgpu.cpushape import CPUJobShape
+    >>> shape = CPUJobShape(cores=8, processes=4, memory=28 * 10**9)
+    >>> jobs_for(shape, cores=20), jobs_for(shape, memory="60GB"), jobs_for(shape)
+    (3, 3, 0)
+    >>> jobs_for(shape, cores=20, up=False)
+    2
+    """
+    counts = []  # (asked, per job) as whole numbers: exact for any size
+    if cores is not None:
+        counts.append((int(cores), shape.cores_per_job))
+    if memory is not None:
+        if not shape.memory_per_job:
+            raise ValueError("scale(memory=) needs a memory request: set memory_per_gpu or "
+                             "memory_per_node (GPU) or memory (CPU workers)")
+        counts.append((int(parse_bytes(memory)), int(shape.memory_per_job)))
+    if up:
+        return max((-(-asked // per) for asked, per in counts), default=0)
+    return min((asked // per for asked, per in counts), default=math.inf)

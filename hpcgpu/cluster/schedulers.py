@@ -1,8 +1,13 @@
-"""The four clusters: :class:`GPUCluster` with its scheduler chosen."""
+"""The four clusters: :class:`GPUCluster` with its scheduler chosen.
+
+``XCluster.job_cls`` is dask-jobqueue's job class of that scheduler (hpcgpu's subclass), as in
+dask-jobqueue; a GPU cluster's ``cluster.job_cls`` is :class:`~hpcgpu.cluster.job.GPUJob`.
+"""
 
 from __future__ import annotations
 
 from hpcgpu.cluster.cluster import GPUCluster
+from hpcgpu.cluster.cpujob import cpu_job_class
 
 __all__ = ["SLURMCluster", "PBSCluster", "LSFCluster", "SGECluster"]
 
@@ -15,21 +20,25 @@ class SLURMCluster(GPUCluster):
     """
 
     scheduler_name = "slurm"
+    job_cls = cpu_job_class("slurm")
 
 
 class PBSCluster(GPUCluster):
     """GPU workers on PBS Pro / OpenPBS: ``select`` chunks, ``mpiexec`` one rank per GPU."""
 
     scheduler_name = "pbs"
+    job_cls = cpu_job_class("pbs")
 
 
 class LSFCluster(GPUCluster):
     """GPU workers on IBM Spectrum LSF: ``bsub`` with ``-gpu``, ``jsrun`` one task per GPU."""
 
     scheduler_name = "lsf"
+    job_cls = cpu_job_class("lsf")
 
 
 class SGECluster(GPUCluster):
     """GPU workers on (Son of) Grid Engine: one slot per GPU in a parallel environment."""
 
     scheduler_name = "sge"
+    job_cls = cpu_job_class("sge")

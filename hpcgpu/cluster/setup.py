@@ -13,6 +13,7 @@ from hpcgpu import config
 from hpcgpu.dialects import Dialect, get_dialect
 from hpcgpu.launchers import Launcher, get_launcher
 from hpcgpu.logdir import default_log_directory, prune_job_logs
+from hpcgpu.cpushape import CPUJobShape
 from hpcgpu.resources import GPUJobShape, NodeLimits
 from hpcgpu.units import parse_memory
 
@@ -31,15 +32,17 @@ _LIST_OPTIONS = ("job_extra_directives", "job_directives_skip", "job_script_prol
 class ClusterSetup:
     """Everything a cluster needs, validated."""
 
-    shape: GPUJobShape
+    shape: GPUJobShape | CPUJobShape
     dialect: Dialect
-    launcher: Launcher
-    log_directory: str
+    launcher: Launcher | None
+    log_directory: str | None
     shared_temp_directory: str
     scheduler_options: dict
     job_options: dict
     network_options: dict
     scheduler_in_job: bool = False
+    cpu: bool = False  # dask-jobqueue CPU workers (hpcgpu.cluster.cpusetup)
+    config_name: str | None = None
 
 
 def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:

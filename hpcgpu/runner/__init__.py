@@ -11,6 +11,7 @@ import importlib
 
 _EXPORTS = {
     "GPURunner": "hpcgpu.runner.api",
+    "SLURMRunner": "hpcgpu.runner.api",
     "get_client": "hpcgpu.runner.client",
     "BatchOptions": "hpcgpu.runner.batch",
     "run_batch": "hpcgpu.runner.batch",

@@ -39,7 +39,9 @@ def _import_base_runner():
 
 BaseRunner, Role = _import_base_runner()
 
-__all__ = ["GPURunner"]
+__all__ = ["GPURunner", "SLURMRunner"]
+
+_DEFAULT_FILE = "hpcgpu-scheduler-{job_id}.json"
 
 
 class GPURunner(BaseRunner):
@@ -57,6 +59,8 @@ class GPURunner(BaseRunner):
         Per worker.
     scheduler_options, worker_options : dict
         More keyword arguments of :class:`distributed.Scheduler` / :class:`distributed.Worker`.
+        As with dask-jobqueue's ``SLURMRunner``, ``scheduler_options`` may carry the
+        ``scheduler_file`` (``hpcgpu.SLURMRunner`` is this class: docs/migrating.md).
 
     Examples
     --------
@@ -67,11 +71,21 @@ class GPURunner(BaseRunner):
     3
     """
 
-    def __init__(self, scheduler_file: str = "hpcgpu-scheduler-{job_id}.json", *,
+    def __init__(self, scheduler_file: str | None = _DEFAULT_FILE, *,
                  security: bool | Security = True, nthreads: int = 1, memory_limit: str = "auto",
                  scheduler_options: dict | None = None, worker_options: dict | None = None,
                  asynchronous: bool = False, loop=None) -> None:
+        # dask_jobqueue.slurm.SLURMRunner's forms: the file may come in scheduler_options
+        # (used unless an argument names another), and worker_options may repeat it.
+        scheduler_options, worker_options = dict(scheduler_options or {}), dict(worker_options or {})
+        in_options = scheduler_options.pop("scheduler_file", None)
+        worker_options.pop("scheduler_file", None)
+        if in_options and scheduler_file in (None, _DEFAULT_FILE):
+            scheduler_file = str(in_options)
+        scheduler_file = scheduler_file or _DEFAULT_FILE
         self.rank, self.world_size = ranks.rank_and_size()
+        #: Dask workers of the run, as SLURMRunner's ``n_workers``: one on every rank.
+        self.n_workers = self.world_size
         job_id = job_id_from_env(default="local")
         self.scheduler_file = Path(scheduler_file.format(job_id=job_id)).resolve()
         self.tls_directory = self.scheduler_file.with_name(self.scheduler_file.name + ".tls")
@@ -81,8 +95,8 @@ class GPURunner(BaseRunner):
         self._own_worker = None
         self._scheduler = None
         self._place = None
-        super().__init__(scheduler=True, scheduler_options=dict(scheduler_options or {}),
-                         worker_options=dict(worker_options or {}), client=True,
+        super().__init__(scheduler=True, scheduler_options=scheduler_options,
+                         worker_options=worker_options, client=True,
                          asynchronous=asynchronous, loop=loop)
         if self.role == Role.worker and not asynchronous:
             code = ranks.RECORDED_EXIT_CODE[0] if ranks.RECORDED_EXIT_CODE else 1
@@ -177,3 +191,7 @@ class GPURunner(BaseRunner):
         self.status = Status.closed
         self._loop_runner.stop()
         return None  # the exception, if any, propagates: the script's own exit code
+
+
+#: ``from hpcgpu import SLURMRunner`` for scripts written for ``dask_jobqueue.slurm.SLURMRunner``.
+SLURMRunner = GPURunner

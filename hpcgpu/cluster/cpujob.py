@@ -1,0 +1,151 @@
+"""CPU jobs: dask-jobqueue's own job classes, submitted and watched the hpcgpu way.
+
+Without a GPU request a job must be exactly what dask-jobqueue's would be, so its header
+(``job_header``), its worker command (``--nthreads``, ``--nworkers``, ``--memory-limit``) and
+the ``jobqueue.<config_name>`` configuration come from dask-jobqueue's ``SLURMJob``,
+``PBSJob``, ``LSFJob`` and ``SGEJob``. hpcgpu adds what they lack: submission and
+cancellation through :mod:`hpcgpu.commands` with the dialect's argv (so job states and
+failure diagnostics work as for GPU jobs), ``job_script_epilogue``, and the network's
+exports.
+"""
+
+from __future__ import annotations
+
+import glob
+import inspect
+import os
+import shlex
+from functools import lru_cache
+from typing import Any
+
+import dask.config
+
+from hpcgpu.cluster._jobqueue import Job
+from hpcgpu.cluster.job import HIDDEN, DialectSubmission, tls_settings
+from hpcgpu.dialects import Dialect, get_dialect
+
+__all__ = ["cpu_job_class", "cpu_error_log"]
+
+#: dask-jobqueue after 0.9.0 renders job_script_epilogue itself (dask-jobqueue#677).
+_UPSTREAM_EPILOGUE = "job_script_epilogue" in inspect.signature(Job.__init__).parameters
+#: Lines newer dask-jobqueue adds, added here when the installed one lacks them:
+#: scheduler -> (the line they follow, the line). SLURM's -N 1 is dask-jobqueue#680.
+_NEWER_LINES = {"slurm": ("#SBATCH -n 1", "#SBATCH -N 1")}
+_UPSTREAM = {"slurm": ("dask_jobqueue.slurm", "SLURMJob"), "pbs": ("dask_jobqueue.pbs", "PBSJob"),
+             "lsf": ("dask_jobqueue.lsf", "LSFJob"), "sge": ("dask_jobqueue.sge", "SGEJob")}
+
+
+@lru_cache(maxsize=None)
+def cpu_job_class(scheduler: str) -> type:
+    """hpcgpu's CPU job class for ``scheduler``: dask-jobqueue's job plus hpcgpu submission.
+
+    >>> cpu_job_class("slurm").__name__, cpu_job_class("slurm").config_name
+    ('SLURMJob', 'slurm')
+    """
+    import importlib
+
+    module, name = _UPSTREAM[scheduler]
+    upstream = getattr(importlib.import_module(module), name)
+    # Named as upstream's: its errors name f"{name}".replace("Job", "Cluster").
+    return type(name, (CPUJobMixin, upstream),
+                {"__doc__": f"{name} of dask-jobqueue, submitted through hpcgpu's dialect.",
+                 "__module__": __name__})
+
+
+class CPUJobMixin(DialectSubmission):
+    """What hpcgpu adds to dask-jobqueue's job classes (put before them in the bases)."""
+
+    def __init__(self, scheduler: str | None = None, name: str | None = None, *,
+                 dialect: Dialect | None = None, environment: tuple[tuple[str, str], ...] = (),
+                 job_script_epilogue: list[str] | None = None, **options: Any) -> None:
+        self.dialect = dialect or get_dialect(self.config_name_scheduler())
+        self.environment = tuple(environment)
+        # The temporary certificate stays in memory, as for GPU jobs: exported as dask
+        # configuration in the submitted script only (dask-jobqueue would put the PEM text
+        # on the worker's command line); a user's own files stay --tls-* options.
+        files, self._tls_environment = tls_settings(options.get("security"))
+        if self._tls_environment:
+            options["security"] = None
+        self.job_script_epilogue = []  # SGEJob renders the script in __init__
+        if _UPSTREAM_EPILOGUE:
+            options["job_script_epilogue"] = job_script_epilogue
+        super().__init__(scheduler=scheduler, name=name, **options)
+        if not _UPSTREAM_EPILOGUE:
+            self.job_script_epilogue = list(job_script_epilogue if job_script_epilogue is not None
+                                            else dask.config.get(
+                f"jobqueue.{self.config_name}.job-script-epilogue", None) or [])
+        self.job_header = _with_newer_lines(self.config_name_scheduler(), self.job_header,
+                                            self.job_directives_skip)
+
+    @classmethod
+    def config_name_scheduler(cls) -> str:
+        """The scheduler this job class is for (its class-level ``config_name``)."""
+        return cls.default_config_name()
+
+    def job_script(self) -> str:
+        """dask-jobqueue's script; exports before the worker command, epilogue after it
+        (in-memory TLS credentials shown as a placeholder)."""
+        return self._script(secrets=False)
+
+    def submitted_script(self) -> str:
+        """The job script with the in-memory TLS credentials."""
+        return self._script(secrets=True)
+
+    def _script(self, secrets: bool) -> str:
+        script = super().job_script()
+        tls = tuple((k, v if secrets else HIDDEN) for k, v in self._tls_environment)
+        if self.environment or tls:
+            exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in tls + self.environment)
+            script = script.replace(self._command_template, exports + "\n" + self._command_template)
+        if self.job_script_epilogue:
+            script = script.rstrip("\n") + "\n" + "\n".join(self.job_script_epilogue) + "\n"
+        return script
+
+
+def _with_newer_lines(scheduler: str, header: str, skip: Any) -> str:
+    r"""``header`` with the line newer dask-jobqueue adds, unless present or skipped.
+
+    >>> print(_with_newer_lines("slurm", "#SBATCH -J w\n#SBATCH -n 1\n#SBATCH -t 10", ()))
+    #SBATCH -J w
+    #SBATCH -n 1
+    #SBATCH -N 1
+    #SBATCH -t 10
+    >>> _with_newer_lines("slurm", "#SBATCH -n 1", ["-N 1"])
+    '#SBATCH -n 1'
+    """
+    if scheduler not in _NEWER_LINES:
+        return header
+    after, line = _NEWER_LINES[scheduler]
+    lines = header.split("\n")
+    if line in lines or after not in lines or any(s in line for s in skip or ()):
+        return header
+    lines.insert(lines.index(after) + 1, line)
+    return "\n".join(lines)
+
+
+def cpu_error_log(scheduler: str, log_directory: str | None, job_name: str | None,
+                  worker_name: str, job_id: str) -> str:
+    """Where dask-jobqueue's directives send a CPU job's standard error.
+
+    >>> cpu_error_log("slurm", "/logs", "dask-worker", "SLURMCluster-0", "42")
+    '/logs/dask-worker-42.err'
+    >>> cpu_error_log("sge", "/logs", "dask-worker", "SGECluster-0", "7")
+    '/logs/dask-worker.o7'
+    >>> cpu_error_log("pbs", "/logs", "dask-worker", "PBSCluster-0", "8.server")
+    '/logs/dask-worker.e8'
+    >>> cpu_error_log("lsf", "/logs", "dask-worker", "LSFCluster-0", "9")
+    '/logs/LSFCluster-0-9.err'
+    """
+    directory = log_directory or os.getcwd()
+    if scheduler == "slurm":
+        if not log_directory:
+            return f"{directory}/slurm-{job_id}.out"
+        path = f"{directory}/{job_name or 'worker'}-{job_id}.err"
+        # %J is <id>.<step> on some SLURM versions.
+        return path if os.path.exists(path) else next(
+            iter(glob.glob(f"{directory}/{job_name or 'worker'}-{job_id}.*err")), path)
+    if scheduler == "lsf":
+        return f"{directory}/{worker_name or 'worker'}-{job_id}.err"
+    # SGE: -j y puts stderr in the .o file; PBS: <name>.e<sequence number>.
+    stream = "o" if scheduler == "sge" else "e"
+    return f"{directory}/{job_name}.{stream}{job_id.split('.')[0]}"
