@@ -99,10 +99,12 @@ def test_header_and_worker_command_with_tls(scheduler, lines, make):
     assert command.startswith(f"{sys.executable} -m distributed.cli.dask_worker tls://")
     for part in ("--nthreads 2", "--memory-limit 6.52GiB", "--nworkers 4", "--protocol tls://"):
         assert part in command
-    # TLS on by default: the worker's certificate files exist and only the user reads them.
-    for flag in ("--tls-ca-file", "--tls-cert", "--tls-key"):
-        path = Path(re.search(rf"{flag} (\S+)", command).group(1))
-        assert path.exists() and path.stat().st_mode & 0o077 == 0
+    # TLS on by default, kept in memory as for GPU workers: no certificate file, no PEM on
+    # the command line; the submitted script alone exports the credentials.
+    assert "--tls-" not in command
+    shown, submitted = cluster.job_script(), cluster._dummy_job.submitted_script()
+    assert "export DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY='<in memory" in shown
+    assert "BEGIN PRIVATE KEY" in submitted and "BEGIN PRIVATE KEY" not in shown
     assert cluster.job_name == "dask-worker" and cluster.workers_per_job == 4
     assert cluster.gpus_per_job == 0
 
