@@ -14,6 +14,7 @@ import sys
 import click
 
 from hpcgpu.worker.gpusetup import GPUSetup
+from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
@@ -154,6 +155,8 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
         if "--no-nanny" in ctx.args and len(places) > 1:
             sys.exit(_spawn_per_gpu(places))
         name, nworkers = use_pinned_nannies(places), len(places)
+    gpu_workers = nworkers if gpus_per_node is not None else gpu_workers_on_host(os.environ)
+    options["memory_limit"] = host_memory_limit(options["memory_limit"], gpu_workers)
     use_forkserver(multiprocessing_method, nworkers)
     from distributed.cli.dask_worker import main as dask_worker
 
