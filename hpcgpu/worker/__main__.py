@@ -14,6 +14,7 @@ import sys
 import click
 
 from hpcgpu.worker.gpusetup import GPUSetup
+from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
@@ -141,6 +142,9 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
     os.environ.update(setup.to_env())
+    if str(setup.rmm_pool_size).lower() not in ("none", "0"):
+        # the nannies of this process never receive device frames: no UCX pool here either
+        let_ucx_use_the_worker_pool("rmm-pool (the workers')")
     os.environ["HPCGPU_JOB_ID"] = job_id_from_env()
     prefix = options.pop("name")
     if gpus_per_node is None:  # one task per GPU: the launcher said which
