@@ -60,3 +60,16 @@ def test_ucx_info_of_the_cu12_wheel_on_a_cpu_machine():
     info = parse_ucx_info(_read("ucx_info-v.cpu-wheel.txt"), _read("ucx_info-d.cpu-wheel.txt"))
     assert info["version"] == "1.21.0"
     assert "cuda_ipc" not in info["transports"] and "lo" in info["transports"]["tcp"]
+
+
+def test_squeue_and_scontrol_of_slurm_22_05():
+    from hpcgpu.dialects.slurm import SlurmDialect
+
+    lines = _read("slurm-22.05-squeue-status.txt").splitlines()
+    pending = SlurmDialect().parse_status("\n".join(lines[:2]))
+    assert {s.state for s in pending.values()} == {"pending"} and len(pending) == 2
+    later = SlurmDialect().parse_status("\n".join(lines[2:]))
+    states = sorted((s.state, s.nodes, s.reason) for s in later.values())
+    assert states == [("cancelled", (), "Priority"), ("failed", ("node3",), "NonZeroExitCode")]
+    assert SlurmDialect().parse_exit_code(_read("slurm-22.05-scontrol-show-job-failed.txt")) == 3
+    assert SlurmDialect().parse_exit_code(_read("slurm-22.05-scontrol-show-job-pending.txt")) == 0
