@@ -33,12 +33,14 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from hpcgpu.worker.startfailure import wait_for_workers_or_exit  # noqa: E402
 CASES = ("dask-cuda-ucx", "hpcgpu-ucx", "hpcgpu-ucx-pool", "hpcgpu-ucx-nvlink", "dask-cuda-tcp",
          "hpcgpu-fallback-tcp")
 GIB = 2**30
@@ -68,9 +70,13 @@ def _hpcgpu_cluster(stack: ExitStack, case: str, args) -> tuple[str, dict]:
     env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(args.gpus)))
     command = WorkerCommand(scheduler=cluster.scheduler_address, name="bench", nthreads=1,
                             launcher="direct", gpus_per_node=args.gpus, **worker_options(settings))
-    proc = subprocess.Popen(command.argv(sys.executable), env=env)
+    log = stack.enter_context(tempfile.NamedTemporaryFile("w+", prefix="hpcgpu-bench-workers-", suffix=".log"))
+    proc = subprocess.Popen(command.argv(sys.executable), env=env, stderr=subprocess.STDOUT, stdout=log)
     stack.callback(lambda: (proc.terminate(), proc.wait(60)))
-    return cluster.scheduler_address, {"settings": repr(settings), "worker_env": job_environment(settings, "worker")}
+    # a worker that cannot start ends this process at once: say why instead of waiting
+    watch = {"exit_code": proc.poll, "log": lambda: Path(log.name).read_text(errors="replace")}
+    return cluster.scheduler_address, {"settings": repr(settings), "worker_env": job_environment(settings, "worker"),
+                                       "_watch": watch}
 
 
 def _dask_cuda_cluster(stack: ExitStack, case: str, args) -> tuple[str, dict]:
@@ -178,7 +184,11 @@ def run_case(case: str, args, path: Path) -> dict:
         starter = _dask_cuda_cluster if case.startswith("dask-cuda") else _hpcgpu_cluster
         address, info = starter(stack, case, args)
         client = stack.enter_context(Client(address))
-        client.wait_for_workers(args.gpus, timeout=180)
+        watch = info.pop("_watch", None)
+        if watch:
+            wait_for_workers_or_exit(lambda: len(client.nthreads()), args.gpus, timeout=180, **watch)
+        else:
+            client.wait_for_workers(args.gpus, timeout=180)
         record = {"case": case, "address": address, **info, "startup_s": time.perf_counter() - start,
                   "workers": client.run(_worker_view)}
         record["transpose_sum"] = _transpose_sum(client, args)

@@ -18,6 +18,7 @@ from distributed.deploy.spec import SpecCluster
 
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.gpuworker import GPUWorker
+from hpcgpu.worker.hostmemory import host_memory_limit
 
 __all__ = ["LocalGPUCluster", "visible_gpus", "rotated"]
 
@@ -55,7 +56,9 @@ class LocalGPUCluster(SpecCluster):
         Threads per worker (1 keeps one task's kernels queued on its GPU at a time; more
         overlaps Python overhead with GPU work).
     memory_limit : str
-        Host memory per worker (Dask's ``memory_limit``).
+        Host memory per worker (Dask's ``memory_limit``). "auto" with GPUs: the host's
+        memory less 5 % headroom, divided by the number of GPU workers (as dask-cuda);
+        without GPUs, Dask's share per thread.
     rmm_pool_size, rmm_async, device_memory_limit, cpu_affinity
         As the worker entry point's options (:class:`~hpcgpu.worker.gpusetup.GPUSetup`).
     protocol, interface, dashboard_address, security
@@ -88,6 +91,7 @@ class LocalGPUCluster(SpecCluster):
                              f"({','.join(self.gpus)}): ask for at most {len(self.gpus)}")
         self._setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
                                device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
+        memory_limit = host_memory_limit(memory_limit, n_workers if self.gpus else 0)
         self._worker_options: dict = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
                                     protocol=protocol, interface=interface, security=security,
                                     dashboard_address=None)

@@ -65,6 +65,10 @@ def check_gpu_links(facts: dict, settings: NetworkSettings) -> Check:
     if not links:
         return Check("GPU links", "warn", "nvidia-smi topo -m gave no matrix",
                      "run nvidia-smi topo -m on the node to see NVLink/PCIe")
+    missing = [f"GPU{i}-GPU{j}" for i in range(n) for j in range(i + 1, n) if f"{i}-{j}" not in links]
+    if missing or any(kind == "X" for kind in links.values()):
+        return Check("GPU links", "warn", f"could not read nvidia-smi topo -m (no link for {', '.join(missing) or 'some pairs'})",
+                     "run nvidia-smi topo -m on the node and report its output to hpcgpu")
     slow = {pair: kind for pair, kind in links.items() if not kind.startswith("NV")}
     kinds = ", ".join(sorted(set(links.values())))
     if not slow:

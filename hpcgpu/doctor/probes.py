@@ -18,7 +18,7 @@ from pathlib import Path
 
 __all__ = [
     "probe_gpus", "probe_gpu_links", "probe_infiniband", "probe_ucx", "probe_mpi",
-    "probe_interfaces", "probe_reachable", "parse_topo", "parse_ucx_info", "collect",
+    "probe_interfaces", "probe_reachable", "parse_gpu_list", "parse_topo", "parse_ucx_info", "collect",
 ]
 
 
@@ -50,8 +50,7 @@ def probe_gpus() -> dict:
         facts["nvml_error"] = f"{type(exc).__name__}: {exc}"
     code, out = _run(["nvidia-smi", "-L"])
     if code == 0:
-        facts["gpus"] = [{"index": i, "name": line.split(":", 1)[1].split("(")[0].strip()}
-                         for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+        facts["gpus"] = parse_gpu_list(out)
         facts["source"] = "nvidia-smi"
     else:
         facts["source"] = None
@@ -61,6 +60,25 @@ def probe_gpus() -> dict:
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_gpu_list(text: str) -> list[dict]:
+    """Index and name of each GPU from ``nvidia-smi -L``.
+
+    Examples
+    --------
+    >>> parse_gpu_list("GPU 0: NVIDIA H200 (UUID: GPU-53ed)\\nGPU 1: NVIDIA H200 (UUID: GPU-8be7)")
+    [{'index': 0, 'name': 'NVIDIA H200'}, {'index': 1, 'name': 'NVIDIA H200'}]
+    """
+    gpus = []
+    for line in text.splitlines():
+        if m := re.match(r"GPU (\d+): (.*?)\s*(\(UUID|$)", line):
+            gpus.append({"index": int(m.group(1)), "name": m.group(2)})
+    return gpus
+
+
+# nvidia-smi underlines the matrix header with ANSI escapes (ESC[4m ... ESC[0m), even into a pipe.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def parse_topo(text: str) -> dict[str, str]:
@@ -75,7 +93,7 @@ def parse_topo(text: str) -> dict[str, str]:
     >>> parse_topo(topo)
     {'0-1': 'NV18', '0-2': 'SYS', '1-2': 'PHB'}
     """
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in _ANSI_ESCAPE.sub("", text).splitlines() if line.strip()]
     if not lines:
         return {}
     header = lines[0].split()

@@ -15,6 +15,8 @@ import click
 
 from hpcgpu.dialects.arrays import element_name
 from hpcgpu.worker.gpusetup import GPUSetup
+from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
+from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
@@ -158,6 +160,9 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
     os.environ.update(setup.to_env())
+    if str(setup.rmm_pool_size).lower() not in ("none", "0"):
+        # the nannies of this process never receive device frames: no UCX pool here either
+        let_ucx_use_the_worker_pool("rmm-pool (the workers')")
     os.environ["HPCGPU_JOB_ID"] = job_id_from_env()
     try:  # an array element names its workers from its index
         prefix = element_name(options.pop("name"), os.environ)
@@ -175,6 +180,8 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
         if "--no-nanny" in ctx.args and len(places) > 1:
             sys.exit(_spawn_per_gpu(places))
         name, nworkers = use_pinned_nannies(places), len(places)
+    gpu_workers = nworkers if gpus_per_node is not None else gpu_workers_on_host(os.environ)
+    options["memory_limit"] = host_memory_limit(options["memory_limit"], gpu_workers)
     use_forkserver(multiprocessing_method, nworkers)
     from distributed.cli.dask_worker import main as dask_worker
 

@@ -14,6 +14,7 @@ from distributed import Worker
 from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.worker.gpusetup import GPUSetup, apply_cpu_affinity, device_data, logger, setup_rmm
+from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.walltime import install_drain
 
 __all__ = ["GPUWorker", "prepare_gpu"]
@@ -46,6 +47,7 @@ def prepare_gpu(setup: GPUSetup, gpu: str | None, worker_kwargs: dict) -> dict:
         return done
     free, total = memory
     done["allocator"] = setup_rmm(setup, total, free)
+    done["ucx_pool_dropped"] = let_ucx_use_the_worker_pool(done["allocator"])
     if worker_kwargs.get("data") is None:
         host_limit = parse_memory_limit(worker_kwargs.get("memory_limit", "auto"),
                                         worker_kwargs.get("nthreads") or 1, logger=logger)
