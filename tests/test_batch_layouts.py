@@ -153,3 +153,21 @@ def test_mpirun_gives_its_daemons_the_nodes_gpus():
     uneven = dataclasses.replace(allocation, tasks=3)
     with pytest.raises(ValueError, match="use --launcher srun"):
         launcher_environment(uneven, get_launcher("mpirun"), {})
+
+
+def test_ranks_without_cuda_visible_devices_count_the_nodes_gpus(monkeypatch):
+    """mpirun outside a batch job sets no CUDA_VISIBLE_DEVICES: 4 local ranks on a node whose
+    nvidia-smi lists 2 GPUs are refused (found on a lent 2 x H200: ranks 2 and 3 took GPUs
+    that do not exist, and the run hung); 2 ranks take GPUs 0 and 1."""
+    import hpcgpu.worker.placement as placement
+
+    monkeypatch.setattr(placement, "_node_gpu_count", lambda: 2)
+    env = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}
+    with pytest.raises(ValueError, match=r"4 workers on this node but nvidia-smi -L lists 2 GPU\(s\)"):
+        placement_from_env(None, env)
+    pair = [placement_from_env(None, {**env, "OMPI_COMM_WORLD_LOCAL_RANK": str(r),
+                                      "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}).gpu for r in (0, 1)]
+    assert pair == ["0", "1"]
+    monkeypatch.setattr(placement, "_node_gpu_count", lambda: None)  # no NVIDIA driver here
+    assert placement_from_env(None, env).gpu == "3"

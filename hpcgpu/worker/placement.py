@@ -78,10 +78,14 @@ def placement_from_env(prefix: str | None, env: Mapping[str, str] | None = None)
     local = _first_int(env, ("HPCGPU_LOCAL_RANK",) + LOCAL_RANK_VARIABLES) or 0
     node = _node_index(env)
     visible = visible_devices(env)
+    local_size = _first_int(env, _LOCAL_SIZE_VARIABLES)
     if len(visible) == 1:
         gpu: str | None = visible[0]
     elif visible:
-        gpu = _own_entry(visible, local, _first_int(env, _LOCAL_SIZE_VARIABLES), env)
+        gpu = _own_entry(visible, local, local_size, env)
+    elif local_size and local_size > 1 and (count := _node_gpu_count()) is not None:
+        # no CUDA_VISIBLE_DEVICES (mpirun outside a batch job): every GPU of the node
+        gpu = _own_entry([str(i) for i in range(count)], local, local_size, env)
     else:
         gpu = str(local)
     prefix = _prefix(prefix, env)
@@ -93,13 +97,21 @@ def _own_entry(visible: list[str], local: int, local_size: int | None,
     """Entry ``local`` of ``visible``; more ranks on the node than GPUs would share one."""
     ranks = max(local + 1, local_size or 0)
     if ranks > len(visible):
+        listed = (f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r} lists"
+                  if env.get("CUDA_VISIBLE_DEVICES") else "nvidia-smi -L lists")
         raise ValueError(
-            f"{ranks} workers on this node but CUDA_VISIBLE_DEVICES="
-            f"{env.get('CUDA_VISIBLE_DEVICES')!r} lists {len(visible)} GPU(s): two workers would "
+            f"{ranks} workers on this node but {listed} {len(visible)} GPU(s): two workers would "
             f"share a GPU. Start at most {len(visible)} task(s) per node (e.g. mpirun -n "
             f"<nodes x {len(visible)}> --map-by ppr:{len(visible)}:node), or ask the batch "
             "system for more GPUs per node")
     return visible[local]
+
+
+def _node_gpu_count() -> int | None:
+    """GPUs of this node (``nvidia-smi -L``), None where there is no NVIDIA driver."""
+    from hpcgpu.runner.allocation import count_nvidia_smi_gpus
+
+    return count_nvidia_smi_gpus()
 
 
 def node_placements(prefix: str | None, gpus: int | str,
