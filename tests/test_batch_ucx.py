@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from batchtools import ROOT, slurm_finished
@@ -24,7 +26,13 @@ def test_sbatch_hpcgpu_run_protocol_ucx(slurm, tmp_path):
     assert "hpcgpu run: scheduler ucx://127.0.0.1:" in text
     assert "RESULT ucx://127.0.0.1:" in text
     # No heartbeat into a closed scheduler: the workers went first (issue 15).
-    assert "End worker" in text and "Traceback" not in text, text[-5000:]
+    # ucxx's own listener logs a traceback when a peer resets a connection during the UCX
+    # handshake (seen once in 12 loaded CI runs, as the script's client closed): upstream
+    # logging, not hpcgpu's heartbeats; any other traceback fails.
+    own = re.sub(r"UCXPY  ERROR Unexpected error in listener handler coroutine\n"
+                 r"(?:.*\n)*?.*UCXXConnectionResetError: [^\n]*Connection reset by remote peer\n",
+                 "", text)
+    assert "End worker" in text and "Traceback" not in own, text[-5000:]
 
 
 def test_hpcgpu_run_without_ucx_fails_before_starting(tmp_path):
