@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from operator import add
+from pathlib import Path
 
 import pytest
 from distributed import Client
@@ -12,6 +14,25 @@ from conftest import wait_for
 
 FAST = dict(walltime="00:10:00", death_timeout=60, poll_interval=0.5,
             scheduler_options={"dashboard_address": "localhost:0"})
+SHIMS = Path(__file__).parent / "shims"
+
+
+@pytest.fixture(params=["pbs", "lsf"], name="make")
+def shim_cluster(request, slurm, monkeypatch, clusters):
+    """``make(**options)``: a PBSCluster or LSFCluster whose qsub/bsub/... are the shims.
+
+    monkeypatch comes first: its PATH is undone only after the clusters have closed (their
+    cancels must reach the shims, not a real qdel)."""
+    from hpcgpu import LSFCluster, PBSCluster
+
+    name, cls = request.param, {"pbs": PBSCluster, "lsf": LSFCluster}[request.param]
+    monkeypatch.setenv("PATH", f"{SHIMS / name}{os.pathsep}{os.environ['PATH']}")
+
+    def make(**options):
+        return clusters(cls, **{**FAST, "launcher": "direct", **options})
+
+    make.scheduler = name
+    return make
 
 
 def gpu_placement(client: Client) -> dict[str, dict]:

@@ -4,34 +4,17 @@ the real array scripts under the local SLURM: ``-J 0-K`` / ``-J "name[1-K]"`` be
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from array_helpers import check_scale_up_one_array_then_down
-from cluster_helpers import FAST
-from hpcgpu import LSFCluster, PBSCluster
+from cluster_helpers import shim_cluster  # noqa: F401 (the make fixture)
 from hpcgpu.dialects.arrays import element_index
 
 pytestmark = pytest.mark.slurm
-SHIMS = Path(__file__).parent / "shims"
 SUBMIT = {"pbs": "qsub", "lsf": "sh"}  # LSF submits through `sh -c 'exec bsub < "$0"'`
-
-
-@pytest.fixture(params=[("pbs", PBSCluster), ("lsf", LSFCluster)], ids=["pbs", "lsf"])
-def make(request, slurm, monkeypatch, clusters):
-    # monkeypatch first: its PATH is undone only after the clusters closed (cancelled)
-    name, cls = request.param
-    monkeypatch.setenv("PATH", f"{SHIMS / name}{os.pathsep}{os.environ['PATH']}")
-
-    def make(**options):
-        return clusters(cls, **{**FAST, "launcher": "direct", **options})
-
-    make.scheduler = name
-    return make
 
 
 def test_shim_scale_up_is_one_array_then_elements_retire(make):

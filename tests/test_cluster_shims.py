@@ -8,18 +8,15 @@ and answer in the real commands' output formats (PBS Pro's ``qstat -F json``, LS
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from cluster_helpers import FAST, check_adapt, check_failing_job_reported, check_scale_up_and_down
-from hpcgpu import LSFCluster, PBSCluster
+from cluster_helpers import (check_adapt, check_failing_job_reported,
+                             check_scale_up_and_down, shim_cluster)  # noqa: F401 (the make fixture)
 
 pytestmark = pytest.mark.slurm
-SHIMS = Path(__file__).parent / "shims"
 
 
 def slurm_alive(job_id: str) -> bool:
@@ -28,18 +25,6 @@ def slurm_alive(job_id: str) -> bool:
     state = subprocess.run(["squeue", "-h", "--states=all", "-j", slurm_id, "-o",
                             "%T"], capture_output=True, text=True).stdout.strip()
     return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
-
-
-@pytest.fixture(params=[("pbs", PBSCluster), ("lsf", LSFCluster)], ids=["pbs", "lsf"])
-def make(request, slurm, monkeypatch, clusters):  # PATH is restored after the clusters close
-    name, cls = request.param
-    monkeypatch.setenv("PATH", f"{SHIMS / name}{os.pathsep}{os.environ['PATH']}")
-
-    def make(**options):
-        return clusters(cls, **{**FAST, "launcher": "direct", **options})
-
-    make.scheduler = name
-    return make
 
 
 def test_shim_scale_up_and_down(make):
