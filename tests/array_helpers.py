@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 
 from distributed import Client
 
-from cluster_helpers import gpu_placement
+from cluster_helpers import gpu_placement, recorded_commands
 from conftest import wait_for
-from hpcgpu import commands
 from hpcgpu.dialects.arrays import element_index
-
-
-@contextmanager
-def recorded_commands():
-    """Every argv the cluster runs through hpcgpu's one subprocess seam, in order."""
-    calls: list[list[str]] = []
-    real = commands.runner
-
-    def record(argv, timeout, input):
-        calls.append(list(argv))
-        return real(argv, timeout, input)
-
-    commands.set_runner(record)
-    try:
-        yield calls
-    finally:
-        commands.set_runner(None)
 
 
 def submits(calls: list[list[str]], executable: str) -> list[list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from operator import add
 from pathlib import Path
 
@@ -11,10 +12,28 @@ import pytest
 from distributed import Client
 
 from conftest import wait_for
+from hpcgpu import commands
 
 FAST = dict(walltime="00:10:00", death_timeout=60, poll_interval=0.5,
             scheduler_options={"dashboard_address": "localhost:0"})
 SHIMS = Path(__file__).parent / "shims"
+
+
+@contextmanager
+def recorded_commands():
+    """Every argv the cluster runs through hpcgpu's one subprocess seam, in order."""
+    calls: list[list[str]] = []
+    real = commands.runner
+
+    def record(argv, timeout, input):
+        calls.append(list(argv))
+        return real(argv, timeout, input)
+
+    commands.set_runner(record)
+    try:
+        yield calls
+    finally:
+        commands.set_runner(None)
 
 
 @pytest.fixture(params=["pbs", "lsf"], name="make")

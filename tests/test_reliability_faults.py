@@ -17,24 +17,16 @@ from pathlib import Path
 import dask
 import pytest
 
-from cluster_helpers import FAST
+from cluster_helpers import FAST, recorded_commands
 from conftest import wait_for
-from hpcgpu import SGECluster, SLURMCluster, commands
+from hpcgpu import SGECluster, SLURMCluster
 
 
 @pytest.fixture
 def calls():
     """Every scheduler command hpcgpu runs, through the hpcgpu.commands seam."""
-    seen: list[list[str]] = []
-    real = commands.runner
-
-    def counting(argv, timeout, input):
-        seen.append(list(argv))
-        return real(argv, timeout, input)
-
-    commands.set_runner(counting)
-    yield seen
-    commands.set_runner(None)
+    with recorded_commands() as seen:
+        yield seen
 
 
 @pytest.fixture
