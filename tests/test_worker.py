@@ -112,3 +112,34 @@ def test_worker_gpu_options_are_validated_and_recorded():
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def test_a_worker_closing_during_a_heartbeat_logs_no_traceback(caplog):
+    """distributed's Worker.close closes its connections under a heartbeat in flight; the
+    heartbeat then logs a traceback (seen in CI at the end of a batch job that passed).
+    The preload's HeartbeatGate makes the close wait for that heartbeat."""
+    import asyncio
+    import logging
+
+    from distributed import Scheduler, Worker
+
+    async def close_during_a_heartbeat():
+        async with Scheduler(dashboard_address=":0", port=0) as scheduler:
+            answered = scheduler.handlers["heartbeat_worker"]
+            in_flight = asyncio.Event()
+
+            async def slow_heartbeat(*args, **kwargs):  # a scheduler slow to answer
+                in_flight.set()
+                await asyncio.sleep(1.0)
+                return answered(*args, **kwargs)
+
+            scheduler.handlers["heartbeat_worker"] = slow_heartbeat
+            worker = await Worker(scheduler.address, preload=["hpcgpu.worker.preload"], nthreads=1)
+            await asyncio.wait_for(in_flight.wait(), 10)
+            await worker.close()
+            return worker.status.name
+
+    with caplog.at_level(logging.INFO, logger="distributed"):
+        status = asyncio.run(close_during_a_heartbeat())
+    assert status == "closed"
+    assert "during heartbeat" not in caplog.text and "Traceback" not in caplog.text, caplog.text

@@ -3,10 +3,12 @@
 Records the worker's GPU in the scheduler's view of it (``WorkerState.extra["hpcgpu"]``)
 and sets up its GPU memory. The entry point passes what it decided through
 ``HPCGPU_*`` environment variables, which the nanny hands down to the worker process.
+On close (``dask_teardown``) it lets a heartbeat in flight finish first (:class:`HeartbeatGate`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -29,6 +31,7 @@ def dask_setup(worker) -> None:
         gpu_present=info.get("uuid") is not None,
     )
     info.update(getattr(worker, "hpcgpu_setup", {}))  # set by GPUWorker
+    worker.hpcgpu_heartbeat = HeartbeatGate(worker)
     worker.startup_information["hpcgpu"] = lambda w: info
     worker.hpcgpu = info
     if info["gpu_present"]:
@@ -38,3 +41,43 @@ def dask_setup(worker) -> None:
             "hpcgpu worker %s: no GPU visible (CUDA_VISIBLE_DEVICES=%s); running the same "
             "plumbing on the CPU", worker.name, os.environ.get("CUDA_VISIBLE_DEVICES"),
         )
+
+
+async def dask_teardown(worker) -> None:
+    """Called by distributed when the worker closes, before it closes its connections."""
+    gate = getattr(worker, "hpcgpu_heartbeat", None)
+    if gate is not None:
+        await gate.drain()
+
+
+class HeartbeatGate:
+    """Keeps the worker's heartbeat out of its own close.
+
+    distributed's ``Worker.close`` closes its connection pool while a heartbeat may still
+    be waiting for the scheduler's answer; that heartbeat then logs ``Failed to communicate
+    with scheduler during heartbeat`` with a traceback, at the end of a run that went well.
+    The gate wraps the heartbeat's periodic callback so that it knows the heartbeat in
+    flight; :meth:`drain`, called before the connections close, stops the callback and
+    waits for that heartbeat (at most ``timeout`` seconds: a heartbeat that waits for a
+    scheduler that is gone must not hold the close up).
+    """
+
+    def __init__(self, worker, timeout: float = 3.0):
+        self.timeout = timeout
+        self.in_flight: asyncio.Future | None = None
+        self._periodic = worker.periodic_callbacks.get("heartbeat")
+        if self._periodic is not None:
+            self._heartbeat = self._periodic.callback
+            self._periodic.callback = self._beat
+
+    def _beat(self):
+        # a Task, so that drain can wait for it; tornado awaits what the callback returns
+        self.in_flight = asyncio.ensure_future(self._heartbeat())
+        return self.in_flight
+
+    async def drain(self) -> None:
+        if self._periodic is None:
+            return
+        self._periodic.stop()
+        if self.in_flight is not None and not self.in_flight.done():
+            await asyncio.wait([self.in_flight], timeout=self.timeout)
