@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
-from batchtools import CHECK, ROOT, processes_with, sbatch_wrap, slurm_finished
+from batchtools import CHECK, ROOT, processes_with, sbatch_wrap, slurm_finished, slurm_state
 from conftest import gpus_per_node, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -147,3 +148,29 @@ def test_allocation_shape(matrix_jobs, shape, cpus):
     if MATRIX[shape][1].startswith(HPCGPU_RUN):  # progress lines in the job's log (no terminal)
         full = (directory / f"{job_id}.out").read_text()
         assert f"{expect}/{expect} worker(s) connected after" in full, full[:3000]
+
+
+FAILING_PRELOAD = '''
+import os
+if os.environ.get("SLURM_NODEID") == "1":
+    raise ImportError("node 1 cannot start its worker (test)")
+'''
+
+
+def test_a_worker_that_cannot_start_ends_the_job_at_once_with_its_own_error(slurm, tmp_path):
+    """One node's workers fail in their preload: srun ends the step, and hpcgpu run says
+    so with the workers' own error within seconds, not after --timeout."""
+    (tmp_path / "fails_on_node1.py").write_text(FAILING_PRELOAD)
+    command = (f"PYTHONPATH={tmp_path}:$PYTHONPATH {HPCGPU_RUN} "
+               f"--worker-args '--preload fails_on_node1' {CHECK} --expect 4")
+    job_id = sbatch_wrap(tmp_path, ["-N2", "--ntasks-per-node=1", "--gpus-per-node=2"], command)
+    wait_for(lambda: slurm_state(job_id)[0] not in ("PENDING", ""), 120, 0.2, what=f"job {job_id} to start")
+    started = time.monotonic()
+    state = wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
+    took = time.monotonic() - started
+    log = logs(tmp_path, job_id)
+    assert state[0] == "FAILED", log
+    summary = log[log.index("hpcgpu run: error: the launcher exited"):]
+    assert "worker(s) connected; the workers said:" in summary, log
+    assert "ImportError: node 1 cannot start its worker (test)" in summary, log
+    assert took < 30, (took, log)  # the timeout is 240 s

@@ -32,6 +32,7 @@ from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
 from hpcgpu.worker.nannies import stop_through_nannies
+from hpcgpu.worker.startfailure import start_error
 from hpcgpu.worker_command import WorkerCommand
 
 __all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"]
@@ -42,6 +43,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, s
 SETUP_FAILED = 1
 #: Seconds between progress lines while the worker count does not change.
 PROGRESS_INTERVAL = 30.0
+#: lines of the launcher's output kept to say why it ended before its workers connected
+WORKER_TAIL_LINES = 400
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ def _start_cluster(s: _Session) -> None:
     launcher = get_launcher(o.launcher or s.allocation.default_launcher)
     argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
     env = launcher_environment(s.allocation, launcher, _role_env(net, "worker"))
-    s.workers = start_child("workers", argv, env=env)
+    s.workers = start_child("workers", argv, env=env, keep_tail=WORKER_TAIL_LINES)
     _say(f"{s.allocation.total_gpus} worker(s), {s.allocation.layout}, through "
          f"{launcher.name} (pid {s.workers.pid})")
 
@@ -204,8 +207,10 @@ def _wait_for_workers(s: _Session, client) -> bool:
         if count >= s.expected:
             return True
         if not s.workers.running():
+            s.workers.wait(2)  # the last lines of its output may still be on their way
             raise RuntimeError(f"the launcher exited with code {s.workers.popen.returncode} "
-                               f"after {count} of {s.expected} worker(s) connected")
+                               f"after {count} of {s.expected} worker(s) connected; the "
+                               f"workers said:\n{start_error(s.workers.output_tail())}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {count} of {s.expected} worker(s) connected within "
                                f"{s.options.timeout:g} s: see the workers' messages above, or "

@@ -8,12 +8,15 @@ nannies, ``mpirun``'s daemons).
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import IO, Mapping, Sequence
 
 __all__ = ["Child", "start_child"]
 
@@ -24,6 +27,12 @@ class Child:
 
     name: str
     popen: subprocess.Popen = field(repr=False)
+    #: the last lines of its output, when it was started with ``keep_tail``
+    tail: collections.deque | None = field(default=None, repr=False)
+
+    def output_tail(self) -> str:
+        """The last lines the child wrote (stdout and stderr, in the order they came)."""
+        return "".join(self.tail or ())
 
     @property
     def pid(self) -> int:
@@ -78,8 +87,12 @@ class Child:
 
 
 def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                **popen_options) -> Child:
+                keep_tail: int = 0, **popen_options) -> Child:
     """Start ``argv`` in a new session (its own process group).
+
+    With ``keep_tail``, its stdout and stderr still reach this process's own, line by line,
+    and the last ``keep_tail`` lines are kept (:meth:`Child.output_tail`): enough to say
+    why it ended in one message.
 
     Examples
     --------
@@ -89,6 +102,31 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     >>> child.stop(grace=2)
     -15
     """
+    if keep_tail:
+        popen_options.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     popen = subprocess.Popen(list(argv), env=None if env is None else dict(env),
                              start_new_session=True, **popen_options)
-    return Child(name, popen)
+    if not keep_tail:
+        return Child(name, popen)
+    tail: collections.deque = collections.deque(maxlen=keep_tail)
+    for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)):
+        threading.Thread(target=_copy_lines, args=(source, sink, tail), daemon=True,
+                         name=f"hpcgpu-{name}-output").start()
+    return Child(name, popen, tail)
+
+
+def _copy_lines(source: IO[bytes], sink: IO[str], tail: collections.deque) -> None:
+    """Copy ``source`` to ``sink`` line by line until it closes, keeping the lines in ``tail``."""
+    out = getattr(sink, "buffer", None)
+    with source:
+        for line in iter(source.readline, b""):
+            tail.append(line.decode(errors="replace"))
+            try:
+                if out is not None:
+                    sink.flush()  # keep the order with what this process wrote there itself
+                    out.write(line)
+                    out.flush()
+                else:
+                    sink.write(line.decode(errors="replace"))
+            except (OSError, ValueError):  # the sink is closed: keep draining the pipe
+                pass
