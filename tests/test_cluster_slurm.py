@@ -50,7 +50,9 @@ def test_one_task_per_gpu_lets_srun_bind_each_gpu(make):
     cluster.wait_for_workers(gpus=2, timeout=120)
     with Client(cluster) as client:
         placement = gpu_placement(client)
-    assert sorted(p["cuda_visible_devices"] for p in placement.values()) == ["0", "1"]
+    # one GPU each, distinct; which ones is SLURM's choice (other jobs may hold GPUs 0 and 1)
+    devices = [p["cuda_visible_devices"] for p in placement.values()]
+    assert len(set(devices)) == 2 and all(d.isdigit() for d in devices), devices
     assert sorted(placement) == [f"{cluster.jobs[0].name}-0-{g}" for g in range(2)]
 
 
@@ -92,6 +94,29 @@ def test_job_failing_at_start_is_reported_with_its_stderr(make):
     assert len(cluster.jobs) == 2  # replaced once, then it stops: max_failed_jobs=2
     assert not cluster.worker_spec
     assert all(j.state == "failed" and j.exit_code not in (None, 0) for j in cluster.jobs)
+
+
+def test_job_whose_worker_fails_in_its_setup_is_reported_with_the_workers_own_error(make, tmp_path):
+    """One of a job's two workers fails while it starts (an exception in a preload, as an
+    RMM pool that does not fit would): the job ends, and waiting for it fails within
+    seconds with the worker's own exception line."""
+    (tmp_path / "second_gpu_fails.py").write_text(
+        "import os\n"
+        "if os.environ.get('HPCGPU_LOCAL_RANK') == '1':\n"
+        "    raise MemoryError('no room for the pool on this GPU (test)')\n")
+    cluster = make(gpus_per_node=2, max_failed_jobs=1,
+                   job_script_prologue=[f"export PYTHONPATH={tmp_path}:$PYTHONPATH"],
+                   worker_extra_args=["--preload", "second_gpu_fails"])
+    start = time.monotonic()
+    cluster.scale(jobs=1)
+    with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
+        cluster.wait_for_workers(gpus=2, timeout=120)
+    assert time.monotonic() - start < 60  # queueing and Python starting; the timeout is 120
+    assert "MemoryError: no room for the pool on this GPU (test)" in str(error.value)
+    # its first worker had connected for a moment: still a failure to start, so that
+    # max_failed_jobs=1 stops the replacements (it submitted 7 jobs in 16 s before)
+    time.sleep(3)
+    assert [j.state for j in cluster.jobs] == ["failed"], cluster.job_table()
 
 
 def test_tls_refuses_a_client_without_the_certificate(make):

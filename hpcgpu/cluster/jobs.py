@@ -10,6 +10,7 @@ import html
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 __all__ = ["JobInfo", "JobRecord", "JobTable", "format_table", "html_table", "failure_report",
            "tail"]
@@ -68,7 +69,8 @@ class JobRecord:
     exit_code: int | None = None
     stderr_tail: str = ""
     connected: set[str] = field(default_factory=set)
-    ever_connected: bool = False
+    #: all its workers were connected at once at some point (else an end is a failure to start)
+    fully_started: bool = False
     cancelled_by_us: bool = False
     ended: bool = False
     submitted: float = field(default_factory=time.monotonic)
@@ -166,18 +168,26 @@ class JobTable(tuple):
         return table
 
 
-def failure_report(job: JobInfo, error_log: str) -> str:
+def failure_report(job: JobInfo, error_log: str, errors: Sequence[str] = ()) -> str:
     """What a user needs to see about a job that ended before its workers connected.
 
-    >>> print(failure_report(JobInfo("c-0", "9", "failed", (), (), 4, 127, "nope: not found"),
-    ...                      "logs/hpcgpu-9.err"))
-    job c-0 (id 9) ended before its workers connected: state failed, exit code 127
+    ``errors``: the first exception lines of the whole log (the workers' own words), shown
+    when the last lines do not hold them (other tasks' shutdown output came after).
+
+    >>> print(failure_report(JobInfo("c-0", "9", "failed", (), (), 4, 1, "srun: error: task 1"),
+    ...                      "logs/hpcgpu-9.err", ["ImportError: no module named x"]))
+    job c-0 (id 9) ended before its workers connected: state failed, exit code 1
+    first errors in logs/hpcgpu-9.err:
+        ImportError: no module named x
     last lines of logs/hpcgpu-9.err:
-        nope: not found
+        srun: error: task 1
     """
     code = "unknown" if job.exit_code is None else str(job.exit_code)
     lines = [f"job {job.name} (id {job.job_id}) ended before its workers connected: "
              f"state {job.state}, exit code {code}"]
+    if any(e not in job.stderr_tail for e in errors):
+        lines.append(f"first errors in {error_log}:")
+        lines += ["    " + e for e in errors]
     if job.stderr_tail:
         lines.append(f"last lines of {error_log}:")
         lines += ["    " + line for line in job.stderr_tail.splitlines()]

@@ -3,7 +3,7 @@
 One status command per interval for all of a cluster's jobs. A job that ends is dropped from
 the cluster's spec at once (the fix for dask/distributed#9102, where dead grouped workers were
 never dropped and adaptive scaling stalled); one that ended before its workers connected is
-reported with its state, exit code and stderr tail, and replaced while fewer than
+reported with its state, exit code, first errors and stderr tail, and replaced while fewer than
 ``max_failed_jobs`` have failed that way (dask-jobqueue#11, #643).
 """
 
@@ -22,6 +22,7 @@ from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import COLUMNS, JobInfo, JobRecord, JobTable, failure_report, format_table, table_rows, tail
 from hpcgpu.dialects import JobStatus
+from hpcgpu.worker.startfailure import exception_lines
 
 __all__ = ["JobMonitor"]
 
@@ -62,7 +63,7 @@ class JobMonitor:
         connected = self.connected_by_job()
         for name, record in self._records.items():
             record.connected = connected.get(name, set())
-            record.ever_connected |= bool(record.connected)
+            record.fully_started |= len(record.connected) >= record.expected
             if record.connected and record.state in ("submitting", "pending"):
                 record.state = "running"
 
@@ -120,10 +121,10 @@ class JobMonitor:
             record.exit_code = self._dialect.parse_exit_code(done.stdout)
         if record.exit_code not in (None, 0) and record.state == "completed":
             record.state = "failed"
-        if not record.ever_connected:
+        if not record.fully_started:  # a job whose second GPU's worker failed is a failure too
             log = self._error_log(record)
             record.stderr_tail = tail(log, self._tail_lines) or "(empty)"
-            report = failure_report(record.info(), log)
+            report = failure_report(record.info(), log, exception_lines(tail(log, 5000)))
             self.failures.append(report)
             logger.error("%s", report)
         elif record.retiring:

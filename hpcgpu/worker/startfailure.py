@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Callable
 
-__all__ = ["WorkerStartError", "start_error", "wait_for_workers_or_exit"]
+__all__ = ["WorkerStartError", "exception_lines", "start_error", "wait_for_workers_or_exit"]
 
 # "MemoryError: std::bad_alloc: ...", "RuntimeError: PinnedNanny failed to start."
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Failure)\b:?.*")
@@ -38,12 +38,26 @@ def start_error(log: str, lines: int = 5) -> str:
     >>> start_error("just\\nsome output")
     'just\\nsome output'
     """
+    found = exception_lines(log, lines)
+    return "\n".join(found or log.strip().splitlines()[-lines:])
+
+
+def exception_lines(log: str, lines: int = 5) -> list[str]:
+    """The first ``lines`` distinct exception lines of ``log`` (``[]`` when there is none).
+
+    Examples
+    --------
+    >>> exception_lines("x\\nValueError: bad GPU\\n  File y\\nValueError: bad GPU\\nOSError: gone")
+    ['ValueError: bad GPU', 'OSError: gone']
+    """
     found: list[str] = []
     for line in log.splitlines():
         line = line.strip()
         if _EXCEPTION_LINE.match(line) and line not in found:
             found.append(line)
-    return "\n".join(found[:lines] if found else log.strip().splitlines()[-lines:])
+            if len(found) == lines:
+                break
+    return found
 
 
 def wait_for_workers_or_exit(count: Callable[[], int], expected: int, exit_code: Callable[[], int | None],
