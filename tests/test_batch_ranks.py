@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -22,10 +23,10 @@ SRUN = ["srun", "--gpus-per-task=1", "--cpus-per-task=1", "--mem=2G", "--time=5"
         "--job-name=hpcgpu-ranks-test"]
 
 
-def run(argv, tmp_path, **env) -> tuple[subprocess.CompletedProcess, str]:
+def run(argv, tmp_path, timeout=240, **env) -> tuple[subprocess.CompletedProcess, str]:
     marker = uuid.uuid4().hex
     environ = dict(os.environ, **OMPI_ROOT, **env, HPCGPU_TEST_MARKER=marker)
-    done = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    done = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     return done, f"HPCGPU_TEST_MARKER={marker}"
 
 
@@ -43,6 +44,24 @@ def test_mpirun_every_rank_a_gpu_worker_and_the_exit_code(tmp_path):
     # 3 ranks, 3 workers: rank 0 (client + scheduler) has a worker on GPU 0 too
     assert sorted(w["cuda_visible_devices"] for w in result["workers"].values()) == ["0", "1", "2"]
     assert sorted(w["local_rank"] for w in result["workers"].values()) == [0, 1, 2]
+    assert processes_with(marker) == []
+
+
+def test_an_error_on_one_rank_during_setup_stops_every_rank(tmp_path):
+    """Rank 0 cannot make its TLS certificate (no 'cryptography' there, as on a lent GPU
+    machine): every rank must stop with that error. Rank 1 waited in MPI_Bcast and rank 0
+    in MPI_Finalize, for ever."""
+    blocker = tmp_path / "no-cryptography" / "cryptography"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no cryptography on this rank (test)')\n")
+    on_rank0 = (f'[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export PYTHONPATH={blocker.parent}:$PYTHONPATH; '
+                'exec "$@"')
+    argv = ["mpirun", "--oversubscribe", "-n", "2", "bash", "-c", on_rank0, "rank",
+            *mpi_argv(str(CHECK), "--expect", "2")]
+    start = time.monotonic()
+    done, marker = run(argv, tmp_path, timeout=60)
+    assert done.returncode != 0 and time.monotonic() - start < 60, done.stderr[-3000:]
+    assert "hpcgpu.mpi: error on rank 0: TLS needs the 'cryptography' package" in done.stderr, done.stderr[-3000:]
     assert processes_with(marker) == []
 
 

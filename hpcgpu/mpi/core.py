@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import dask
@@ -144,27 +146,46 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     check_gpus(comm, node, local_rank, local_size)
     rank = comm.Get_rank()
     pems = files = tmp = None
-    if rank == 0 and security:
-        tmp = Path(tempfile.mkdtemp(prefix="hpcgpu-mpi-"))  # 0700: only rank 0's worker reads it
-        files = write_tls_files(tmp)
-        pems = {k: Path(p).read_text() for k, p in (("ca", files.ca_file), ("cert", files.cert), ("key", files.key))}
-    pems = comm.bcast(pems, root=0)
-    sec = _security(pems)
-    scheduler_options = dict(port=0, interface=interface, protocol=protocol or ("tls" if sec else None),
-                             dashboard=dashboard, dashboard_address=dashboard_address)
-    address = None
+    with abort_on_error(comm):  # from here an error is one rank's: the others would wait in bcast
+        if rank == 0 and security:
+            tmp = Path(tempfile.mkdtemp(prefix="hpcgpu-mpi-"))  # 0700: only rank 0's worker reads it
+            files = write_tls_files(tmp)
+            pems = {k: Path(p).read_text() for k, p in (("ca", files.ca_file), ("cert", files.cert), ("key", files.key))}
+        pems = comm.bcast(pems, root=0)
+        sec = _security(pems)
+        scheduler_options = dict(port=0, interface=interface, protocol=protocol or ("tls" if sec else None),
+                                 dashboard=dashboard, dashboard_address=dashboard_address)
+        address = None
+        if rank == 0:
+            loop_runner, scheduler = _start_rank0(sec, scheduler_options)
+            address = scheduler.address
+        address = comm.bcast(address, root=0)
+        common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
+        if rank == 0:
+            _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common)
     if rank == 0:
-        loop_runner, scheduler = _start_rank0(sec, scheduler_options)
-        address = scheduler.address
-    address = comm.bcast(address, root=0)
-    common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
-    if rank == 0:
-        _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common)
         if wait_for_workers:
             _wait_for(scheduler, comm.Get_size(), wait_for_workers)
         return True
     return _serve_as_worker(comm, address, sec, node, local_rank, common, interface,
                             worker_class, worker_options, exit)
+
+
+@contextlib.contextmanager
+def abort_on_error(comm):
+    """Turn an exception on this rank into ``MPI_Abort`` of every rank, after saying it.
+
+    An exception that only one rank raises between collective calls leaves the other ranks
+    waiting in their next collective, and this rank waiting in ``MPI_Finalize`` at exit:
+    the job hangs until its walltime (mpi4py's own ``python -m mpi4py`` does the same).
+    """
+    try:
+        yield
+    except Exception as exc:
+        print(f"hpcgpu.mpi: error on rank {comm.Get_rank()}: {exc}", file=sys.stderr, flush=True)
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(1)
 
 
 def _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common):
