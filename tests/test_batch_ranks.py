@@ -39,6 +39,8 @@ def test_mpirun_every_rank_a_gpu_worker_and_the_exit_code(tmp_path):
             *mpi_argv(str(CHECK), "--expect", "3", "--json", "r.json", "--exit-code", "4")]
     done, marker = run(argv, tmp_path, CUDA_VISIBLE_DEVICES="0,1,2")
     assert done.returncode == 4, done.stderr[-3000:]
+    # a clean end: the workers stop before the scheduler (no CommClosedError tracebacks)
+    assert "Traceback" not in done.stderr and "End worker" in done.stderr, done.stderr[-5000:]
     result = json.loads((tmp_path / "r.json").read_text())
     assert all(result["checks"].values()), result
     # 3 ranks, 3 workers: rank 0 (client + scheduler) has a worker on GPU 0 too
@@ -62,6 +64,22 @@ def test_an_error_on_one_rank_during_setup_stops_every_rank(tmp_path):
     done, marker = run(argv, tmp_path, timeout=60)
     assert done.returncode != 0 and time.monotonic() - start < 60, done.stderr[-3000:]
     assert "hpcgpu.mpi: error on rank 0: TLS needs the 'cryptography' package" in done.stderr, done.stderr[-3000:]
+    assert processes_with(marker) == []
+
+
+def test_a_worker_rank_that_cannot_start_its_worker_stops_every_rank(tmp_path):
+    """Rank 1's worker cannot make its local directory (under a file): every rank stops at
+    once with its error; rank 0 does not wait wait_for_workers (300 s) for it."""
+    on_rank1 = ('[ "$OMPI_COMM_WORLD_RANK" = 1 ] && '
+                "export DASK_TEMPORARY_DIRECTORY=/etc/hostname/no_such_dir; "
+                'exec "$@"')
+    argv = ["mpirun", "--oversubscribe", "-n", "2", "bash", "-c", on_rank1, "rank",
+            *mpi_argv(str(CHECK), "--expect", "2")]
+    start = time.monotonic()
+    done, marker = run(argv, tmp_path, timeout=90)
+    assert done.returncode != 0 and time.monotonic() - start < 90, done.stderr[-3000:]
+    assert "hpcgpu.mpi: error on rank 1:" in done.stderr, done.stderr[-3000:]
+    assert "/etc/hostname/no_such_dir" in done.stderr, done.stderr[-3000:]
     assert processes_with(marker) == []
 
 

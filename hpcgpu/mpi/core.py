@@ -16,17 +16,15 @@ import asyncio
 import atexit
 import contextlib
 import os
-import shutil
 import sys
-import tempfile
 import time
 import traceback
-from pathlib import Path
 
 import dask
 
 from hpcgpu.runner import ranks
-from hpcgpu.runner.security import write_tls_files
+from hpcgpu.runner.security import temporary_tls
+from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
 from hpcgpu.worker_command import WorkerCommand
 
@@ -145,12 +143,11 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     node, local_rank, local_size = _node_layout(comm)
     check_gpus(comm, node, local_rank, local_size)
     rank = comm.Get_rank()
-    pems = files = tmp = None
+    pems = tls = None
     with abort_on_error(comm):  # from here an error is one rank's: the others would wait in bcast
         if rank == 0 and security:
-            tmp = Path(tempfile.mkdtemp(prefix="hpcgpu-mpi-"))  # 0700: only rank 0's worker reads it
-            files = write_tls_files(tmp)
-            pems = {k: Path(p).read_text() for k, p in (("ca", files.ca_file), ("cert", files.cert), ("key", files.key))}
+            tls = temporary_tls()  # in memory only: no file to leave behind when a rank is killed
+            pems = {"ca": tls.ca_file, "cert": tls.cert, "key": tls.key}
         pems = comm.bcast(pems, root=0)
         sec = _security(pems)
         scheduler_options = dict(port=0, interface=interface, protocol=protocol or ("tls" if sec else None),
@@ -162,10 +159,11 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
         address = comm.bcast(address, root=0)
         common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
         if rank == 0:
-            _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common)
+            _become_client(comm, address, tls, loop_runner, scheduler, node, local_rank, common)
     if rank == 0:
         if wait_for_workers:
-            _wait_for(scheduler, comm.Get_size(), wait_for_workers)
+            with abort_on_error(comm):
+                _wait_for(scheduler, comm.Get_size(), wait_for_workers, _STATE["worker"])
         return True
     return _serve_as_worker(comm, address, sec, node, local_rank, common, interface,
                             worker_class, worker_options, exit)
@@ -188,26 +186,31 @@ def abort_on_error(comm):
         comm.Abort(1)
 
 
-def _become_client(comm, address, files, tmp, loop_runner, scheduler, node, local_rank, common):
+def _become_client(comm, address, tls, loop_runner, scheduler, node, local_rank, common):
     config = {"scheduler-address": address}
-    if files is not None:
-        config.update(files.client_config())
+    if tls is not None:
+        config.update(tls.client_config())
     dask.config.set(config)
     command = WorkerCommand(
         scheduler=address, nthreads=common["nthreads"], memory_limit=common["memory_limit"],
         local_directory=common["local_directory"], death_timeout=60,
-        **(files.worker_args() if files else {}),
     )
-    # Its place comes from MPI, not from the launcher's variables.
+    # Its place comes from MPI, not from the launcher's variables; its certificate through
+    # its environment (dask configuration), which only this user can read.
     worker = ranks.start_own_worker(command, {"HPCGPU_NODE_RANK": str(node),
-                                              "HPCGPU_LOCAL_RANK": str(local_rank)})
-    _STATE.update(comm=comm, loop_runner=loop_runner, scheduler=scheduler, worker=worker, tmp=tmp)
+                                              "HPCGPU_LOCAL_RANK": str(local_rank),
+                                              **(tls.environment() if tls else {})})
+    _STATE.update(comm=comm, loop_runner=loop_runner, scheduler=scheduler, worker=worker)
     atexit.register(shutdown)
 
 
-def _wait_for(scheduler, n: int, timeout: float) -> None:
+def _wait_for(scheduler, n: int, timeout: float, own_worker) -> None:
     deadline = time.monotonic() + timeout
     while len(scheduler.workers) < n:
+        if not own_worker.running():
+            raise RuntimeError(f"rank 0's worker exited with code {own_worker.popen.returncode} "
+                               f"after {len(scheduler.workers)} of {n} workers joined: see its "
+                               "messages above")
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {len(scheduler.workers)} of {n} workers joined within "
                                f"{timeout:g} s: see the workers' messages")
@@ -221,11 +224,24 @@ def _serve_as_worker(comm, address, sec, node, local_rank, common, interface, wo
                                    security=sec, interface=interface,
                                    local_directory=common["local_directory"])
     options.update(worker_options or {})
-    asyncio.run(_run_worker(address, options, worker_class))
+    with abort_on_error(comm):  # a worker that cannot start: rank 0 would wait for it
+        asyncio.run(_run_worker(address, options, worker_class))
     code = comm.bcast(None, root=0)
     if exit:
         sys.exit(code)
     return False
+
+
+async def _stop_workers_then_scheduler(scheduler, grace: float = 10.0) -> None:
+    """Workers first (rank 0's through its nanny, the other ranks' directly), then the
+    scheduler: a worker whose scheduler closes first logs a ``CommClosedError`` traceback
+    from its batched stream, at the end of a run that went well."""
+    targets = [ws.nanny or ws.address for ws in scheduler.workers.values()]
+    await stop_through_nannies(targets, scheduler.connection_args)
+    deadline = time.monotonic() + grace
+    while scheduler.workers and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await scheduler.close(reason="hpcgpu.mpi shutdown")
 
 
 def shutdown(exit_code: int = 0) -> None:
@@ -240,11 +256,9 @@ def shutdown(exit_code: int = 0) -> None:
     _STATE.clear()
     from distributed.utils import sync
 
-    sync(state["loop_runner"].loop, state["scheduler"].close, reason="hpcgpu.mpi shutdown")
+    sync(state["loop_runner"].loop, _stop_workers_then_scheduler, state["scheduler"])
     worker = state["worker"]
     if not worker.wait_group(10):
         worker.stop(grace=5)
     state["loop_runner"].stop()
     state["comm"].bcast(exit_code, root=0)
-    if state["tmp"] is not None:
-        shutil.rmtree(state["tmp"], ignore_errors=True)

@@ -87,8 +87,12 @@ class Child:
 
 
 def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                keep_tail: int = 0, **popen_options) -> Child:
+                keep_tail: int = 0, die_with_parent: bool = False, **popen_options) -> Child:
     """Start ``argv`` in a new session (its own process group).
+
+    With ``die_with_parent`` (Linux), the child gets SIGTERM when the thread that started
+    it ends, however it ends: a launcher that kills this process (``MPI_Abort``, SIGKILL)
+    does not reach a child in its own session otherwise.
 
     With ``keep_tail``, its stdout and stderr still reach this process's own, line by line,
     and the last ``keep_tail`` lines are kept (:meth:`Child.output_tail`): enough to say
@@ -104,6 +108,8 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     """
     if keep_tail:
         popen_options.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if die_with_parent and sys.platform == "linux":
+        popen_options["preexec_fn"] = _terminate_with_parent()
     popen = subprocess.Popen(list(argv), env=None if env is None else dict(env),
                              start_new_session=True, **popen_options)
     if not keep_tail:
@@ -113,6 +119,20 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
         threading.Thread(target=_copy_lines, args=(source, sink, tail), daemon=True,
                          name=f"hpcgpu-{name}-output").start()
     return Child(name, popen, tail)
+
+
+def _terminate_with_parent():
+    """A ``preexec_fn``: ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, looked up before the fork so
+    that the child only makes the one call."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    set_death_signal, sigterm = 1, int(signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    def preexec() -> None:
+        prctl(set_death_signal, sigterm)
+
+    return preexec
 
 
 def _copy_lines(source: IO[bytes], sink: IO[str], tail: collections.deque) -> None:

@@ -77,9 +77,10 @@ def worker_options(place: Placement, nthreads: int, memory_limit: str, **more) -
 
 
 def start_own_worker(command: WorkerCommand, env_extra: Mapping[str, str] | None = None) -> Child:
-    """Rank 0's worker on rank 0's GPU: a ``python -m hpcgpu.worker`` child process."""
+    """Rank 0's worker on rank 0's GPU: a ``python -m hpcgpu.worker`` child process, which
+    ends when rank 0 ends (an ``MPI_Abort`` kills rank 0, not its child's session)."""
     env = {**os.environ, **(env_extra or {})}
-    return start_child("rank-0 worker", command.argv(sys.executable), env=env)
+    return start_child("rank-0 worker", command.argv(sys.executable), env=env, die_with_parent=True)
 
 
 def exit_code_of(exc: BaseException | None) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from distributed.security import Security
 
-__all__ = ["TLSFiles", "make_job_directory", "write_tls_files", "remove_job_directory"]
+__all__ = ["TLSFiles", "make_job_directory", "temporary_tls", "write_tls_files", "remove_job_directory"]
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,17 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def write_tls_files(directory: str | os.PathLike) -> TLSFiles:
-    """Make a temporary certificate (distributed's own recipe) and write it into ``directory``.
+def temporary_tls() -> TLSFiles:
+    """A temporary certificate (distributed's own recipe), in memory: the fields hold the
+    PEM text itself, which distributed loads as it loads files.
 
     Needs the ``cryptography`` package, as :meth:`Security.temporary` does.
+
+    Examples
+    --------
+    >>> tls = temporary_tls()
+    >>> tls.ca_file.startswith("-----BEGIN CERTIFICATE-----"), "PRIVATE KEY" in tls.key
+    (True, True)
     """
     try:
         temporary = Security.temporary()
@@ -112,10 +119,16 @@ def write_tls_files(directory: str | os.PathLike) -> TLSFiles:
             "TLS needs the 'cryptography' package: pip install cryptography "
             "(or 'hpcgpu[tls]'), or turn TLS off (hpcgpu run --no-tls)"
         ) from None
+    return TLSFiles(temporary.tls_ca_file, temporary.tls_client_cert, temporary.tls_client_key)
+
+
+def write_tls_files(directory: str | os.PathLike) -> TLSFiles:
+    """Make a temporary certificate (:func:`temporary_tls`) and write it into ``directory``."""
+    pems = temporary_tls()
     files = TLSFiles.in_directory(directory)
-    _write_private(Path(files.ca_file), temporary.tls_ca_file)
-    _write_private(Path(files.cert), temporary.tls_client_cert)
-    _write_private(Path(files.key), temporary.tls_client_key)
+    _write_private(Path(files.ca_file), pems.ca_file)
+    _write_private(Path(files.cert), pems.cert)
+    _write_private(Path(files.key), pems.key)
     return files
 
 

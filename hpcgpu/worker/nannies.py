@@ -112,7 +112,8 @@ def use_forkserver(method: str | None, nworkers: int) -> str:
 
 async def stop_through_nannies(nannies: Iterable[str], connection_args: dict) -> None:
     """Ask each nanny to close (``Nanny.close``: it stops its worker, then itself), from
-    the process that owns the cluster, before the scheduler closes.
+    the process that owns the cluster, before the scheduler closes. A worker without a
+    nanny is given by its own address: ``terminate`` closes a worker the same way.
 
     That is the clean way down: a worker the scheduler closes first keeps heart-beating
     into a closed connection (tracebacks in the job's log), one told to close by the
