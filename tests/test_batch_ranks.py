@@ -99,6 +99,8 @@ def test_gpurunner_under_srun_keeps_every_gpu_and_the_exit_code(slurm, tmp_path)
             "--exit-code", "5"]
     done, marker = run(argv, tmp_path)
     assert done.returncode == 5, done.stderr[-3000:]
+    # a clean end: the workers stop before the scheduler (no CommClosedError tracebacks)
+    assert "Traceback" not in done.stderr and "End worker" in done.stderr, done.stderr[-5000:]
     result = json.loads((tmp_path / "r.json").read_text())
     assert all(result["checks"].values()), result
     # which GPUs is SLURM's choice: other jobs may hold GPUs 0 and 1

@@ -24,7 +24,7 @@ import dask
 
 from hpcgpu.runner import ranks
 from hpcgpu.runner.security import temporary_tls
-from hpcgpu.worker.nannies import stop_through_nannies
+from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
 from hpcgpu.worker_command import WorkerCommand
 
@@ -232,18 +232,6 @@ def _serve_as_worker(comm, address, sec, node, local_rank, common, interface, wo
     return False
 
 
-async def _stop_workers_then_scheduler(scheduler, grace: float = 10.0) -> None:
-    """Workers first (rank 0's through its nanny, the other ranks' directly), then the
-    scheduler: a worker whose scheduler closes first logs a ``CommClosedError`` traceback
-    from its batched stream, at the end of a run that went well."""
-    targets = [ws.nanny or ws.address for ws in scheduler.workers.values()]
-    await stop_through_nannies(targets, scheduler.connection_args)
-    deadline = time.monotonic() + grace
-    while scheduler.workers and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    await scheduler.close(reason="hpcgpu.mpi shutdown")
-
-
 def shutdown(exit_code: int = 0) -> None:
     """On rank 0: close the workers and the scheduler, tell every rank ``exit_code``.
 
@@ -256,7 +244,8 @@ def shutdown(exit_code: int = 0) -> None:
     _STATE.clear()
     from distributed.utils import sync
 
-    sync(state["loop_runner"].loop, _stop_workers_then_scheduler, state["scheduler"])
+    sync(state["loop_runner"].loop, close_workers_then_scheduler, state["scheduler"],
+         "hpcgpu.mpi shutdown")
     worker = state["worker"]
     if not worker.wait_group(10):
         worker.stop(grace=5)

@@ -23,6 +23,7 @@ from distributed.security import Security
 
 from hpcgpu.runner import ranks
 from hpcgpu.runner.security import TLSFiles, write_tls_files
+from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env
 from hpcgpu.worker_command import WorkerCommand
 
@@ -179,7 +180,7 @@ class GPURunner(BaseRunner):
                 await client.run(ranks.record_exit_code, code)
         except Exception:  # nobody to tell: the workers then exit with code 1
             pass
-        await self._scheduler.close(reason=f"hpcgpu GPURunner ended with code {code}")
+        await close_workers_then_scheduler(self._scheduler, f"hpcgpu GPURunner ended with code {code}")
 
     def __exit__(self, typ, value, traceback):
         if self.role != Role.client or self._scheduler is None:

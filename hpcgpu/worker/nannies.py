@@ -19,7 +19,7 @@ from typing import Iterable
 from hpcgpu.worker.placement import Placement
 
 __all__ = ["gpu_environment", "pinned_nanny_class", "use_pinned_nannies", "use_forkserver",
-           "stop_through_nannies", "FORKSERVER_PRELOAD"]
+           "stop_through_nannies", "close_workers_then_scheduler", "FORKSERVER_PRELOAD"]
 
 #: what the fork server imports before it forks worker processes: distributed's own list
 #: (``distributed.utils.get_mp_context``) less pandas, which a spawned worker does not import
@@ -135,3 +135,22 @@ async def stop_through_nannies(nannies: Iterable[str], connection_args: dict) ->
             pass
 
     await asyncio.gather(*(stop(address) for address in nannies))
+
+
+async def close_workers_then_scheduler(scheduler, reason: str, grace: float = 10.0) -> None:
+    """Close an in-process scheduler the clean way: its workers first (through their
+    nannies, or directly), then itself.
+
+    A worker whose scheduler closes first logs a ``CommClosedError`` traceback from its
+    batched stream, at the end of a run that went well (``hpcgpu.mpi`` and ``GPURunner``
+    did).
+    """
+    import asyncio
+    import time
+
+    targets = [ws.nanny or ws.address for ws in scheduler.workers.values()]
+    await stop_through_nannies(targets, scheduler.connection_args)
+    deadline = time.monotonic() + grace
+    while scheduler.workers and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await scheduler.close(reason=reason)
