@@ -107,3 +107,17 @@ def test_gpurunner_under_srun_keeps_every_gpu_and_the_exit_code(slurm, tmp_path)
     assert gpus_per_node(result["places"].values()) == {0: 2, 1: 2}, result
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # scheduler file, TLS gone
     assert processes_with(marker) == []
+
+
+def test_gpurunner_ranks_that_share_a_gpu_are_stopped_with_the_reason(slurm, tmp_path):
+    """srun -n 2 --gpus=1: both tasks see the one GPU. The ranks cannot compare their GPUs
+    before they start (no MPI); get_client() does once the workers joined, before the
+    script computes anything (both workers ran on one GPU, silently)."""
+    argv = ["srun", "--nodes=1", "--ntasks=2", "--gpus=1", "--cpus-per-task=1", "--mem=2G",
+            "--time=5", "--job-name=hpcgpu-ranks-test", sys.executable, str(APP),
+            "--scheduler-file", str(tmp_path / "s-{job_id}.json"), "--json", "r.json"]
+    done, marker = run(argv, tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "ValueError: workers" in done.stderr and "share GPU" in done.stderr, done.stderr[-3000:]
+    assert not (tmp_path / "r.json").exists()  # the script computed nothing
+    assert processes_with(marker) == []

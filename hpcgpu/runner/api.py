@@ -24,7 +24,7 @@ from distributed.security import Security
 from hpcgpu.runner import ranks
 from hpcgpu.runner.security import TLSFiles, write_tls_files
 from hpcgpu.worker.nannies import close_workers_then_scheduler
-from hpcgpu.worker.placement import job_id_from_env
+from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
 from hpcgpu.worker_command import WorkerCommand
 
 
@@ -171,6 +171,11 @@ class GPURunner(BaseRunner):
         client = Client(self.scheduler_address, security=self.security)
         if wait:
             client.wait_for_workers(self.world_size, timeout=timeout)
+            # The ranks started without talking to each other: compare their GPUs now.
+            error = shared_gpu_workers(client.run_on_scheduler(_placements))
+            if error:
+                client.close()
+                raise ValueError(error)
         return client
 
     async def _close_cluster(self, code: int) -> None:
@@ -192,6 +197,11 @@ class GPURunner(BaseRunner):
         self.status = Status.closed
         self._loop_runner.stop()
         return None  # the exception, if any, propagates: the script's own exit code
+
+
+def _placements(dask_scheduler) -> dict:
+    """Run on the scheduler: worker name -> what its preload recorded."""
+    return {str(ws.name): ws.extra.get("hpcgpu") for ws in dask_scheduler.workers.values()}
 
 
 #: ``from hpcgpu import SLURMRunner`` for scripts written for ``dask_jobqueue.slurm.SLURMRunner``.

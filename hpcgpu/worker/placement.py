@@ -245,3 +245,36 @@ def shared_gpu_error(ranks: list[tuple[int, tuple[int, str | None] | None, str |
                     "ask the batch system for --gpus-per-node instead of --gpus-per-task")
         seen[key] = rank
     return None
+
+
+def shared_gpu_workers(workers: Mapping[str, Mapping | None]) -> str | None:
+    """The error for workers that hold the same GPU of one host, or None.
+
+    ``workers``: worker name -> what the worker preload recorded
+    (``WorkerState.extra["hpcgpu"]``): ``hostname``, ``node`` (its index in the job) and
+    ``uuid`` (a real GPU) or ``physical_gpu`` (the node's id of its GPU). For ranks that started without talking
+    to each other (``GPURunner``), this is the first moment their GPUs can be compared.
+
+    Examples
+    --------
+    >>> a = {"hostname": "n1", "node": 0, "uuid": None, "physical_gpu": "2"}
+    >>> shared_gpu_workers({"j-0-0": a, "j-0-1": {**a, "physical_gpu": "3"}}) is None
+    True
+    >>> print(shared_gpu_workers({"j-0-0": a, "j-0-1": a}))  # doctest: +ELLIPSIS
+    workers j-0-0 and j-0-1 share GPU 2 of host n1: ...
+    """
+    seen: dict[tuple, str] = {}
+    for name in sorted(workers):
+        info = workers[name] or {}
+        gpu = info.get("uuid") or info.get("physical_gpu")
+        if not gpu:
+            continue
+        # the node index too: SLURM's emulated nodes share one host name
+        key = (info.get("hostname"), info.get("node"), gpu)
+        if key in seen:
+            return (f"workers {seen[key]} and {name} share GPU {gpu} of host {key[0]}: each task "
+                    "sees the same GPU (srun -n 2 --gpus=1 gives both tasks the one GPU); ask "
+                    "for a GPU per task (--gpus-per-task=1) or as many GPUs per node as tasks "
+                    "(--gpus-per-node=N --ntasks-per-node=N)")
+        seen[key] = name
+    return None

@@ -13,6 +13,7 @@ import logging
 import os
 
 from hpcgpu.worker.gpuinfo import count_gpus, describe_gpu
+from hpcgpu.worker.placement import physical_gpu
 
 # Under "distributed." so that Dask's logging configuration shows it at INFO.
 logger = logging.getLogger("distributed.hpcgpu")
@@ -27,6 +28,7 @@ def dask_setup(worker) -> None:
         local_rank=int(os.environ.get("HPCGPU_LOCAL_RANK", "0")),
         job_id=os.environ.get("HPCGPU_JOB_ID") or None,
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        physical_gpu=physical_gpu(index) if index else None,  # the node's own id of it
         hostname=os.uname().nodename,
         gpu_present=info.get("uuid") is not None,
     )
