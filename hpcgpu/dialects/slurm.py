@@ -14,11 +14,19 @@ from hpcgpu.units import format_hms, format_memory
 __all__ = ["SlurmDialect", "SLURM_MEMORY_UNITS", "expand_hostlist"]
 
 SLURM_MEMORY_UNITS = (("T", 2**40), ("G", 2**30), ("M", 2**20))
+#: Every name squeue's ``%T`` prints (``job_state_string`` of SLURM 22.05 to 25.11; a flag such
+#: as STOPPED is printed instead of its job's base state) -> hpcgpu's state. A name not here
+#: (a newer SLURM's) is "unknown", never "failed": a running job must not be replaced.
 _STATES = {
     "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending",
-    "RESV_DEL_HOLD": "pending", "SUSPENDED": "pending", "RUNNING": "running",
-    "COMPLETING": "completing", "STAGE_OUT": "completing", "COMPLETED": "completed",
-    "CANCELLED": "cancelled", "REVOKED": "cancelled",
+    "REQUEUE_FED": "pending", "REQUEUE_HOLD": "pending", "SPECIAL_EXIT": "pending",
+    "RESV_DEL_HOLD": "pending", "SUSPENDED": "pending",
+    # still holding its nodes, walltime running: resized, being signalled, SIGSTOPped
+    "RUNNING": "running", "RESIZING": "running", "SIGNALING": "running", "STOPPED": "running",
+    "COMPLETING": "completing", "STAGE_OUT": "completing", "EXPEDITING": "completing",
+    "COMPLETED": "completed", "CANCELLED": "cancelled", "REVOKED": "cancelled",
+    "FAILED": "failed", "TIMEOUT": "failed", "NODE_FAIL": "failed", "PREEMPTED": "failed",
+    "BOOT_FAIL": "failed", "DEADLINE": "failed", "OUT_OF_MEMORY": "failed",
 }
 
 
@@ -109,7 +117,10 @@ class SlurmDialect(Dialect):
         return ["sbatch", "--test-only", script_path]
 
     def status_argv(self, job_ids: list[str]) -> list[str]:
-        return ["squeue", "--noheader", "--states=all", f"--jobs={','.join(job_ids)}",
+        # --array: one line per element. Without it squeue folds an array's pending elements
+        # into one id cut at 31 characters ("271_[101,103,107,109,113,127,13"): the
+        # elements after the cut would look finished.
+        return ["squeue", "--noheader", "--states=all", "--array", f"--jobs={','.join(job_ids)}",
                 "--format=%i|%T|%N|%r"]
 
     def parse_status(self, output: str) -> dict[str, JobStatus]:
@@ -129,7 +140,7 @@ class SlurmDialect(Dialect):
                 continue
             job_id, state, nodes, reason = parts
             for one in _array_elements(job_id):
-                jobs[one] = JobStatus(one, _STATES.get(state, "failed"),
+                jobs[one] = JobStatus(one, _STATES.get(state, "unknown"),
                                       expand_hostlist(nodes), reason=reason)
         return jobs
 
@@ -159,6 +170,9 @@ def _array_elements(job_id: str) -> list[str]:
     (['123_4', '123_5'], ['123_4'], ['9'])
     """
     match = re.fullmatch(r"(\d+)_\[([^\]]+)\]", job_id)
+    if not match and re.fullmatch(r"\d+_\[[^\]]*", job_id):
+        raise ValueError(f"squeue cut the array's element list short ({job_id!r}): run it "
+                         "with --array (one line per element)")
     if not match:
         return [job_id]
     return [f"{match.group(1)}_{i}" for i in expand_indices(match.group(2))]
