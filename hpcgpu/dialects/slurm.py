@@ -132,10 +132,12 @@ class SlurmDialect(Dialect):
         >>> status = SlurmDialect().parse_status(out)
         >>> status["12"].state, status["12"].nodes, status["13"].state
         ('running', ('node1', 'node2'), 'failed')
+        >>> SlurmDialect().parse_status("14|PENDING||held: disk|quota\n")["14"].reason
+        'held: disk|quota'
         """
         jobs = {}
         for line in output.splitlines():
-            parts = line.strip().split("|")
+            parts = line.strip().split("|", 3)  # the reason (last) is free text, "|" too
             if len(parts) != 4:
                 continue
             job_id, state, nodes, reason = parts
