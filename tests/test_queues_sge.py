@@ -61,7 +61,7 @@ def test_the_captured_answers_parse():
 REFUSED = [
     (dict(gpus_per_node=8, queue="all.q"), {}, "gpus_per_node=8 is more than the 4 GPUs a host "
      "of queue 'all.q' has (gpu=4 on vm): use gpus_per_node<=4 and more nodes, or another queue"),
-    (dict(gpus_per_node=8), {}, "a host of the default queue has (gpu=4 on vm)"),
+    (dict(gpus_per_node=8), {}, "a host of any queue has (gpu=4 on vm)"),
     (dict(gpus_per_node=1, queue="nosuch"), {}, "queue='nosuch' is not a Grid Engine cluster "
      "queue (qconf -sql: all.q): use one of them"),
     (dict(gpus_per_node=1), dict(parallel_environment="nope"), "parallel_environment='nope' does "

@@ -39,7 +39,7 @@ def parse_bqueues(text: str) -> dict:
     """
     status = re.search(r"^\s*\d+\s+-?\d+\s+(\S+:\S+)", text, re.MULTILINE)
     hosts = re.search(r"^HOSTS:\s*(.*)$", text, re.MULTILINE)
-    limit = re.search(r"^(?:TASKLIMIT|PROCLIMIT)\s*\n\s*([\d ]+)$", text, re.MULTILINE)
+    limit = re.search(r"^[ \t]*(?:TASKLIMIT|PROCLIMIT)[ \t]*\n\s*([\d ]+)$", text, re.MULTILINE)
     return {"status": status.group(1) if status else "",
             "hosts": [re.sub(r"\+\d+$", "", h).rstrip("/") for h in
                       (hosts.group(1).split() if hosts else [])],

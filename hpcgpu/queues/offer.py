@@ -95,7 +95,9 @@ class QueueOffer:
 
     @property
     def where(self) -> str:
-        return f"{self.kind} {self.name!r}" if self.name else f"the default {self.kind}"
+        if self.name:
+            return f"{self.kind} {self.name!r}"
+        return "the default partition" if self.kind == "partition" else f"any {self.kind}"
 
     def hosts(self, nodes: list[PartitionNode]) -> str:
         names = [n.name for n in nodes]
