@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_helpers import SHIMS, recorded_commands, shim_cluster  # noqa: F401 (fixture)
+from cluster_helpers import SHIMS, recorded_commands
 from hpcgpu import commands
 from hpcgpu.commands import CommandResult
 from hpcgpu.dialects.lsf import LSFDialect
