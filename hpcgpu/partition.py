@@ -1,39 +1,22 @@
-"""What the nodes of a partition have, from the scheduler, and whether a job shape fits them.
+"""What the nodes of a SLURM partition have (``sinfo``), and the check of a job shape
+against them before submitting (:func:`check_partition`, for every scheduler: see
+:mod:`hpcgpu.queues`).
 
-SLURM only (``sinfo``); where the scheduler cannot be asked (another scheduler, no
-``sinfo``, an error, an unknown partition), :func:`check_partition` changes nothing and the
-scheduler's own answer stands.
+Where ``sinfo`` cannot answer, :func:`check_partition` warns once and changes nothing: the
+scheduler's own answer stands. An unknown partition changes nothing either (sbatch names it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hpcgpu import commands
+from hpcgpu.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, shape_problem
 from hpcgpu.resources import GPUJobShape
 
-__all__ = ["PartitionNode", "parse_sinfo", "slurm_partition_nodes", "shape_problem", "check_partition"]
+__all__ = ["PartitionNode", "parse_sinfo", "slurm_partition_nodes", "slurm_offer",
+           "shape_problem", "check_partition"]
 
 #: sinfo's one line per node and partition: name, CPUs, memory (MB), GRES, partition
 SINFO_FORMAT = "%N|%c|%m|%G|%P"
-
-
-@dataclass(frozen=True)
-class PartitionNode:
-    """One node: its name, cores, memory (bytes) and GPUs by type (``""``: untyped)."""
-
-    name: str
-    cpus: int
-    memory: int
-    gpus: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def gpu_count(self) -> int:
-        return sum(n for _, n in self.gpus)
-
-    def gpus_of(self, gpu_type: str | None) -> int:
-        """GPUs of ``gpu_type`` (all where None)."""
-        return sum(n for t, n in self.gpus if gpu_type is None or t == gpu_type)
 
 
 def _gres_gpus(gres: str) -> tuple[tuple[str, int], ...]:
@@ -55,9 +38,9 @@ def parse_sinfo(text: str, partition: str | None = None) -> list[PartitionNode]:
     --------
     >>> text = "node1|32|262144|gpu:h100:4|debug*\\nnode1|32|262144|gpu:h100:4|gpu\\n"
     >>> parse_sinfo(text, "gpu")
-    [PartitionNode(name='node1', cpus=32, memory=274877906944, gpus=(('h100', 4),))]
+    [PartitionNode(name='node1', cpus=32, memory=274877906944, gpus=(('h100', 4),), slots=0)]
     >>> parse_sinfo("node9|64|512000|(null)|cpu*\\n")
-    [PartitionNode(name='node9', cpus=64, memory=536870912000, gpus=())]
+    [PartitionNode(name='node9', cpus=64, memory=536870912000, gpus=(), slots=0)]
     >>> parse_sinfo(text, "nosuch")
     []
     """
@@ -77,66 +60,27 @@ def parse_sinfo(text: str, partition: str | None = None) -> list[PartitionNode]:
 
 
 def slurm_partition_nodes(partition: str | None) -> list[PartitionNode]:
-    """The partition's nodes (the default partition's when None); ``[]`` when SLURM
-    cannot be asked."""
+    """The partition's nodes (the default partition's when None).
+
+    Raises :class:`QueryUnavailable` when ``sinfo`` cannot answer."""
     argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
     result = commands.run(argv, check=False, timeout=30)
-    return parse_sinfo(result.stdout, partition) if result.returncode == 0 else []
+    if result.returncode != 0:
+        said = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
+        raise QueryUnavailable(f"{' '.join(argv[:3])} failed ({result.returncode}): "
+                               f"{said[0] if said else 'no output'}")
+    return parse_sinfo(result.stdout, partition)
 
 
-def _gib(size: int) -> str:
-    return f"{size / 2**30:.0f} GiB"
+def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
+    """What the partition of ``shape.queue`` offers (no nodes for an unknown partition:
+    sbatch's own ``invalid partition specified`` names it)."""
+    return QueueOffer("partition", shape.queue, tuple(slurm_partition_nodes(shape.queue)))
 
 
-def shape_problem(shape: GPUJobShape, nodes: list[PartitionNode]) -> str | None:
-    """Why ``shape`` cannot run on ``nodes`` (naming the field, what the nodes have and the
-    fix), or None when it fits or nothing is known.
-
-    Examples
-    --------
-    >>> nodes = [PartitionNode("node1", 32, 256 * 2**30, (("h100", 4),))]
-    >>> shape_problem(GPUJobShape.create(gpus_per_node=4), nodes) is None
-    True
-    >>> print(shape_problem(GPUJobShape.create(gpus_per_node=8, queue="gpu"), nodes))
-    gpus_per_node=8 is more than the 4 GPUs a node of partition 'gpu' has (gpu:h100:4): use gpus_per_node<=4 and more nodes
-    """
-    if not nodes:
-        return None
-    where = f"partition {shape.queue!r}" if shape.queue else "the default partition"
-    kind = shape.gpu_type
-    if kind and not any(n.gpus_of(kind) for n in nodes):
-        types = sorted({t for n in nodes for t, _ in n.gpus if t}) or ["(untyped)"]
-        return (f"gpu_type={kind!r}: the nodes of {where} have GPUs of type "
-                f"{', '.join(types)}: use gpu_type={types[0]!r}, or another queue")
-    have = max(nodes, key=lambda n: n.gpus_of(kind))
-    if shape.gpus_per_node > have.gpus_of(kind):
-        gres = ",".join(f"gpu:{t}:{c}" if t else f"gpu:{c}" for t, c in have.gpus) or "no GPU"
-        return (f"gpus_per_node={shape.gpus_per_node} is more than the {have.gpus_of(kind)} GPUs "
-                f"a node of {where} has ({gres}): use gpus_per_node<={have.gpus_of(kind)} and "
-                "more nodes")
-    cpus = max(n.cpus for n in nodes)
-    if shape.cpus_per_node > cpus:
-        return (f"cpus_per_gpu={shape.cpus_per_gpu} x gpus_per_node={shape.gpus_per_node} = "
-                f"{shape.cpus_per_node} CPUs is more than the {cpus} a node of {where} has: "
-                f"use cpus_per_gpu<={max(1, cpus // shape.gpus_per_node)}")
-    memory, most = shape.node_memory, max(n.memory for n in nodes)
-    if memory and most and memory > most:
-        return (f"memory per node ({_gib(memory)}) is more than the {_gib(most)} a node of "
-                f"{where} has: ask for memory_per_gpu<={most // shape.gpus_per_node // 2**30}GiB")
-    fit = [n for n in nodes if n.gpus_of(kind) >= shape.gpus_per_node
-           and n.cpus >= shape.cpus_per_node and (not memory or not n.memory or n.memory >= memory)]
-    if shape.nodes > len(fit):
-        return (f"nodes={shape.nodes} is more than the {len(fit)} node(s) of {where} that have "
-                f"{shape.gpus_per_node} GPU(s), {shape.cpus_per_node} CPUs and the memory asked "
-                f"for: use nodes<={len(fit)}")
-    return None
-
-
-def check_partition(scheduler: str, shape: GPUJobShape) -> None:
+def check_partition(scheduler: str, shape: GPUJobShape, dialect: object = None) -> None:
     """Raise ``ValueError`` before anything is submitted where ``shape`` cannot fit the
-    partition's nodes; nothing where the scheduler cannot be asked (not SLURM, no sinfo)."""
-    if scheduler != "slurm":
-        return
-    problem = shape_problem(shape, slurm_partition_nodes(shape.queue))
-    if problem:
-        raise ValueError(problem)
+    nodes of its queue (partition); see :func:`hpcgpu.queues.check_queue`."""
+    from hpcgpu.queues import check_queue
+
+    check_queue(scheduler, shape, dialect)

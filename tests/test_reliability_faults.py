@@ -75,15 +75,19 @@ def test_unknown_partition_surfaces_slurms_own_words(make, calls):
     assert cluster.jobs[0].state == "failed"
 
 
-@pytest.mark.parametrize("option, match", [
-    ({"queue": "nope"}, 'unknown queue "nope"'),
-    ({"account": "nope"}, 'project "nope" does not exist'),
-])
-def test_sge_unknown_queue_or_project_surfaces_its_words(sge, make, option, match):
-    cluster = make(SGECluster, gpus_per_node=1, **option)
+def test_sge_unknown_project_surfaces_its_words(sge, make):
+    cluster = make(SGECluster, gpus_per_node=1, account="nope")
     cluster.scale(jobs=1)
-    with pytest.raises(RuntimeError, match=match):
+    with pytest.raises(RuntimeError, match='project "nope" does not exist'):
         cluster.wait_for_workers(gpus=1, timeout=30)
+
+
+def test_sge_unknown_queue_is_refused_before_submitting(sge, make, calls):
+    """qsub would say 'unknown queue "nope"'; the queue check says it first, with the fix."""
+    with pytest.raises(ValueError, match="queue='nope' is not a Grid Engine cluster queue "
+                                         r"\(qconf -sql: all.q\): use one of them"):
+        make(SGECluster, gpus_per_node=1, queue="nope")
+    assert "qsub" not in {argv[0] for argv in calls}
 
 
 def test_script_the_scheduler_rejects(make):

@@ -9,7 +9,7 @@ import tempfile
 import click
 
 from hpcgpu import commands
-from hpcgpu.partition import check_partition
+from hpcgpu.queues import check_queue
 from hpcgpu.dialects import DIALECTS, get_dialect
 from hpcgpu.launchers import LAUNCHERS, get_launcher
 from hpcgpu.render import render, worker_job_script
@@ -106,8 +106,9 @@ def jobscript(scheduler: str, **kw) -> None:
         raise click.UsageError(str(exc)) from None
     click.echo(text, nl=False)
     if kw["check"]:
-        try:  # the partition's nodes first: SLURM's own refusal does not say which field
-            check_partition(scheduler, _shape(kw))
+        try:  # the queue's nodes first: the schedulers' own refusals do not say which field
+            dialect = get_dialect(scheduler, **parse_site_options(kw["site"]))
+            check_queue(scheduler, _shape(kw), dialect)
         except ValueError as exc:
             click.echo(f"REFUSED: {exc}", err=True)
             sys.exit(1)

@@ -18,7 +18,7 @@ from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
-from hpcgpu.partition import check_partition
+from hpcgpu.queues import check_queue
 from hpcgpu.cluster._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.adaptive import job_of_worker
@@ -128,7 +128,7 @@ fallback, ucx_environment
             kind, setup.shape.walltime or 0, retire_before, lifetime_stagger, replace_ahead,
             signal_before_walltime, requeue)
         if not setup.cpu:
-            check_partition(kind, setup.shape)  # the partition's nodes, where SLURM can say
+            check_queue(kind, setup.shape, setup.dialect)  # the queue's nodes, where they can be asked
         job_options = dict(setup.job_options, **({} if setup.cpu else retire_job))
         if extra:
             job_options["job_extra_directives"] = [*_extra_directives(setup, job_options), *extra]

@@ -101,3 +101,23 @@ def scancel(job_ids: list[str]) -> int:
 def slurm_id(job_id: str) -> str:
     """A PBS/LSF id -> SLURM's: ``123[4].shim`` / ``123[4]`` -> ``123_4``, ``123.shim`` -> ``123``."""
     return re.sub(r"\[(\d+)\]", r"_\1", job_id.split(".")[0])
+
+
+def slurm_nodes(partition: str | None = None) -> list[dict]:
+    """The local SLURM's nodes (of ``partition`` where given), for the node/queue queries:
+    name, cpus, memory in MB, GPUs and their type, partitions."""
+    done = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%N|%c|%m|%G|%P"],
+                          capture_output=True, text=True)
+    if done.returncode:
+        fail(done.stderr.strip() or "sinfo failed", done.returncode)
+    nodes: dict[str, dict] = {}
+    for line in done.stdout.splitlines():
+        name, cpus, memory, gres, part = line.strip().split("|")
+        node = nodes.setdefault(name, {"name": name, "cpus": int(cpus.rstrip("+")),
+                                       "memory_mb": int(memory.rstrip("+")), "gpus": 0,
+                                       "gpu_type": "", "partitions": []})
+        node["partitions"].append(part.rstrip("*"))
+        match = re.match(r"gpu:(?:(\w+):)?(\d+)", gres)
+        if match:
+            node["gpu_type"], node["gpus"] = match.group(1) or "", int(match.group(2))
+    return [n for n in nodes.values() if partition is None or partition in n["partitions"]]
