@@ -20,7 +20,7 @@ from hpcgpu.commands import CommandResult
 from hpcgpu.dialects.sge import SGEDialect
 from hpcgpu.queues import QueueCheckWarning, check_queue, queue_offer
 from hpcgpu.queues.offer import PartitionNode, QueueOffer, shape_problem
-from hpcgpu.queues.sge import parse_qconf, queue_values, sge_host, sge_offer
+from hpcgpu.queues.sge import MAX_HOSTS_ASKED, parse_qconf, queue_values, sge_host, sge_offer
 from hpcgpu.resources import GPUJobShape
 
 DATA = Path(__file__).parent / "data"
@@ -168,3 +168,20 @@ def test_the_real_qsub_agrees(sge, tmp_path):
     argv[6] = "4"
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0 and "accepted by sge" in done.stderr, done.stderr
+
+
+def test_a_large_queue_gets_the_queue_checks_without_a_qconf_per_host():
+    hosts = [f"n{i:03d}" for i in range(MAX_HOSTS_ASKED + 1)]
+    table = {("-spl",): "smp\n",
+             ("-sq", "big.q"): f"qname big.q\nhostlist {' '.join(hosts)}\npe_list smp\nslots 8\n"}
+    asked: list[list[str]] = []
+    answer = answers(table)
+    commands.set_runner(lambda argv, timeout, input: asked.append(argv) or answer(argv, timeout, input))
+    try:
+        offer = sge_offer(GPUJobShape.create(gpus_per_node=64, queue="big.q"), SGEDialect())
+    finally:
+        commands.set_runner(None)
+    assert offer.nodes == () and shape_problem(GPUJobShape.create(gpus_per_node=64, queue="big.q"),
+                                                offer) is None
+    assert not any(argv[1] == "-se" for argv in asked), asked
+    assert ["qconf", "-sq", "big.q"] in asked  # the queue itself is still asked

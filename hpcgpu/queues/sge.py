@@ -2,10 +2,15 @@
 
 Verified against the real SGE 8.1.9 of the test set-up (``tests/test_queues_sge.py``) and
 against its captured answers (``tests/data/sge-8.1.9-*.txt``).
+
+``qconf -se`` answers for one host at a time (``qhost -F`` shows what is free now, not what a
+host has), so a queue of more than :data:`MAX_HOSTS_ASKED` hosts gets only the queue-level
+checks: the constructor must not spend minutes asking.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 from hpcgpu import commands
@@ -13,6 +18,11 @@ from hpcgpu.queues.offer import PartitionNode, QueryUnavailable, QueueOffer
 from hpcgpu.resources import GPUJobShape
 
 __all__ = ["parse_qconf", "queue_values", "sge_memory", "sge_host", "sge_offer"]
+
+logger = logging.getLogger("hpcgpu.cluster")
+
+#: at most this many ``qconf -se`` calls (about 20 ms each, 200 ms on a busy host)
+MAX_HOSTS_ASKED = 64
 
 _UNITS = {"k": 1000, "K": 2**10, "m": 1000**2, "M": 2**20, "g": 1000**3, "G": 2**30,
           "t": 1000**4, "T": 2**40}
@@ -109,6 +119,8 @@ def _queue_nodes(queue: str, hosts: list[str], attrs: dict[str, str], gpu_comple
     values, value_over = queue_values(attrs.get("complex_values", "NONE"))
     groups = {g: _hosts(g) for g in {**slot_over, **value_over} if g.startswith("@")}
     nodes = []
+    if _too_many(queue, hosts):
+        return ()
     for host in hosts:
         node = sge_host(_qconf("-se", host), gpu_complex)
         gpus = node.gpu_count
@@ -118,6 +130,15 @@ def _queue_nodes(queue: str, hosts: list[str], attrs: dict[str, str], gpu_comple
         nodes.append(PartitionNode(host, 0, node.memory, (("", gpus),) if gpus else (),
                                    int(_for_host(host, slots, slot_over, groups) or 0)))
     return tuple(nodes)
+
+
+def _too_many(queue: str, hosts: list[str]) -> bool:
+    if len(hosts) <= MAX_HOSTS_ASKED:
+        return False
+    logger.info("%s has %d execution hosts: their GPUs and memory are not checked before "
+                "submitting (at most %d are asked); the queue and parallel environment are",
+                queue, len(hosts), MAX_HOSTS_ASKED)
+    return True
 
 
 def sge_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
@@ -137,8 +158,8 @@ def sge_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
             f"{'$pe_slots' if shape.nodes == 1 else shape.gpus_per_node})"))
     if not shape.queue:
         hosts = _qconf("-sel").split()
-        return QueueOffer(**base, nodes=tuple(sge_host(_qconf("-se", h), gpu_complex)
-                                              for h in hosts))
+        return QueueOffer(**base, nodes=() if _too_many("any queue", hosts) else
+                          tuple(sge_host(_qconf("-se", h), gpu_complex) for h in hosts))
     if not re.fullmatch(r"[\w.-]+", shape.queue):
         raise QueryUnavailable(f"queue={shape.queue!r} is not one cluster queue name")
     result = commands.run(["qconf", "-sq", shape.queue], check=False, timeout=30)
