@@ -261,4 +261,7 @@ def test_gpu_benchmark_scripts_run_at_smoke_size_on_the_cpu(tmp_path):
     assert any(case.startswith("bare CuPy loop") and r["seconds"] > 0 for case, r in perf.items())
     probe = json.load(open(tmp_path / "overlap_probe.json"))
     on_cluster = [r for r in probe if r["view"] == "cluster"]
-    assert on_cluster and all(0 < r["first_task_s"] <= r["last_task_end_s"] <= r["wall_s"] for r in on_cluster)
+    # first and last task come from one worker's clock; wall_s from this process's: comparing
+    # them across clocks failed on a busy CI machine (the workers' clock-offset estimate moves)
+    assert on_cluster and all(r["tasks"] > 0 and r["first_task_s"] <= r["last_task_end_s"]
+                              and r["wall_s"] > 0 for r in on_cluster), on_cluster

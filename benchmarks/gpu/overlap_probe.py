@@ -91,7 +91,11 @@ def on_cluster(n: int, chunk: int, backend: str, gpus: int, saturation: float, r
                 start = time.time()
                 client.compute(array_sum(n, chunk, backend)).result()
                 wall = time.time() - start
-            spans = [(s["start"], s["stop"]) for d in stream.data for s in d["startstops"] if s["action"] == "compute"]
+            # Workers add their estimate of the scheduler's clock offset (scheduler_delay, from
+            # heartbeat round trips) to task times; these workers share this host's clock.
+            offset = client.run(lambda dask_worker: dask_worker.scheduler_delay)
+            spans = [(s["start"] - offset.get(d["worker"], 0), s["stop"] - offset.get(d["worker"], 0))
+                     for d in stream.data for s in d["startstops"] if s["action"] == "compute"]
             moves = [s["stop"] - s["start"] for d in stream.data for s in d["startstops"] if s["action"] == "transfer"]
             busy = sum(stop - begin for begin, stop in spans)
             first, last = min(b for b, _ in spans), max(s for _, s in spans)
