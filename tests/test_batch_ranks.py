@@ -49,6 +49,19 @@ def test_mpirun_every_rank_a_gpu_worker_and_the_exit_code(tmp_path):
     assert processes_with(marker) == []
 
 
+def two_ranks_one_changed(tmp_path, rank: int, export: str, within: float) -> str:
+    """``mpirun -n 2 python -m hpcgpu.mpi`` with ``export`` (``NAME=value``) on ``rank`` only:
+    it must end non-zero within ``within`` s, leaving no process. Returns its stderr."""
+    only_there = f'[ "$OMPI_COMM_WORLD_RANK" = {rank} ] && export {export}; exec "$@"'
+    argv = ["mpirun", "--oversubscribe", "-n", "2", "bash", "-c", only_there, "rank",
+            *mpi_argv(str(CHECK), "--expect", "2")]
+    start = time.monotonic()
+    done, marker = run(argv, tmp_path, timeout=within)
+    assert done.returncode != 0 and time.monotonic() - start < within, done.stderr[-3000:]
+    assert processes_with(marker) == []
+    return done.stderr
+
+
 def test_an_error_on_one_rank_during_setup_stops_every_rank(tmp_path):
     """Rank 0 cannot make its TLS certificate (no 'cryptography' there, as on a lent GPU
     machine): every rank must stop with that error. Rank 1 waited in MPI_Bcast and rank 0
@@ -56,31 +69,16 @@ def test_an_error_on_one_rank_during_setup_stops_every_rank(tmp_path):
     blocker = tmp_path / "no-cryptography" / "cryptography"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('no cryptography on this rank (test)')\n")
-    on_rank0 = (f'[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export PYTHONPATH={blocker.parent}:$PYTHONPATH; '
-                'exec "$@"')
-    argv = ["mpirun", "--oversubscribe", "-n", "2", "bash", "-c", on_rank0, "rank",
-            *mpi_argv(str(CHECK), "--expect", "2")]
-    start = time.monotonic()
-    done, marker = run(argv, tmp_path, timeout=60)
-    assert done.returncode != 0 and time.monotonic() - start < 60, done.stderr[-3000:]
-    assert "hpcgpu.mpi: error on rank 0: TLS needs the 'cryptography' package" in done.stderr, done.stderr[-3000:]
-    assert processes_with(marker) == []
+    stderr = two_ranks_one_changed(tmp_path, 0, f"PYTHONPATH={blocker.parent}:$PYTHONPATH", 60)
+    assert "hpcgpu.mpi: error on rank 0: TLS needs the 'cryptography' package" in stderr, stderr[-3000:]
 
 
 def test_a_worker_rank_that_cannot_start_its_worker_stops_every_rank(tmp_path):
     """Rank 1's worker cannot make its local directory (under a file): every rank stops at
     once with its error; rank 0 does not wait wait_for_workers (300 s) for it."""
-    on_rank1 = ('[ "$OMPI_COMM_WORLD_RANK" = 1 ] && '
-                "export DASK_TEMPORARY_DIRECTORY=/etc/hostname/no_such_dir; "
-                'exec "$@"')
-    argv = ["mpirun", "--oversubscribe", "-n", "2", "bash", "-c", on_rank1, "rank",
-            *mpi_argv(str(CHECK), "--expect", "2")]
-    start = time.monotonic()
-    done, marker = run(argv, tmp_path, timeout=90)
-    assert done.returncode != 0 and time.monotonic() - start < 90, done.stderr[-3000:]
-    assert "hpcgpu.mpi: error on rank 1:" in done.stderr, done.stderr[-3000:]
-    assert "/etc/hostname/no_such_dir" in done.stderr, done.stderr[-3000:]
-    assert processes_with(marker) == []
+    stderr = two_ranks_one_changed(tmp_path, 1, "DASK_TEMPORARY_DIRECTORY=/etc/hostname/no_such_dir", 90)
+    assert "hpcgpu.mpi: error on rank 1:" in stderr, stderr[-3000:]
+    assert "/etc/hostname/no_such_dir" in stderr, stderr[-3000:]
 
 
 def test_srun_pmix_across_two_nodes(slurm, tmp_path):
