@@ -197,7 +197,8 @@ class JobMonitor:
                 show.update(running, self.jobs)
                 if running >= wanted:
                     return
-                if self.failures and len(self.worker_spec) * self.workers_per_job < wanted:
+                planned = sum(self._job_pool(job).workers_per_job for job in self.worker_spec)
+                if self.failures and planned < wanted:
                     raise RuntimeError(
                         f"{wanted} workers cannot connect: jobs ended before their "
                         "workers connected:\n" + "\n".join(self.failures)

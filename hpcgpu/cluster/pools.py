@@ -36,6 +36,8 @@ _SHAPE = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_pe
           "gpu_type", "exclusive", "job_name")
 #: The cluster's own, never a pool's.
 _CLUSTER_ONLY = ("scheduler_in_job", "scheduler_options", "dashboard_address")
+#: Where dask-jobqueue's CPU jobs call the account ``project``.
+_PROJECT = ("sge", "lsf")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 
@@ -148,6 +150,8 @@ def _cpu_options(where: str, own: dict, inherited: dict) -> dict:
 def prepare_pool(kind: str, name: str, pool: Any, cluster_options: dict[str, Any]) -> ClusterSetup:
     """The validated setup of pool ``name`` (its errors name the pool); no I/O but mkdir."""
     cpu, options = pool_options(name, pool, cluster_options)
+    if cpu and kind in _PROJECT and "account" in options:  # dask-jobqueue's word there
+        options["project"] = options.pop("account")
     try:
         setup = prepare_cpu(kind, options) if cpu else prepare(kind, options)
     except ValueError as error:
@@ -195,8 +199,3 @@ class PoolJobKey:
         levels = next((n for prefix, n in self.prefixes if name.startswith(prefix)),
                       self.default_levels)
         return name.rsplit("-", levels)[0] if levels else name
-
-    def pool(self, job: str) -> str:
-        """The pool of a job name."""
-        return next((p.rsplit("-", 2)[-2] for p, _ in self.prefixes if job.startswith(p)),
-                    DEFAULT_POOL)
