@@ -10,7 +10,7 @@ import dask
 import pytest
 from distributed import get_worker
 
-from cluster_helpers import FAST
+from cluster_helpers import FAST, recorded_commands
 from conftest import wait_for
 from hpcgpu import SLURMCluster
 
@@ -46,34 +46,42 @@ where = lambda _x=None: str(get_worker().name)  # noqa: E731
 
 
 def test_gpu_and_cpu_pools_scaled_together_run_annotated_tasks_on_the_right_pool(make):
-    cluster = make()
+    cluster = make(pools={"cpu": CPU_POOL, "big": dict(gpus_per_node=1, gpu_type="h100")})
     assert "--partition=gpu" in cluster.job_script()
     assert "#SBATCH -p debug" in cluster.job_script(pool="cpu")
-    cluster.scale(gpus=2)
-    cluster.scale(jobs=1, pool="cpu")
-    cluster.wait_for_workers(3, timeout=180)
-    jobs = {job.pool: job for job in cluster.jobs}
-    assert sorted(jobs) == ["cpu", "default"] and len(cluster.jobs) == 2
-    assert jobs["cpu"].name.startswith("SLURMCluster-cpu-")
-    assert squeue(jobs["cpu"].job_id, "%P") == "debug"
-    assert squeue(jobs["default"].job_id, "%P") == "gpu"
+    assert "--gpus-per-node=h100:1" in cluster.job_script(pool="big")
+    with recorded_commands() as calls:
+        cluster.scale(gpus=2)
+        cluster.scale(jobs=1, pool="cpu")
+        cluster.scale(jobs=2, pool="big")  # one array of 2 elements
+        cluster.wait_for_workers(5, timeout=180)
+    assert len([argv for argv in calls if argv[0] == "sbatch"]) == 3
+    jobs = {}
+    for job in cluster.jobs:
+        jobs.setdefault(job.pool, []).append(job)
+    assert {p: len(j) for p, j in jobs.items()} == {"default": 1, "cpu": 1, "big": 2}
+    assert jobs["cpu"][0].name.startswith("SLURMCluster-cpu-")
+    assert all(j.name.startswith("SLURMCluster-big-") and "_" in j.job_id for j in jobs["big"])
+    assert squeue(jobs["cpu"][0].job_id, "%P") == "debug"
+    assert squeue(jobs["default"][0].job_id, "%P") == "gpu"
     assert "pool" in repr(cluster.jobs).splitlines()[0] and "<th>pool</th>" in cluster._repr_html_()
     with cluster.get_client() as client:
         pools = workers_by_pool(client)
-        assert sorted(pools) == ["cpu", "default"]
-        assert len(pools["default"]) == 2 and len(pools["cpu"]) == 1
+        assert {p: len(w) for p, w in pools.items()} == {"default": 2, "cpu": 1, "big": 2}
         assert all(r["GPU"] == 1 and "CPU" not in r for r in pools["default"].values())
+        assert all(r["GPU"] == 1 and "CPU" not in r for r in pools["big"].values())
         assert [r.get("CPU") for r in pools["cpu"].values()] == [2]
         with dask.annotate(resources={"GPU": 1}):
             on_gpu = [dask.delayed(where)(i) for i in range(12)]
         with dask.annotate(resources={"CPU": 1}):
             on_cpu = [dask.delayed(where)(i) for i in range(12)]
-        with dask.annotate(resources={"pool-cpu": 1}):
-            by_name = [dask.delayed(where)(i) for i in range(4)]
-        gpu_ran, cpu_ran, named_ran = client.compute([on_gpu, on_cpu, by_name], sync=True)
-    assert set(gpu_ran) <= set(pools["default"]) and len(set(gpu_ran)) >= 1
+        with dask.annotate(resources={"pool-big": 1}):
+            on_big = [dask.delayed(where)(i) for i in range(8)]
+        gpu_ran, cpu_ran, big_ran = client.compute([on_gpu, on_cpu, on_big], sync=True)
+    assert set(gpu_ran) <= set(pools["default"]) | set(pools["big"]) and gpu_ran
     assert set(cpu_ran) == set(pools["cpu"])
-    assert set(named_ran) == set(pools["cpu"])
+    assert set(big_ran) <= set(pools["big"]) and big_ran
+    assert {cluster.job_key(w) for w in big_ran} <= {j.name for j in jobs["big"]}
 
 
 def test_retiring_one_pool_leaves_the_other_running(make):
