@@ -154,3 +154,25 @@ def test_bad_pools_are_refused_before_anything_is_submitted(slurm, clusters):
     with pytest.raises(ValueError, match="adapt.*give a dict of"):
         cluster.adapt(pools={"cpu": dict(maximum_gpu=2)})
     assert not cluster.jobs and not cluster.worker_spec
+
+
+def test_walltime_replacement_is_per_pool(make):
+    """A pool with a 2-minute walltime is replaced by a job of the same pool near its end; the
+    default pool (10 minutes) and the CPU pool keep their jobs."""
+    cluster = make(pools={"cpu": CPU_POOL, "short": dict(gpus_per_node=1, walltime="00:02:00")},
+                   retire_before="40s", lifetime_stagger="5s", replace_ahead="30s")
+    cluster.scale(gpus=2)
+    cluster.scale(jobs=1, pool="short")
+    cluster.scale(jobs=1, pool="cpu")
+    cluster.wait_for_workers(4, timeout=180)
+    first = {job.name: job.pool for job in cluster.jobs}
+    wait_for(lambda: len(cluster.jobs) == 4 and cluster.jobs[-1].job_id, 150, interval=1,
+             what=f"the short pool's replacement:\n{cluster.job_table()}")
+    new = cluster.jobs[-1]
+    assert new.pool == "short" and new.name.startswith("SLURMCluster-short-")
+    old = next(name for name, pool in first.items() if pool == "short")
+    assert any("nears its walltime" in e and f"job {old} " in e for e in cluster.events)
+    assert not any("nears its walltime" in e and f"job {name} " in e
+                   for e in cluster.events for name, pool in first.items() if pool != "short")
+    assert sorted(cluster._jobs_of("short")) == [new.name]
+    cluster.wait_for_workers(4, timeout=120)
