@@ -104,7 +104,7 @@ def test_retiring_one_pool_leaves_the_other_running(make):
     assert [j.pool for j in cluster.jobs if j.state == "running"] == ["default"]
     # and the other way round: retiring the GPU pool leaves the CPU pool
     cluster.scale(jobs=1, pool="cpu")
-    cluster.wait_for_workers(3, timeout=180)
+    cluster.wait_for_workers(1, timeout=180, pool="cpu")
     cluster.scale(gpus=0)
     with cluster.get_client() as client:
         wait_for(lambda: set(workers_by_pool(client)) == {"cpu"}, 60, what="the CPU pool alone")

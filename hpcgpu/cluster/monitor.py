@@ -173,8 +173,9 @@ class JobMonitor:
 
     # ------------------------------------------------------------------ waiting
     def wait_for_workers(self, n_workers: int | None = None, timeout: float | None = None,
-                         *, gpus: int | None = None) -> None:
+                         *, gpus: int | None = None, pool: str | None = None) -> None:
         """Block until ``n_workers`` (or ``gpus``) GPU workers are connected, showing job states.
+        With pools, every pool's workers count, or only those of ``pool``.
 
         Raises ``RuntimeError`` with the failure reports when jobs end before their workers
         connect and no more will be submitted, and ``TimeoutError`` with the job table.
@@ -182,9 +183,12 @@ class JobMonitor:
         wanted = gpus if gpus is not None else n_workers
         if not isinstance(wanted, int) or wanted < 1:
             raise ValueError(f"n_workers={wanted!r} must be a whole number of at least 1")
-        return self.sync(self._wait_for_gpus, wanted, timeout)
+        if pool is not None:
+            self._pool(pool)  # a ValueError names the pools
+        return self.sync(self._wait_for_gpus, wanted, timeout, pool)
 
-    async def _wait_for_gpus(self, wanted: int, timeout: float | None) -> None:
+    async def _wait_for_gpus(self, wanted: int, timeout: float | None,
+                             pool: str | None = None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         show = _Progress(wanted)
         try:
@@ -193,11 +197,13 @@ class JobMonitor:
                 self._refresh_connected()
                 running = sum(
                     w.get("status") == "running" for w in self.scheduler_info["workers"].values()
+                    if pool is None or self._worker_pool(str(w["name"])) == pool
                 )
                 show.update(running, self.jobs)
                 if running >= wanted:
                     return
-                planned = sum(self._job_pool(job).workers_per_job for job in self.worker_spec)
+                planned = sum(self._job_pool(job).workers_per_job for job in self.worker_spec
+                              if pool is None or self._job_pool(job).name == pool)
                 if self.failures and planned < wanted:
                     raise RuntimeError(
                         f"{wanted} workers cannot connect: jobs ended before their "
