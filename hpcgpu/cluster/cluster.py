@@ -9,7 +9,6 @@ import warnings
 import weakref
 from typing import Any, ClassVar
 
-import dask.config
 from dask.utils import parse_timedelta
 from distributed.core import Status, rpc
 from distributed.scheduler import Scheduler
