@@ -83,3 +83,18 @@ def test_pool_job_key_and_names():
                                  "python": "/usr/bin/python3", "queue": "gpu"})
     assert cpu and options == {"python": "/usr/bin/python3", "queue": "gpu", "cores": 4,
                                "memory": "8GB", "processes": 1, "job_name": "hpcgpu-cpu"}
+
+
+@pytest.mark.parametrize("name, queue, account", [("pbs", "#PBS -q debug", "#PBS -A proj"),
+                                                  ("lsf", "#BSUB -q debug", '#BSUB -P "proj"')])
+def test_pbs_and_lsf_pools_render_their_own_directives(name, queue, account, clusters):
+    from hpcgpu import LSFCluster, PBSCluster
+
+    cls = {"pbs": PBSCluster, "lsf": LSFCluster}[name]
+    cluster = clusters(cls, gpus_per_node=2, queue="gpu", account="proj", walltime="00:10:00",
+                       scheduler_options={"dashboard_address": "localhost:0"},
+                       pools={"cpu": dict(gpus_per_node=0, cores_per_node=4,
+                                          memory_per_node="8GB", queue="debug")})
+    cpu, gpu = cluster.job_script(pool="cpu"), cluster.job_script()
+    assert queue in cpu and account in cpu and queue not in gpu
+    assert "--resources CPU=4,pool-cpu=1" in cpu and "--resources pool-default=1" in gpu
