@@ -8,7 +8,7 @@ import time
 
 import dask
 import pytest
-from distributed import get_worker
+from distributed import get_worker, wait
 
 from cluster_helpers import FAST, recorded_commands
 from conftest import wait_for
@@ -112,6 +112,13 @@ def test_retiring_one_pool_leaves_the_other_running(make):
     assert sorted(cluster._jobs_of("cpu")) == sorted(cluster.worker_spec)
 
 
+def computed(client, work: list, timeout: float = 180) -> list:
+    """The results of ``work``; a TimeoutError (not a hang) when no pool grows to run it."""
+    futures = client.compute(work)
+    wait(futures, timeout=timeout)
+    return client.gather(futures)
+
+
 def test_adapt_grows_the_gpu_pool_for_gpu_work_while_the_cpu_pool_stays_idle(make):
     cluster = make()
     cluster.adapt(minimum_gpus=0, maximum_gpus=4, pools={"cpu": dict(minimum_jobs=0, maximum_jobs=2)},
@@ -119,14 +126,14 @@ def test_adapt_grows_the_gpu_pool_for_gpu_work_while_the_cpu_pool_stays_idle(mak
     with cluster.get_client() as client:
         with dask.annotate(resources={"GPU": 1}):
             work = [dask.delayed(lambda x: (time.sleep(0.3), x)[1])(i) for i in range(30)]
-        assert sum(client.compute(work, sync=True)) == sum(range(30))
+        assert sum(computed(client, work)) == sum(range(30))
         assert not [j for j in cluster.jobs if j.pool == "cpu"], cluster.job_table()
         assert 1 <= len(cluster.jobs) <= 2, cluster.job_table()
         # CPU-only work then grows the CPU pool, not the GPU one.
         gpu_jobs = len(cluster.jobs)
         with dask.annotate(resources={"CPU": 1}):
             work = [dask.delayed(lambda x: (time.sleep(0.3), x)[1])(i) for i in range(10)]
-        assert sum(client.compute(work, sync=True)) == sum(range(10))
+        assert sum(computed(client, work)) == sum(range(10))
         assert [j.pool for j in cluster.jobs].count("cpu") >= 1
         assert len([j for j in cluster.jobs if j.pool == "default"]) == gpu_jobs
         wait_for(lambda: not cluster.worker_spec and not client.scheduler_info()["workers"],
