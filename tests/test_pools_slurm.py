@@ -150,6 +150,9 @@ def test_bad_pools_are_refused_before_anything_is_submitted(slurm, clusters):
     with pytest.raises(ValueError, match=r"pools\['big'\]: gpus_per_node=8 is more than the 4 "
                                          "GPUs a node of partition 'gpu' has"):
         SLURMCluster(gpus_per_node=1, pools={"big": dict(gpus_per_node=8, queue="gpu")})
+    with pytest.raises(ValueError, match=r"pools\['cpu'\]: cores_per_node=64 is more than the "
+                                         "32 cores a node of partition 'debug' has"):
+        SLURMCluster(gpus_per_node=1, pools={"cpu": dict(CPU_POOL, cores_per_node=64)})
     with pytest.raises(ValueError, match=r"pools\['cpu'\]: cpus_per_gpu= is for GPU pools"):
         SLURMCluster(gpus_per_node=1, pools={"cpu": dict(CPU_POOL, cpus_per_gpu=2)})
     cluster = clusters(SLURMCluster, **FAST, gpus_per_node=1, pools={"cpu": CPU_POOL})

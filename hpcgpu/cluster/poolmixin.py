@@ -13,6 +13,7 @@ from hpcgpu.cluster.expiry import retirement_options
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey, prepare_pool
 from hpcgpu.cluster.setup import ClusterSetup
+from hpcgpu.partition import check_cpu_partition
 from hpcgpu.walltime import Retirement
 
 __all__ = ["ClusterPools", "PreparedPool", "prepare_pools", "job_options_for"]
@@ -76,6 +77,9 @@ def prepare_pools(kind: str, pools: Any, options: dict, retire: tuple,
             retire = (None, *retire[1:3], None, retire[4])
         try:
             plan, job_options = job_options_for(kind, setup, retire, check_partition)
+            if setup.cpu:  # the partition's nodes, where SLURM can say
+                check_cpu_partition(kind, setup.job_options.get("queue"), setup.shape.cores,
+                                    setup.shape.memory)
         except ValueError as error:
             raise ValueError(f"pools[{name!r}]: {error}") from None
         prepared.append(PreparedPool(name, setup, plan, job_options))
