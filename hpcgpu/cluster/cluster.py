@@ -205,7 +205,8 @@ fallback, ucx_environment
                 await end_workers(self)
             except Exception as error:  # the scheduler may be gone: cancelling still works
                 logger.warning("stopping the workers before close: %r", error)
-        for pool in getattr(self, "_pools", {}):  # upstream's close scales the default pool only, to 0
+        # Upstream's close scales to 0 through scale(0): the default pool only.
+        for pool in getattr(self, "_pools", {}):
             self._targets[pool] = 0
             for job in self._jobs_of(pool):
                 del self.worker_spec[job]
