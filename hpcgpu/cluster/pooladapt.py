@@ -127,7 +127,8 @@ class PoolAdaptive(GPUAdaptive):
     async def safe_target(self) -> dict[str, PoolDemand]:  # type: ignore[override]
         return await self.target()
 
-    async def recommendations(self, demand: dict[str, PoolDemand]) -> dict:  # type: ignore[override]
+    async def recommendations(  # type: ignore[override]
+            self, demand: dict[str, PoolDemand]) -> dict:
         cluster = self.cluster
         if len(self.plan) != len(self.requested):
             await cluster
@@ -157,7 +158,8 @@ class PoolAdaptive(GPUAdaptive):
             return {"status": "up", "grow": grow, "close": sorted(firmly)}
         return {"status": "down", "workers": sorted(firmly)} if firmly else {"status": "same"}
 
-    async def scale_up(self, grow: dict[str, int], close: list[str] = ()) -> None:  # type: ignore[override]
+    async def scale_up(  # type: ignore[override]
+            self, grow: dict[str, int], close: list[str] = ()) -> None:
         for pool, jobs in grow.items():
             self.cluster.scale(jobs=jobs, pool=pool)
         if close:
