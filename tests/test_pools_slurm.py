@@ -101,7 +101,10 @@ def test_retiring_one_pool_leaves_the_other_running(make):
         with dask.annotate(resources={"GPU": 1}):
             total = dask.delayed(sum)([dask.delayed(lambda x: x + 1)(i) for i in range(10)])
         assert client.compute(total, sync=True) == 55
-    assert [j.pool for j in cluster.jobs if j.state == "running"] == ["default"]
+    # the table shows it at a later poll
+    wait_for(lambda: [j.state for j in cluster.jobs] == ["running", "cancelled"], 60,
+             what=f"the table to show the CPU pool's job ended:\n{cluster.job_table()}")
+    assert [j.pool for j in cluster.jobs] == ["default", "cpu"]
     # and the other way round: retiring the GPU pool leaves the CPU pool
     cluster.scale(jobs=1, pool="cpu")
     cluster.wait_for_workers(1, timeout=180, pool="cpu")
