@@ -172,25 +172,27 @@ class JobArrays:
         """``name -> job`` for the new spec entries ``names`` (oldest first); nothing is
         submitted yet (the jobs' ``start`` does that, an array once for all its elements)."""
         scheduler = self._dialect.name
-        single = (not self._arrays.enabled or self._setup.cpu or len(names) < 2
-                  or scheduler not in FIRST_INDEX
-                  or any(self.worker_spec[n] is not self.new_spec for n in names))
-        if single:
-            runs = [[name] for name in sorted(names, key=_sort_key)]
-        else:
-            runs = consecutive_runs(names, await self._site_array_limit())
+        # One array per pool (its own spec and script), of GPU jobs only.
+        arrays = [n for n in names if self._job_pool(n).spec is self.worker_spec[n]
+                  and not self._job_pool(n).cpu]
+        single = (not self._arrays.enabled or len(arrays) < 2 or scheduler not in FIRST_INDEX)
+        runs = [[name] for name in names if single or name not in arrays]
+        if not single:
+            runs += consecutive_runs(arrays, await self._site_array_limit())
         jobs: dict[str, GPUJob] = {}
-        for run in runs:
+        for run in sorted(runs, key=lambda run: _sort_key(run[0])):
             options = dict(self.worker_spec[run[0]].get("options", {}))
             if len(run) == 1:
-                jobs[run[0]] = self.job_cls(address, **{**options, "name": run[0]})
+                cls = self.worker_spec[run[0]].get("cls", self.job_cls)  # the pool's
+                jobs[run[0]] = cls(address, **{**options, "name": run[0]})
             else:
                 jobs.update(self._array_jobs(address, run, options))
         return jobs
 
     def _array_jobs(self, address: str, run: list[str], options: dict) -> dict[str, GPUJob]:
         request = ArrayRequest(self._dialect.name, len(run), self._arrays.throttle)
-        skip, extra = array_directives(request, self._shape.job_name, self._log_directory)
+        setup = self._job_pool(run[0]).setup
+        skip, extra = array_directives(request, setup.shape.job_name, setup.log_directory)
         template = self.job_cls(address, **{
             **options, "name": name_template(_prefix(run[0]), _number(run[0]), request.first),
             "job_extra_directives": [*(options.get("job_extra_directives") or ()), *extra],

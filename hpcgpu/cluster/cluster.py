@@ -9,7 +9,6 @@ import warnings
 import weakref
 from typing import Any, ClassVar
 
-import dask.config
 from dask.utils import parse_timedelta
 from distributed.core import Status, rpc
 from distributed.scheduler import Scheduler
@@ -27,11 +26,13 @@ from hpcgpu.cluster.cpusetup import is_cpu_request, prepare_cpu
 from hpcgpu.cluster.job import GPUJob, worker_suffixes
 from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
-from hpcgpu.cluster.expiry import WalltimeReplacement, retirement_options
+from hpcgpu.cluster.expiry import WalltimeReplacement
 from hpcgpu.cluster.faults import cancel_together
 from hpcgpu.cluster.lifecycle import end_workers, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.scaling import JobScaling
+from hpcgpu.cluster.poolmixin import ClusterPools, job_options_for, prepare_pools
+from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, pool_resources, with_resources
 from hpcgpu.cluster.network import cluster_network, dashboard_host
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
 from hpcgpu.cluster.setup import ClusterSetup, prepare
@@ -41,7 +42,8 @@ __all__ = ["GPUCluster"]
 logger = logging.getLogger("hpcgpu.cluster")
 
 
-class GPUCluster(JobScaling, JobMonitor, WalltimeReplacement, JobArrays, JobQueueCluster):
+class GPUCluster(ClusterPools, JobScaling, JobMonitor, WalltimeReplacement, JobArrays,
+                 JobQueueCluster):
     """Dask on a batch scheduler, one worker per GPU, scaled in GPUs or whole jobs.
 
     Parameters
@@ -96,6 +98,11 @@ fallback, ucx_environment
     max_array_size, array_throttle : int
         At most this many elements per array (default: the site's limit, read once), and
         at most this many of an array's elements running at once (default: no limit).
+    pools : dict of str to dict
+        Named worker pools besides the default one (the cluster's own arguments), each with
+        its own job shape: ``{"cpu": dict(gpus_per_node=0, cores_per_node=8,
+        memory_per_node="32GB", queue="debug")}``; ``scale(jobs=2, pool="cpu")``
+        (docs/pools.md).
 
     Examples
     --------
@@ -117,29 +124,26 @@ fallback, ucx_environment
                  lifetime_stagger: Any = None, replace_ahead: Any = None,
                  signal_before_walltime: Any = None, requeue: bool = False,
                  job_arrays: bool | None = None, max_array_size: int | None = None,
-                 array_throttle: int | None = None, **options: Any) -> None:
+                 array_throttle: int | None = None, pools: dict | None = None,
+                 **options: Any) -> None:
         # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
         kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
         self._arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
         setup: ClusterSetup = _prepare(kind, options)  # ValueError before anything starts
-        if setup.cpu and retire_before is None:
-            retire_before = "off"  # dask-jobqueue's workers: --lifetime in worker_extra_args
-        self._retirement, retire_job, extra = retirement_options(
-            kind, setup.shape.walltime or 0, retire_before, lifetime_stagger, replace_ahead,
-            signal_before_walltime, requeue)
-        if not setup.cpu:
-            check_queue(kind, setup.shape, setup.dialect)  # the queue's nodes, where they can be asked
-        job_options = dict(setup.job_options, **({} if setup.cpu else retire_job))
-        if extra:
-            job_options["job_extra_directives"] = [*_extra_directives(setup, job_options), *extra]
+        retire = (retire_before, lifetime_stagger, replace_ahead, signal_before_walltime, requeue)
+        named = prepare_pools(kind, pools, options, retire, check_queue)
+        if named:  # every worker advertises its pool
+            setup = with_resources(setup, pool_resources(DEFAULT_POOL, setup))
+        self._retirement, job_options = job_options_for(kind, setup, retire, check_queue)
         self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect
         self._log_directory = setup.log_directory
         #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
         self.job_key = functools.partial(job_of_worker, levels=_name_levels(setup))
+        self._pool_of: dict[str, str] = {}  # job name -> its pool (default pool: absent)
+        self._targets: dict[str, int] = {}
         self._records: dict[str, JobRecord] = {}
         self.failures: list[str] = []
         self.events: list[str] = []
-        self._target_jobs = 0
         self._max_failed_jobs = int(max_failed_jobs or config.get("max-failed-jobs"))
         self._poll_interval = parse_timedelta(poll_interval or config.get("poll-interval"))
         self._tail_lines = int(config.get("stderr-tail-lines"))
@@ -167,6 +171,8 @@ fallback, ucx_environment
         suffixes = setup.shape.worker_suffixes() if setup.cpu else worker_suffixes(self._shape)
         if suffixes:
             self.new_spec["group"] = suffixes
+        self._pools = {DEFAULT_POOL: Pool(DEFAULT_POOL, setup, self._retirement, self.new_spec)}
+        self._add_pools(named)
         self._finalizer = watch(self, self._dialect, self._submitted)
         if n_workers:
             self.scale(n_workers)
@@ -199,6 +205,11 @@ fallback, ucx_environment
                 await end_workers(self)
             except Exception as error:  # the scheduler may be gone: cancelling still works
                 logger.warning("stopping the workers before close: %r", error)
+        # Upstream's close scales to 0 through scale(0): the default pool only.
+        for pool in getattr(self, "_pools", {}):
+            self._targets[pool] = 0
+            for job in self._jobs_of(pool):
+                del self.worker_spec[job]
         await super()._close()
 
     def _get_worker_security(self, security):
@@ -208,17 +219,14 @@ fallback, ucx_environment
 
     @property
     def gpus_per_job(self) -> int:
-        """GPUs in one job (0 for dask-jobqueue CPU workers)."""
+        """GPUs in one job of the default pool (0 for dask-jobqueue CPU workers)."""
         return 0 if self._setup.cpu else self._shape.total_gpus
 
     @property
     def workers_per_job(self) -> int:
-        """Dask workers in one job: one per GPU, or dask-jobqueue's ``processes``."""
+        """Dask workers in one job of the default pool: one per GPU, or dask-jobqueue's
+        ``processes``."""
         return self._shape.workers_per_job
-
-    def job_script(self) -> str:
-        """The script one job submits (with a placeholder worker name)."""
-        return self._dummy_job.job_script()
 
     # ------------------------------------------------------------------ spec -> jobs
     async def _correct_state_internal(self) -> None:
@@ -247,7 +255,9 @@ fallback, ucx_environment
         address = worker_address(self.scheduler, self.network)
         jobs = await self._make_jobs(address, list(names))  # several: array elements
         for name in jobs:
-            self._records[name] = JobRecord(name, self.workers_per_job)
+            pool = self._job_pool(name)
+            self._records[name] = JobRecord(name, pool.workers_per_job,
+                                            pool=pool.name if len(self._pools) > 1 else None)
         results = await asyncio.gather(*(_submit(job) for job in jobs.values()),
                                        return_exceptions=True)
         for (name, job), error in zip(jobs.items(), results):
@@ -297,14 +307,6 @@ def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
 
 def _name_levels(setup: ClusterSetup) -> int:
     return setup.shape.name_levels if setup.cpu else 2
-
-
-def _extra_directives(setup: ClusterSetup, job_options: dict) -> list[str]:
-    """The job's extra directives, from the arguments or (CPU jobs) jobqueue's config."""
-    given = job_options.get("job_extra_directives")
-    if given is None and setup.cpu:
-        given = dask.config.get(f"jobqueue.{setup.config_name}.job-extra-directives", [])
-    return list(given or [])
 
 
 def _security(security: Any) -> Security | None:

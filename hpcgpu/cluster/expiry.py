@@ -73,20 +73,21 @@ class WalltimeReplacement:
 
     def _replace_expiring(self) -> None:
         """Mark jobs whose workers retire soon, and submit their replacements."""
-        plan = self._retirement
-        if plan is None or self.status != Status.running:
+        if self.status != Status.running:
             return
         now, replaced = time.monotonic(), []
         for name, record in self._records.items():
-            if (record.started is None or record.retiring or record.ended
+            plan = self._job_pool(name).retirement  # each pool's walltime
+            if (plan is None or record.started is None or record.retiring or record.ended
                     or name not in self.worker_spec or now - record.started < plan.replace_at):
                 continue
             record.retiring = True
             del self.worker_spec[name]
             replaced.append(name)
         for name in replaced:
-            self.worker_spec.update(self.new_worker_spec())
-            record = self._records[name]
+            pool = self._job_pool(name)
+            self.worker_spec.update(self.new_worker_spec(pool.name))
+            plan, record = pool.retirement, self._records[name]
             left = max(plan.first_retirement - (now - record.started), 0)
             message = (f"job {name} (id {record.job_id}) nears its walltime: its workers retire "
                        f"from about {left:.0f} s from now, their data moving to other workers; "

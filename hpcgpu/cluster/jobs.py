@@ -40,6 +40,8 @@ class JobInfo:
     exit_code : int or None
     stderr_tail : str
         The last lines of its stderr file, for a job that ended before its workers connected.
+    pool : str or None
+        Its pool, in a cluster with ``pools=`` (the table then has a pool column).
     """
 
     name: str
@@ -50,6 +52,7 @@ class JobInfo:
     expected: int
     exit_code: int | None = None
     stderr_tail: str = ""
+    pool: str | None = None
 
     @property
     def failed_to_start(self) -> bool:
@@ -76,13 +79,14 @@ class JobRecord:
     submitted: float = field(default_factory=time.monotonic)
     started: float | None = None
     retiring: bool = False
+    pool: str | None = None
 
     def info(self) -> JobInfo:
         """A frozen snapshot."""
         state = "retiring" if self.retiring and self.state == "running" else self.state
         return JobInfo(self.name, self.job_id, state, self.nodes,
                        tuple(sorted(self.connected)), self.expected, self.exit_code,
-                       self.stderr_tail)
+                       self.stderr_tail, self.pool)
 
 
 def tail(path: str | Path, lines: int = 20) -> str:
@@ -103,11 +107,26 @@ def tail(path: str | Path, lines: int = 20) -> str:
 
 
 def table_rows(jobs: list[JobInfo]) -> list[tuple[str, ...]]:
+    pools = _with_pools(jobs)
     return [
-        (j.name, j.job_id or "-", j.state, ",".join(j.nodes) or "-",
-         f"{len(j.workers)}/{j.expected}", "-" if j.exit_code is None else str(j.exit_code))
+        (j.name, *((j.pool or "-",) if pools else ()), j.job_id or "-", j.state,
+         ",".join(j.nodes) or "-", f"{len(j.workers)}/{j.expected}",
+         "-" if j.exit_code is None else str(j.exit_code))
         for j in jobs
     ]
+
+
+def table_columns(jobs: list[JobInfo]) -> tuple[str, ...]:
+    """:data:`COLUMNS`, with ``pool`` after ``job`` when the jobs belong to pools.
+
+    >>> table_columns([JobInfo("c-cpu-1", "5", "running", (), (), 1, pool="cpu")])[:3]
+    ('job', 'pool', 'job id')
+    """
+    return (COLUMNS[0], "pool", *COLUMNS[1:]) if _with_pools(jobs) else COLUMNS
+
+
+def _with_pools(jobs: list[JobInfo]) -> bool:
+    return any(j.pool is not None for j in jobs)
 
 
 def format_table(jobs: list[JobInfo]) -> str:
@@ -116,9 +135,13 @@ def format_table(jobs: list[JobInfo]) -> str:
     >>> print(format_table([JobInfo("c-0", "17", "running", ("node1",), ("c-0-0-0",), 2)]))
     job  job id  state    nodes  workers  exit code
     c-0  17      running  node1  1/2      -
+    >>> print(format_table([JobInfo("c-cpu-1", "18", "pending", (), (), 1, pool="cpu")]))
+    job      pool  job id  state    nodes  workers  exit code
+    c-cpu-1  cpu   18      pending  -      0/1      -
     """
-    rows = [COLUMNS, *table_rows(jobs)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    columns = table_columns(jobs)
+    rows = [columns, *table_rows(jobs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows
     )
@@ -130,7 +153,7 @@ def html_table(jobs: list[JobInfo]) -> str:
     >>> html_table([]).startswith("<table")
     True
     """
-    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+    head = "".join(f"<th>{c}</th>" for c in table_columns(jobs))
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
         for row in table_rows(jobs)
@@ -162,7 +185,7 @@ class JobTable(tuple):
     def __rich__(self):
         from rich.table import Table
 
-        table = Table(*COLUMNS)
+        table = Table(*table_columns(list(self)))
         for row in table_rows(list(self)):
             table.add_row(*row)
         return table

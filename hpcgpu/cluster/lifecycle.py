@@ -30,7 +30,6 @@ from typing import Any
 from distributed.core import Status
 
 from hpcgpu import commands
-from hpcgpu.cluster.adaptive import job_of_worker as job_of
 from hpcgpu.worker.nannies import stop_through_nannies
 
 __all__ = ["cancel_now", "end_workers", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
@@ -152,7 +151,7 @@ async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
         await stop_through_nannies([workers[a]["nanny"] for a in nannies], args)
     if alone:
         await cluster.scheduler_comm.retire_workers(workers=alone, close_workers=True)
-    names = {job_of(str(w.get("name"))) for w in workers.values()}
+    names = {cluster.job_key(str(w.get("name"))) for w in workers.values()}
     jobs = [cluster.workers[name] for name in names if name in cluster.workers]
     await wait_until_ended(cluster._dialect, jobs, grace)
 

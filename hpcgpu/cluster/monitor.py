@@ -20,7 +20,8 @@ from distributed.objects import SchedulerInfo
 from hpcgpu import commands
 from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
-from hpcgpu.cluster.jobs import COLUMNS, JobInfo, JobRecord, JobTable, failure_report, format_table, table_rows, tail
+from hpcgpu.cluster.jobs import (JobInfo, JobRecord, JobTable, failure_report, format_table,
+                                 table_columns, table_rows, tail)
 from hpcgpu.dialects import JobStatus
 from hpcgpu.worker.startfailure import exception_lines
 
@@ -145,14 +146,16 @@ class JobMonitor:
         self._replace_ended()
 
     def _error_log(self, record: JobRecord) -> str:
-        if self._setup.cpu:
-            return cpu_error_log(self._dialect.name, self._log_directory, self._shape.job_name,
+        setup = self._job_pool(record.name).setup
+        if setup.cpu:
+            return cpu_error_log(self._dialect.name, setup.log_directory, setup.shape.job_name,
                                  record.name, record.job_id)
-        return self._dialect.error_log(self._shape.job_name, record.job_id, self._log_directory)
+        return self._dialect.error_log(setup.shape.job_name, record.job_id, setup.log_directory)
 
     def _replace_ended(self) -> None:
-        missing = self._target_jobs - len(self.worker_spec)
-        if missing <= 0 or self.status != Status.running:
+        missing = {pool: self._targets.get(pool, 0) - len(self._jobs_of(pool))
+                   for pool in self._pools}
+        if max(missing.values()) <= 0 or self.status != Status.running:
             return
         if len(self.failures) >= self._max_failed_jobs:
             logger.error(
@@ -163,14 +166,16 @@ class JobMonitor:
             if getattr(self, "_adaptive", None) is not None:
                 self._adaptive.stop(reason="jobs-failed-to-start")
             return
-        for _ in range(missing):
-            self.worker_spec.update(self.new_worker_spec())
+        for pool, count in missing.items():
+            for _ in range(count):
+                self.worker_spec.update(self.new_worker_spec(pool))
         self.loop.add_callback(self._correct_state)
 
     # ------------------------------------------------------------------ waiting
     def wait_for_workers(self, n_workers: int | None = None, timeout: float | None = None,
-                         *, gpus: int | None = None) -> None:
+                         *, gpus: int | None = None, pool: str | None = None) -> None:
         """Block until ``n_workers`` (or ``gpus``) GPU workers are connected, showing job states.
+        With pools, every pool's workers count, or only those of ``pool``.
 
         Raises ``RuntimeError`` with the failure reports when jobs end before their workers
         connect and no more will be submitted, and ``TimeoutError`` with the job table.
@@ -178,9 +183,12 @@ class JobMonitor:
         wanted = gpus if gpus is not None else n_workers
         if not isinstance(wanted, int) or wanted < 1:
             raise ValueError(f"n_workers={wanted!r} must be a whole number of at least 1")
-        return self.sync(self._wait_for_gpus, wanted, timeout)
+        if pool is not None:
+            self._pool(pool)  # a ValueError names the pools
+        return self.sync(self._wait_for_gpus, wanted, timeout, pool)
 
-    async def _wait_for_gpus(self, wanted: int, timeout: float | None) -> None:
+    async def _wait_for_gpus(self, wanted: int, timeout: float | None,
+                             pool: str | None = None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         show = _Progress(wanted)
         try:
@@ -189,11 +197,14 @@ class JobMonitor:
                 self._refresh_connected()
                 running = sum(
                     w.get("status") == "running" for w in self.scheduler_info["workers"].values()
+                    if pool is None or self._worker_pool(str(w["name"])) == pool
                 )
                 show.update(running, self.jobs)
                 if running >= wanted:
                     return
-                if self.failures and len(self.worker_spec) * self.workers_per_job < wanted:
+                planned = sum(self._job_pool(job).workers_per_job for job in self.worker_spec
+                              if pool is None or self._job_pool(job).name == pool)
+                if self.failures and planned < wanted:
                     raise RuntimeError(
                         f"{wanted} workers cannot connect: jobs ended before their "
                         "workers connected:\n" + "\n".join(self.failures)
@@ -245,10 +256,11 @@ class _Progress:
             from rich.table import Table
 
             table = Table(title=f"{running}/{self.wanted} workers connected")
-            for column in COLUMNS[:5]:  # the job table without its exit-code column
+            columns = table_columns(jobs)[:-1]  # the job table without its exit-code column
+            for column in columns:
                 table.add_column(column)
             for row in table_rows(jobs):
-                table.add_row(*row[:5])
+                table.add_row(*row[:len(columns)])
             self.live.update(table, refresh=True)
         else:
             print(f"hpcgpu: {summary} ({now - self.started:.0f} s)", file=self.stream, flush=True)

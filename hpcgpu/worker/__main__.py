@@ -21,7 +21,7 @@ from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_na
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
 
-__all__ = ["main"]
+__all__ = ["main", "merged_resources"]
 
 
 def _dask_worker_argv(scheduler, options: dict, name: str, nworkers: int,
@@ -37,10 +37,32 @@ def _dask_worker_argv(scheduler, options: dict, name: str, nworkers: int,
     for key, flag in flags.items():
         if options.get(key) is not None:
             argv += [flag, str(options[key])]
-    argv += ["--name", name, "--nworkers", str(nworkers), "--resources", "GPU=1", "--no-dashboard",
-             "--preload", "hpcgpu.worker.preload",
+    resources, extra = merged_resources(extra)
+    argv += ["--name", name, "--nworkers", str(nworkers), "--resources", resources,
+             "--no-dashboard", "--preload", "hpcgpu.worker.preload",
              "--worker-class", "hpcgpu.worker.gpuworker.GPUWorker"]
     return argv + list(extra)
+
+
+def merged_resources(extra: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """``GPU=1`` and the ``--resources`` given in ``extra`` (a pool's name, e.g.
+    ``pool-gpu=1``), as ONE option: ``dask worker`` keeps only the last ``--resources``.
+
+    >>> merged_resources(("--resources", "pool-big=1", "--lifetime", "1h"))
+    ('GPU=1,pool-big=1', ('--lifetime', '1h'))
+    >>> merged_resources(("--resources=A=2 B=1",))
+    ('GPU=1,A=2,B=1', ())
+    """
+    parts, rest, args = ["GPU=1"], [], list(extra)
+    while args:
+        arg = args.pop(0)
+        if arg == "--resources" and args:
+            parts += args.pop(0).replace(",", " ").split()
+        elif arg.startswith("--resources="):
+            parts += arg.split("=", 1)[1].replace(",", " ").split()
+        else:
+            rest.append(arg)
+    return ",".join(parts), tuple(rest)
 
 
 def _spawn_per_gpu(places: list[Placement]) -> int:
