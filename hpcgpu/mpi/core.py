@@ -22,6 +22,7 @@ import traceback
 
 import dask
 
+from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.security import temporary_tls
 from hpcgpu.worker.nannies import close_workers_then_scheduler
@@ -102,6 +103,8 @@ def _start_rank0(security, options: dict):
 
     loop_runner = LoopRunner(asynchronous=False)
     loop_runner.start()
+
+    quiet_expected_close()
 
     async def start():
         return await Scheduler(security=security, **options)

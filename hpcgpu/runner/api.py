@@ -21,6 +21,7 @@ from distributed import Client, Scheduler
 from distributed.core import Status
 from distributed.security import Security
 
+from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.security import TLSFiles, write_tls_files
 from hpcgpu.worker.nannies import close_workers_then_scheduler
@@ -152,6 +153,7 @@ class GPURunner(BaseRunner):
         options = dict(port=0, dashboard_address=":8787", protocol="tls" if self.security else None)
         options.update(self.scheduler_options)
         # The TLS files exist before the scheduler file appears: workers read both.
+        quiet_expected_close()
         self._scheduler = await Scheduler(scheduler_file=str(self.scheduler_file),
                                           security=self.security, **options)
         self.scheduler_address = self._scheduler.address

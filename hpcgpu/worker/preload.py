@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 
+from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.worker.gpuinfo import count_gpus, describe_gpu
 from hpcgpu.worker.placement import physical_gpu
 
@@ -21,6 +22,7 @@ logger = logging.getLogger("distributed.hpcgpu")
 
 def dask_setup(worker) -> None:
     """Called by distributed before the worker registers with the scheduler."""
+    quiet_expected_close()
     index = os.environ.get("HPCGPU_GPU", "")
     info = describe_gpu(index).as_dict() if index and count_gpus() else {"index": index or None}
     info.update(
