@@ -46,6 +46,8 @@ def test_mpirun_every_rank_a_gpu_worker_and_the_exit_code(tmp_path):
     # 3 ranks, 3 workers: rank 0 (client + scheduler) has a worker on GPU 0 too
     assert sorted(w["cuda_visible_devices"] for w in result["workers"].values()) == ["0", "1", "2"]
     assert sorted(w["local_rank"] for w in result["workers"].values()) == [0, 1, 2]
+    # every rank's worker is a GPUWorker (its set-up recorded), not only rank 0's
+    assert all("allocator" in w for w in result["workers"].values()), result["workers"]
     assert processes_with(marker) == []
 
 
@@ -103,6 +105,7 @@ def test_gpurunner_under_srun_keeps_every_gpu_and_the_exit_code(slurm, tmp_path)
     assert all(result["checks"].values()), result
     # which GPUs is SLURM's choice: other jobs may hold GPUs 0 and 1
     assert gpus_per_node(result["places"].values()) == {0: 2, 1: 2}, result
+    assert all("allocator" in w for w in result["workers"].values()), result["workers"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # scheduler file, TLS gone
     assert processes_with(marker) == []
 

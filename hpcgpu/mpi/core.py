@@ -115,7 +115,7 @@ def _start_rank0(security, options: dict):
 
 def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="auto",
                nanny=False, dashboard=True, dashboard_address=":8787", protocol=None,
-               worker_class="distributed.Worker", worker_options=None, comm=None, exit=True,
+               worker_class=ranks.GPU_WORKER, worker_options=None, comm=None, exit=True,
                security=True, wait_for_workers=300.0):
     """Make the ranks of this MPI job a Dask cluster with one worker per rank's GPU.
 

@@ -97,9 +97,10 @@ class GPURunner(BaseRunner):
         self._own_worker = None
         self._scheduler = None
         self._place = None
+        # every rank's worker is the GPU worker rank 0 starts (RMM pool, spilling, affinity)
         super().__init__(scheduler=True, scheduler_options=scheduler_options,
                          worker_options=worker_options, client=True,
-                         asynchronous=asynchronous, loop=loop)
+                         asynchronous=asynchronous, loop=loop, worker_class=ranks.GPU_WORKER)
         if self.role == Role.worker and not asynchronous:
             code = ranks.RECORDED_EXIT_CODE[0] if ranks.RECORDED_EXIT_CODE else 1
             self._loop_runner.stop()

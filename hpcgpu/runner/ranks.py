@@ -70,6 +70,11 @@ def pin_gpu(local_rank: int | None = None, node: int | None = None) -> Placement
     return place
 
 
+#: The worker class of every rank (as ``python -m hpcgpu.worker`` starts for rank 0): RMM
+#: pool, CuPy on RMM, spilling and CPU affinity, from the ``HPCGPU_*`` environment.
+GPU_WORKER = "hpcgpu.worker.gpuworker.GPUWorker"
+
+
 def worker_options(place: Placement, nthreads: int, memory_limit: str, **more) -> dict:
     """Keyword arguments of an in-process :class:`distributed.Worker` for ``place``."""
     return dict(name=place.name, nthreads=nthreads, memory_limit=memory_limit,
