@@ -207,7 +207,6 @@ def _wait_for_workers(s: _Session, client) -> bool:
         if count >= s.expected:
             return True
         if not s.workers.running():
-            s.workers.wait(2)  # the last lines of its output may still be on their way
             raise RuntimeError(f"the launcher exited with code {s.workers.popen.returncode} "
                                f"after {count} of {s.expected} worker(s) connected; the "
                                f"workers said:\n{start_error(s.workers.output_tail())}")

@@ -29,9 +29,14 @@ class Child:
     popen: subprocess.Popen = field(repr=False)
     #: the last lines of its output, when it was started with ``keep_tail``
     tail: collections.deque | None = field(default=None, repr=False)
+    readers: tuple[threading.Thread, ...] = field(default=(), repr=False)
 
-    def output_tail(self) -> str:
-        """The last lines the child wrote (stdout and stderr, in the order they came)."""
+    def output_tail(self, wait: float = 2.0) -> str:
+        """The last lines the child wrote (stdout and stderr, in the order they came);
+        after it exited, once its output is read to the end (at most ``wait`` s)."""
+        if not self.running():
+            for reader in self.readers:
+                reader.join(wait)
         return "".join(self.tail or ())
 
     @property
@@ -115,10 +120,12 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     if not keep_tail:
         return Child(name, popen)
     tail: collections.deque = collections.deque(maxlen=keep_tail)
-    for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)):
-        threading.Thread(target=_copy_lines, args=(source, sink, tail), daemon=True,
-                         name=f"hpcgpu-{name}-output").start()
-    return Child(name, popen, tail)
+    readers = tuple(threading.Thread(target=_copy_lines, args=(source, sink, tail), daemon=True,
+                                     name=f"hpcgpu-{name}-output")
+                    for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)))
+    for reader in readers:
+        reader.start()
+    return Child(name, popen, tail, readers)
 
 
 def _terminate_with_parent():
