@@ -63,6 +63,12 @@ class GPUAdaptive(Adaptive):
         to_close = set(pending[: len(have) - want])
         if len(to_close) < len(have) - want:
             to_close |= await self._idle_jobs(want, connected)
+        firmly = self._firmly(to_close)
+        return {"status": "down", "workers": sorted(firmly)} if firmly else {"status": "same"}
+
+    def _firmly(self, to_close: set[str]) -> set[str]:
+        """The jobs of ``to_close`` chosen ``wait_count`` times in a row (distributed's
+        hysteresis, per job): those are closed now; the others start counting again."""
         firmly = set()
         for job in to_close:
             self.close_counts[job] += 1
@@ -71,7 +77,7 @@ class GPUAdaptive(Adaptive):
         for job in list(self.close_counts):
             if job in firmly or job not in to_close:
                 del self.close_counts[job]
-        return {"status": "down", "workers": sorted(firmly)} if firmly else {"status": "same"}
+        return firmly
 
     async def _idle_jobs(self, want: int, connected: dict[str, set[str]]) -> set[str]:
         # Grouped by job, no count: the scheduler stops at the first busy job and keeps

@@ -146,14 +146,7 @@ class PoolAdaptive(GPUAdaptive):
             idle = [job for job in reversed(have) if job in connected and job not in pending
                     and connected[job] <= demand[pool].idle]
             to_close |= set(pending) | set(idle[: excess - len(pending)])
-        firmly = set()
-        for job in to_close:
-            self.close_counts[job] += 1
-            if self.close_counts[job] >= self.wait_count:
-                firmly.add(job)
-        for job in list(self.close_counts):
-            if job in firmly or job not in to_close:
-                del self.close_counts[job]
+        firmly = self._firmly(to_close)
         if grow:
             return {"status": "up", "grow": grow, "close": sorted(firmly)}
         return {"status": "down", "workers": sorted(firmly)} if firmly else {"status": "same"}
