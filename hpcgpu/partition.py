@@ -1,9 +1,8 @@
-"""What the nodes of a SLURM partition have (``sinfo``), and the check of a job shape
-against them before submitting (:func:`check_partition`, for every scheduler: see
-:mod:`hpcgpu.queues`).
+"""What the nodes of a SLURM partition have (``sinfo``), for the check of a job shape
+against them before submitting (:func:`hpcgpu.queues.check_queue`, for every scheduler).
 
-Where ``sinfo`` cannot answer, :func:`check_partition` warns once and changes nothing: the
-scheduler's own answer stands. An unknown partition changes nothing either (sbatch names it).
+Where ``sinfo`` cannot answer, that check warns once and changes nothing: the scheduler's
+own answer stands. An unknown partition changes nothing either (sbatch names it).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from hpcgpu.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, _gi
 from hpcgpu.resources import GPUJobShape
 
 __all__ = ["PartitionNode", "parse_sinfo", "slurm_partition_nodes", "slurm_offer",
-           "shape_problem", "check_partition", "cpu_shape_problem", "check_cpu_partition"]
+           "shape_problem", "cpu_shape_problem", "check_cpu_partition"]
 
 #: sinfo's one line per node and partition: name, CPUs, memory (MB), GRES, partition
 SINFO_FORMAT = "%N|%c|%m|%G|%P"
@@ -78,14 +77,6 @@ def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
     return QueueOffer("partition", shape.queue, tuple(slurm_partition_nodes(shape.queue)))
 
 
-def check_partition(scheduler: str, shape: GPUJobShape, dialect: object = None) -> None:
-    """Raise ``ValueError`` before anything is submitted where ``shape`` cannot fit the
-    nodes of its queue (partition); see :func:`hpcgpu.queues.check_queue`."""
-    from hpcgpu.queues import check_queue
-
-    check_queue(scheduler, shape, dialect)
-
-
 def cpu_shape_problem(cores: int, memory: int, queue: str | None,
                       nodes: list[PartitionNode]) -> str | None:
     """Why a CPU pool's job (one node of ``cores`` cores and ``memory`` bytes) cannot run
@@ -111,7 +102,7 @@ def cpu_shape_problem(cores: int, memory: int, queue: str | None,
 
 
 def check_cpu_partition(scheduler: str, queue: str | None, cores: int, memory: int) -> None:
-    """:func:`check_partition` for a CPU pool's job (SLURM; elsewhere, or where ``sinfo``
+    """The partition check for a CPU pool's job (SLURM; elsewhere, or where ``sinfo``
     cannot answer, the scheduler's own check stands)."""
     if scheduler != "slurm":
         return

@@ -17,13 +17,12 @@ from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
-from hpcgpu.queues import check_queue
 from hpcgpu.cluster._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.cpusetup import is_cpu_request, prepare_cpu
-from hpcgpu.cluster.job import GPUJob, worker_suffixes
+from hpcgpu.cluster.job import GPUJob
 from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
 from hpcgpu.cluster.expiry import WalltimeReplacement
@@ -32,7 +31,8 @@ from hpcgpu.cluster.lifecycle import end_workers, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.scaling import JobScaling
 from hpcgpu.cluster.poolmixin import ClusterPools, job_options_for, prepare_pools
-from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, pool_resources, with_resources
+from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, name_levels, pool_resources, with_resources,
+                                  worker_groups)
 from hpcgpu.cluster.network import cluster_network, dashboard_host
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
 from hpcgpu.cluster.setup import ClusterSetup, prepare
@@ -131,14 +131,14 @@ fallback, ucx_environment
         self._arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
         setup: ClusterSetup = _prepare(kind, options)  # ValueError before anything starts
         retire = (retire_before, lifetime_stagger, replace_ahead, signal_before_walltime, requeue)
-        named = prepare_pools(kind, pools, options, retire, check_queue)
+        named = prepare_pools(kind, pools, options, retire)
         if named:  # every worker advertises its pool
             setup = with_resources(setup, pool_resources(DEFAULT_POOL, setup))
-        self._retirement, job_options = job_options_for(kind, setup, retire, check_queue)
+        self._retirement, job_options = job_options_for(kind, setup, retire)
         self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect
         self._log_directory = setup.log_directory
         #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
-        self.job_key = functools.partial(job_of_worker, levels=_name_levels(setup))
+        self.job_key = functools.partial(job_of_worker, levels=name_levels(setup))
         self._pool_of: dict[str, str] = {}  # job name -> its pool (default pool: absent)
         self._targets: dict[str, int] = {}
         self._records: dict[str, JobRecord] = {}
@@ -168,9 +168,9 @@ fallback, ucx_environment
             environment=job_environment(net, "worker"), **job_options,
         )
         self.new_spec.pop("group", None)
-        suffixes = setup.shape.worker_suffixes() if setup.cpu else worker_suffixes(self._shape)
-        if suffixes:
-            self.new_spec["group"] = suffixes
+        groups = worker_groups(setup)
+        if groups:
+            self.new_spec["group"] = groups
         self._pools = {DEFAULT_POOL: Pool(DEFAULT_POOL, setup, self._retirement, self.new_spec)}
         self._add_pools(named)
         self._finalizer = watch(self, self._dialect, self._submitted)
@@ -303,10 +303,6 @@ def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
     if is_cpu_request(kind, options):
         return prepare_cpu(kind, options)
     return prepare(kind, options)
-
-
-def _name_levels(setup: ClusterSetup) -> int:
-    return setup.shape.name_levels if setup.cpu else 2
 
 
 def _security(security: Any) -> Security | None:

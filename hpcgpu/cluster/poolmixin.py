@@ -4,16 +4,17 @@ and which pool a job belongs to (:mod:`hpcgpu.cluster.pools` holds the values)."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import dask.config
 
 from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.expiry import retirement_options
-from hpcgpu.cluster.job import GPUJob, worker_suffixes
-from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey, prepare_pool
+from hpcgpu.cluster.job import GPUJob
+from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey, prepare_pool, worker_groups
 from hpcgpu.cluster.setup import ClusterSetup
 from hpcgpu.partition import check_cpu_partition
+from hpcgpu.queues import check_queue
 from hpcgpu.walltime import Retirement
 
 __all__ = ["ClusterPools", "PreparedPool", "prepare_pools", "job_options_for"]
@@ -30,8 +31,7 @@ class PreparedPool:
     job_options: dict
 
 
-def job_options_for(kind: str, setup: ClusterSetup, retire: tuple,
-                    check_partition: Callable) -> tuple[Retirement | None, dict]:
+def job_options_for(kind: str, setup: ClusterSetup, retire: tuple) -> tuple[Retirement | None, dict]:
     """The walltime plan and the job options of one pool (the default one included).
 
     ``retire``: ``(retire_before, lifetime_stagger, replace_ahead, signal_before_walltime,
@@ -43,7 +43,7 @@ def job_options_for(kind: str, setup: ClusterSetup, retire: tuple,
     plan, retire_job, extra = retirement_options(
         kind, setup.shape.walltime or 0, retire_before, stagger, ahead, signal, requeue)
     if not setup.cpu:
-        check_partition(kind, setup.shape, setup.dialect)  # the queue's nodes, where they can be asked
+        check_queue(kind, setup.shape, setup.dialect)  # the queue's nodes, where they can be asked
     job_options = dict(setup.job_options, **({} if setup.cpu else retire_job))
     if extra:
         job_options["job_extra_directives"] = [*_extra_directives(setup, job_options), *extra]
@@ -58,8 +58,7 @@ def _extra_directives(setup: ClusterSetup, job_options: dict) -> list[str]:
     return list(given or [])
 
 
-def prepare_pools(kind: str, pools: Any, options: dict, retire: tuple,
-                  check_partition: Callable) -> list[PreparedPool]:
+def prepare_pools(kind: str, pools: Any, options: dict, retire: tuple) -> list[PreparedPool]:
     """Validate every named pool (errors name the pool and the field), in order."""
     if pools is None:
         return []
@@ -76,7 +75,7 @@ def prepare_pools(kind: str, pools: Any, options: dict, retire: tuple,
         if setup.cpu:
             retire = (None, *retire[1:3], None, retire[4])
         try:
-            plan, job_options = job_options_for(kind, setup, retire, check_partition)
+            plan, job_options = job_options_for(kind, setup, retire)
             if setup.cpu:  # the partition's nodes, where SLURM can say
                 check_cpu_partition(kind, setup.job_options.get("queue"), setup.shape.cores,
                                     setup.shape.memory)
@@ -105,10 +104,9 @@ class ClusterPools:
                                         or shared.get("interface"))
             spec: dict = {"cls": cpu_job_class(kind) if p.setup.cpu else GPUJob,
                           "options": options}
-            suffixes = (p.setup.shape.worker_suffixes() if p.setup.cpu
-                        else worker_suffixes(p.setup.shape))
-            if suffixes:
-                spec["group"] = suffixes
+            groups = worker_groups(p.setup)
+            if groups:
+                spec["group"] = groups
             self._pools[p.name] = Pool(p.name, p.setup, p.retirement, spec)
         if prepared:
             self.job_key = PoolJobKey(

@@ -20,11 +20,12 @@ from typing import Any
 import dask.config
 
 from hpcgpu.cluster.cpusetup import CPU_ONLY, GPU_ONLY, prepare_cpu
+from hpcgpu.cluster.job import worker_suffixes
 from hpcgpu.cluster.setup import SHAPE_OPTIONS, ClusterSetup, prepare
 from hpcgpu.walltime import Retirement
 
-__all__ = ["DEFAULT_POOL", "POOL_OPTIONS", "Pool", "PoolJobKey", "pool_options", "pool_resources",
-           "prepare_pool", "with_resources"]
+__all__ = ["DEFAULT_POOL", "POOL_OPTIONS", "Pool", "PoolJobKey", "name_levels", "pool_options",
+           "pool_resources", "prepare_pool", "with_resources", "worker_groups"]
 
 DEFAULT_POOL = "default"
 #: What a pool may set; the rest comes from the cluster's arguments.
@@ -68,13 +69,20 @@ class Pool:
         return self.setup.shape.workers_per_job
 
     @property
-    def gpus_per_job(self) -> int:
-        return 0 if self.cpu else self.setup.shape.total_gpus
-
-    @property
     def name_levels(self) -> int:
         """``-<i>`` parts a worker's name adds to its job's name."""
-        return self.setup.shape.name_levels if self.cpu else 2
+        return name_levels(self.setup)
+
+
+def name_levels(setup: ClusterSetup) -> int:
+    """``-<i>`` parts a worker's name adds to its job's name: ``-<node>-<gpu>`` for GPU
+    jobs, dask-jobqueue's own for CPU jobs."""
+    return setup.shape.name_levels if setup.cpu else 2
+
+
+def worker_groups(setup: ClusterSetup) -> list[str]:
+    """The name suffixes of one job's workers (SpecCluster's ``group``)."""
+    return setup.shape.worker_suffixes() if setup.cpu else worker_suffixes(setup.shape)
 
 
 def pool_options(name: Any, pool: Any, cluster_options: dict[str, Any]) -> tuple[bool, dict]:
