@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -98,3 +99,20 @@ def test_pbs_and_lsf_pools_render_their_own_directives(name, queue, account, clu
     cpu, gpu = cluster.job_script(pool="cpu"), cluster.job_script()
     assert queue in cpu and account in cpu and queue not in gpu
     assert "--resources CPU=4,pool-cpu=1" in cpu and "--resources pool-default=1" in gpu
+
+
+def test_a_cpu_pool_before_a_gpu_pool_leaves_the_gpu_pools_retirement_alone():
+    """A CPU pool retires through dask-jobqueue's --lifetime; the GPU pools after it in the
+    dict keep the cluster's retire_before and signal_before_walltime."""
+    from hpcgpu.cluster.poolmixin import prepare_pools
+
+    options = dict(gpus_per_node=2, walltime="01:00:00", queue="unchecked")
+    retire = ("600", None, None, 120, None)
+    pools = {"cpu": dict(gpus_per_node=0, cores_per_node=4, memory_per_node="8GB"),
+             "big": dict(gpus_per_node=4)}
+    with warnings.catch_warnings():  # where sinfo cannot answer, the check only warns
+        warnings.simplefilter("ignore")
+        cpu, big = prepare_pools("slurm", pools, options, retire)
+    assert big.retirement is not None and big.retirement.retire_before == 600.0
+    assert "--signal=USR1@120" in big.job_options["job_extra_directives"]
+    assert cpu.retirement is None

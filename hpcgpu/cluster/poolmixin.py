@@ -72,10 +72,10 @@ def prepare_pools(kind: str, pools: Any, options: dict, retire: tuple) -> list[P
     prepared = []
     for name, pool in pools.items():
         setup = prepare_pool(kind, name, pool, options)
-        if setup.cpu:
-            retire = (None, *retire[1:3], None, retire[4])
+        # a CPU pool retires through dask-jobqueue's --lifetime; the next pools keep ``retire``
+        own = (None, *retire[1:3], None, retire[4]) if setup.cpu else retire
         try:
-            plan, job_options = job_options_for(kind, setup, retire)
+            plan, job_options = job_options_for(kind, setup, own)
             if setup.cpu:  # the partition's nodes, where SLURM can say
                 check_cpu_partition(kind, setup.job_options.get("queue"), setup.shape.cores,
                                     setup.shape.memory)
