@@ -124,8 +124,9 @@ class JobMonitor:
             record.state = "failed"
         if not record.fully_started:  # a job whose second GPU's worker failed is a failure too
             log = self._error_log(record)
-            record.stderr_tail = tail(log, self._tail_lines) or "(empty)"
-            report = failure_report(record.info(), log, exception_lines(tail(log, 5000)))
+            text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+            record.stderr_tail = "\n".join(text.splitlines()[-self._tail_lines:]) or "(empty)"
+            report = failure_report(record.info(), log, exception_lines(text))
             self.failures.append(report)
             logger.error("%s", report)
         elif record.retiring:
