@@ -8,11 +8,12 @@ own answer stands. An unknown partition changes nothing either (sbatch names it)
 from __future__ import annotations
 
 from hpcgpu import commands
-from hpcgpu.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, _gib, shape_problem
+from hpcgpu.queues.offer import (PartitionNode, QueryUnavailable, QueueOffer, cpu_shape_problem,
+                                 shape_problem)
 from hpcgpu.resources import GPUJobShape
 
 __all__ = ["PartitionNode", "parse_sinfo", "slurm_partition_nodes", "slurm_offer",
-           "shape_problem", "cpu_shape_problem", "check_cpu_partition"]
+           "shape_problem", "check_cpu_partition"]
 
 #: sinfo's one line per node and partition: name, CPUs, memory (MB), GRES, partition
 SINFO_FORMAT = "%N|%c|%m|%G|%P"
@@ -77,30 +78,6 @@ def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
     return QueueOffer("partition", shape.queue, tuple(slurm_partition_nodes(shape.queue)))
 
 
-def cpu_shape_problem(cores: int, memory: int, queue: str | None,
-                      nodes: list[PartitionNode]) -> str | None:
-    """Why a CPU pool's job (one node of ``cores`` cores and ``memory`` bytes) cannot run
-    on ``nodes``, or None when it fits or nothing is known.
-
-    >>> nodes = [PartitionNode("node1", 32, 256 * 2**30)]
-    >>> cpu_shape_problem(8, 2**30, "debug", nodes) is None
-    True
-    >>> print(cpu_shape_problem(64, 2**30, "debug", nodes))
-    cores_per_node=64 is more than the 32 cores a node of partition 'debug' has: use cores_per_node<=32
-    """
-    if not nodes:
-        return None
-    where = f"partition {queue!r}" if queue else "the default partition"
-    cpus, most = max(n.cpus for n in nodes), max(n.memory for n in nodes)
-    if cores > cpus:
-        return (f"cores_per_node={cores} is more than the {cpus} cores a node of {where} has: "
-                f"use cores_per_node<={cpus}")
-    if most and memory > most:
-        return (f"memory_per_node ({_gib(memory)}) is more than the {_gib(most)} a node of "
-                f"{where} has: use memory_per_node<={most // 2**30}GiB")
-    return None
-
-
 def check_cpu_partition(scheduler: str, queue: str | None, cores: int, memory: int) -> None:
     """The partition check for a CPU pool's job (SLURM; elsewhere, or where ``sinfo``
     cannot answer, the scheduler's own check stands)."""
@@ -110,6 +87,6 @@ def check_cpu_partition(scheduler: str, queue: str | None, cores: int, memory: i
         nodes = slurm_partition_nodes(queue)
     except QueryUnavailable:
         return
-    problem = cpu_shape_problem(cores, memory, queue, nodes)
+    problem = cpu_shape_problem(cores, memory, QueueOffer("partition", queue, tuple(nodes)))
     if problem:
         raise ValueError(problem)

@@ -13,7 +13,8 @@ from typing import Callable
 
 from hpcgpu.resources import GPUJobShape
 
-__all__ = ["PartitionNode", "QueueOffer", "QueryUnavailable", "shape_problem", "gres_text"]
+__all__ = ["PartitionNode", "QueueOffer", "QueryUnavailable", "shape_problem", "cpu_shape_problem",
+           "gres_text"]
 
 
 class QueryUnavailable(RuntimeError):
@@ -173,6 +174,29 @@ def _job_problem(shape: GPUJobShape, offer: QueueOffer) -> str | None:
     if offer.max_memory is not None and total > offer.max_memory:
         return (f"memory of the job ({_gib(total)}) is more than the {_gib(offer.max_memory)} "
                 f"{where} allows a job: ask for less memory_per_gpu or fewer GPUs per job")
+    return None
+
+
+def cpu_shape_problem(cores: int, memory: int, offer: QueueOffer) -> str | None:
+    """Why a CPU pool's job (one node of ``cores`` cores and ``memory`` bytes) cannot run in
+    ``offer``, or None when it fits or nothing is known.
+
+    >>> offer = QueueOffer("partition", "debug", (PartitionNode("node1", 32, 256 * 2**30),))
+    >>> cpu_shape_problem(8, 2**30, offer) is None
+    True
+    >>> print(cpu_shape_problem(64, 2**30, offer))
+    cores_per_node=64 is more than the 32 cores a node of partition 'debug' has: use cores_per_node<=32
+    """
+    if not offer.nodes:
+        return None
+    cpus, most = max(n.cpus for n in offer.nodes), max(n.memory for n in offer.nodes)
+    where = f"a {offer.node_word} of {offer.where}"
+    if cpus and cores > cpus:
+        return (f"cores_per_node={cores} is more than the {cpus} cores {where} has: "
+                f"use cores_per_node<={cpus}")
+    if most and memory > most:
+        return (f"memory_per_node ({_gib(memory)}) is more than the {_gib(most)} {where} has: "
+                f"use memory_per_node<={most // 2**30}GiB")
     return None
 
 
