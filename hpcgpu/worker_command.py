@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["WorkerCommand"]
+__all__ = ["WorkerCommand", "split_resources"]
 
 
 @dataclass(frozen=True)
@@ -141,3 +141,28 @@ class WorkerCommand:
         argv += ["--rmm-async"] if self.rmm_async else []
         argv += [] if self.cpu_affinity else ["--no-cpu-affinity"]
         return argv + list(self.extra)
+
+
+def split_resources(extra: tuple[str, ...] | list[str]) -> tuple[dict[str, float], tuple[str, ...]]:
+    """The ``--resources`` of a worker's extra arguments (every one of them, in either
+    spelling) and the other arguments.
+
+    >>> split_resources(("--resources", "pool-big=1", "--lifetime", "1h"))
+    ({'pool-big': 1.0}, ('--lifetime', '1h'))
+    >>> split_resources(("--resources=A=2 B=1,C=3",))
+    ({'A': 2.0, 'B': 1.0, 'C': 3.0}, ())
+    """
+    found, rest, args = {}, [], list(extra)
+    while args:
+        arg = args.pop(0)
+        if arg == "--resources" and args:
+            text = args.pop(0)
+        elif arg.startswith("--resources="):
+            text = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+            continue
+        for item in text.replace(",", " ").split():
+            name, _, value = item.partition("=")
+            found[name] = float(value)
+    return found, tuple(rest)

@@ -16,6 +16,7 @@ from hpcgpu.cluster.setup import ClusterSetup
 from hpcgpu.partition import check_cpu_partition
 from hpcgpu.queues import check_queue
 from hpcgpu.walltime import Retirement
+from hpcgpu.worker_command import split_resources
 
 __all__ = ["ClusterPools", "PreparedPool", "prepare_pools", "job_options_for"]
 
@@ -144,10 +145,8 @@ class ClusterPools:
     def _pool_resources(self, name: str) -> dict[str, float]:
         """What each worker of pool ``name`` advertises (``GPU=1``, ``CPU=<threads>``...)."""
         pool = self._pools[name]
-        extra = list(pool.spec["options"].get("worker_extra_args") or ())
-        given = [extra[i + 1] for i, arg in enumerate(extra[:-1]) if arg == "--resources"]
-        pairs = (item.split("=") for text in given for item in text.replace(",", " ").split())
-        return {**({} if pool.cpu else {"GPU": 1.0}), **{k: float(v) for k, v in pairs}}
+        given, _ = split_resources(pool.spec["options"].get("worker_extra_args") or ())
+        return {**({} if pool.cpu else {"GPU": 1.0}), **given}
 
     def _pool_threads(self, name: str) -> int:
         """Threads of one worker of pool ``name``."""

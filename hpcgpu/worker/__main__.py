@@ -20,6 +20,7 @@ from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
+from hpcgpu.worker_command import split_resources
 
 __all__ = ["main", "merged_resources"]
 
@@ -53,16 +54,8 @@ def merged_resources(extra: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     >>> merged_resources(("--resources=A=2 B=1",))
     ('GPU=1,A=2,B=1', ())
     """
-    parts, rest, args = ["GPU=1"], [], list(extra)
-    while args:
-        arg = args.pop(0)
-        if arg == "--resources" and args:
-            parts += args.pop(0).replace(",", " ").split()
-        elif arg.startswith("--resources="):
-            parts += arg.split("=", 1)[1].replace(",", " ").split()
-        else:
-            rest.append(arg)
-    return ",".join(parts), tuple(rest)
+    given, rest = split_resources(extra)
+    return ",".join(f"{k}={v:g}" for k, v in {"GPU": 1.0, **given}.items()), rest
 
 
 def _spawn_per_gpu(places: list[Placement]) -> int:
