@@ -6,6 +6,8 @@ import operator
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from distributed import Client, LocalCluster
 
 import dask
@@ -329,6 +331,40 @@ def test_block_steps_pickle_and_build_the_block_dask_would():
     np.testing.assert_array_equal(build_blocks([step])[step.key]({}), y.blocks[2, 1].compute())
     transposed = lazy(x.T)  # output block (i, j) needs input block (j, i): built as Dask does
     assert not any(isinstance(node, BlockStep) and node.key[0] == x.T.name for node in transposed.values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(source=st.sampled_from(["normal", "ones", "from_array", "arange"]),
+       step=st.sampled_from(["add", "two_inputs", "block_id", "astype", "where"]),
+       chunks=st.sampled_from([(4, 3), (5, 5), (12, 1), (2, 7)]))
+def test_blocks_built_on_the_worker_are_the_blocks_dask_builds(source, step, chunks):
+    """build_blocks (one substitution per block) against Dask's own layer, over every kind
+    of argument a block-local layer has: array inputs, constants, block indices (io_deps)."""
+    from dask.blockwise import optimize_blockwise
+    from dask.local import get_sync
+
+    from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph
+
+    shape = (12, 10)
+    x = {"normal": lambda: ha.random.normal(1, 2, size=shape, chunks=chunks, seed=5, backend="cpu"),
+         "ones": lambda: ha.ones(shape, chunks=chunks, backend="cpu"),
+         "from_array": lambda: da.from_array(np.arange(120.0).reshape(shape), chunks=chunks),
+         "arange": lambda: da.arange(120.0, chunks=chunks[0] * 3).reshape(shape).rechunk(chunks)}[source]()
+    y = {"add": lambda: x * 3 + 1,
+         "two_inputs": lambda: x * 2 - ha.ones(shape, chunks=chunks, backend="cpu") / 4,
+         "block_id": lambda: x.map_blocks(lambda b, block_id=None: b + block_id[0] - 10 * block_id[1],
+                                          dtype=x.dtype),
+         "astype": lambda: (x + 0.5).astype(np.float32),
+         "where": lambda: da.where(x > 1, x, -x)}[step]()
+    keys = list(dask.core.flatten(y.__dask_keys__()))
+    graph = lazy_graph(optimize_blockwise(y.__dask_graph__(), keys=keys))
+    steps = [node for node in graph.values() if isinstance(node, BlockStep)]
+    assert steps  # the layer under test is block-local
+    graph.update(build_blocks(steps))
+    got = get_sync(graph, keys)
+    want = get_sync(dict(y.__dask_graph__()), keys)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_the_optimizer_pauses_garbage_collection_and_restores_it(monkeypatch):

@@ -12,9 +12,8 @@ with GPU work. Blocks left outside the fused tasks are built on the scheduler as
 
 from __future__ import annotations
 
-import toolz
-from dask._task_spec import convert_legacy_graph
-from dask.blockwise import Blockwise, _make_blockwise_graph, blockwise_token
+from dask._task_spec import DataNode, GraphNode, TaskRef, convert_legacy_graph, parse_input
+from dask.blockwise import Blockwise, blockwise_token
 from dask.highlevelgraph import HighLevelGraph
 
 __all__ = ["BlockStep", "build_blocks", "lazy_graph", "materialize_remaining"]
@@ -39,18 +38,41 @@ class BlockStep:
 
 
 def build_blocks(steps) -> dict:
-    """``{key: task}`` for ``steps``, one Dask call per layer (its set-up is per call)."""
+    """``{key: task}`` for ``steps``, each layer's constants substituted once."""
     by_layer: dict = {}
     for step in steps:
         by_layer.setdefault(id(step.layer), (step.layer, []))[1].append(step.coords)
     built: dict = {}
     for layer, coords in by_layer.values():
-        built.update(_make_blockwise_graph(
-            layer.task, layer.output, layer.output_indices, *toolz.concat(layer.indices),
-            new_axes=layer.new_axes, numblocks=layer.numblocks, concatenate=layer.concatenate,
-            output_blocks=coords, dims=layer.dims, io_deps=layer.io_deps,
-            keys=tuple(map(blockwise_token, range(len(layer.indices)))),
-        ))
+        built.update(_block_local_tasks(layer, coords))
+    return built
+
+
+def _block_local_tasks(layer: Blockwise, blocks: list) -> dict:
+    """What ``dask.blockwise._make_blockwise_graph`` makes for ``blocks`` of a block-local
+    layer (:func:`_block_local_inputs`), with one substitution per block instead of one per
+    argument: an input's block has the output block's coordinates, so no index mapping."""
+    task, consts, per_block = layer.task, {}, []
+    for i, (arg, index) in enumerate(layer.indices):
+        token = blockwise_token(i)
+        if token not in task.dependencies:
+            continue
+        if index is None:
+            consts[token] = arg if isinstance(arg, (GraphNode, TaskRef)) else DataNode(None, arg)
+        else:
+            per_block.append((token, arg, layer.io_deps.get(arg)))
+    task = task.substitute(consts) if consts else task
+    built = {}
+    for coords in blocks:
+        subs = {}
+        for token, arg, io_dep in per_block:
+            if io_dep is None:
+                subs[token] = (arg, *coords)
+            else:  # made from the block index (e.g. block_id)
+                value = parse_input(io_dep.get(coords, coords))
+                subs[token] = value if isinstance(value, GraphNode) else DataNode(None, value)
+        key = (layer.output, *coords)
+        built[key] = task.substitute(subs, key=key)
     return built
 
 
