@@ -90,7 +90,10 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     with cluster.get_client() as client:
         assert client.submit(lambda: 6 * 7).result() == 42
         names = {w["name"].rsplit("-", 2)[0] for w in client.scheduler_info()["workers"].values()}
-    assert names == {job.name for job in new}
+    # The work goes on in the replacements only. On a busy machine the replacements, with
+    # the same 2-minute walltime, may near theirs before this line and be replaced in turn.
+    assert names and names.isdisjoint(first), names
+    assert names <= {job.name for job in cluster.jobs} - set(first), (names, cluster.job_table())
 
 
 def squeue_state(job_id: str) -> str:
