@@ -86,12 +86,13 @@ def cluster(kind: str, gpus: int, threads: int = 1, rmm_pool_size: str = "auto")
         yield client
 
 
-def array_sum_runs(client, label: str, gpus: int, n: int, chunk: int, backend: str, fused_too: bool):
-    """The workload and its no-op twin, fused (hpcgpu's default) and, if asked, unfused."""
-    widths = (16, 0) if fused_too else (16,)
-    for width in widths:
+def array_sum_runs(client, label: str, gpus: int, n: int, chunk: int, backend: str, fused_too: bool,
+                   widths: tuple = ("auto",)):
+    """The workload and its no-op twin, fused at each of ``widths`` (leaves per fused task;
+    ``auto``: hpcgpu's default, from the cluster's threads) and, if asked, unfused."""
+    for width in (*widths, 0) if fused_too else widths:
         with dask.config.set({"hpcgpu.array.fuse-width": width}):
-            tag = "fused" if width else "unfused"
+            tag = f"fused (fuse-width {width})" if width else "unfused"
             graph = array_sum_graph(n, chunk, backend)
             client.compute(array_sum_graph(n // 10, chunk, backend)).result()  # warm: kernels, pool
             seconds, value = timed(lambda: client.compute(array_sum_graph(n, chunk, backend)).result(),
@@ -206,7 +207,8 @@ def section_array_sum(args, gpu_counts, backend):
         for threads in ((1, 2) if gpus == 1 and not args.quick else (args.threads,)):
             with cluster("hpcgpu", gpus, threads) as client:
                 array_sum_runs(client, f"hpcgpu LocalGPUCluster, {threads} thread(s)/worker", gpus, n, chunk,
-                               backend, fused_too=gpus == 1 and threads == 1 and not args.quick)
+                               backend, fused_too=gpus == 1 and threads == 1 and not args.quick,
+                               widths=tuple(w if w == "auto" else int(w) for w in args.fuse_widths.split(",")))
         if args.saturation:
             # root-task queuing off: each worker holds all its tasks instead of ~1 ahead
             with dask.config.set({"distributed.scheduler.worker-saturation": args.saturation}), \
@@ -307,6 +309,8 @@ def main() -> None:
     parser.add_argument("--only", default="array-sum,groupby,svd")
     parser.add_argument("--no-fused-kernels", action="store_true",
                         help="also run hpcgpu's array-sum with hpcgpu.array.fused-kernels=False")
+    parser.add_argument("--fuse-widths", default="auto",
+                        help="hpcgpu.array.fuse-width values to run hpcgpu's array-sum with, e.g. auto,16")
     parser.add_argument("--quick", action="store_true",
                         help="skip the per-chunk generator costs, unfused and 2-thread variants")
     args = parser.parse_args()

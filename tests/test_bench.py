@@ -256,7 +256,7 @@ def test_gpu_benchmark_scripts_run_at_smoke_size_on_the_cpu(tmp_path):
         done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
     perf = {r["case"]: r for r in json.load(open(tmp_path / "gpu_perf.json"))}
-    fused = perf["hpcgpu LocalGPUCluster, 1 thread(s)/worker, fused graph"]
+    fused = perf["hpcgpu LocalGPUCluster, 1 thread(s)/worker, fused (fuse-width auto) graph"]
     assert fused["seconds"] > 0 and fused["tasks"] < 100  # 20 x 20 blocks fused into a few tasks
     assert any(case.startswith("bare CuPy loop") and r["seconds"] > 0 for case, r in perf.items())
     probe = json.load(open(tmp_path / "overlap_probe.json"))

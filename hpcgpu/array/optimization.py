@@ -10,8 +10,10 @@ This pass fuses every subtree that owns its inputs exclusively (each node has on
 dependent, the leaves are generated in the graph) and has at most ``width`` leaves into
 one task, which runs its blocks one after the other and frees each intermediate as soon
 as it is used: the same operations on the same blocks, in about ``1/width`` as many
-tasks. It applies only to graphs with at least ``width ** 2`` leaves, so that at least
-``width`` tasks stay for parallelism; ``hpcgpu.array.fuse-width = 0`` turns it off.
+tasks. The width follows the cluster (``hpcgpu.array.fuse-width: auto``, the default):
+about four tasks per worker thread, at least 16 leaves each (:func:`auto_width`), in graphs
+of at least 256 leaves. A fixed width applies to graphs of at least ``width ** 2`` leaves,
+and ``hpcgpu.array.fuse-width = 0`` turns the pass off.
 
 The blocks of block-local Blockwise layers enter the pass unbuilt
 (:mod:`hpcgpu.array.lazy_blocks`): each fused task builds its own on the worker, where
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from typing import Any, Mapping
 
 import dask
@@ -36,7 +39,7 @@ from hpcgpu.array.fused import force_all, fused_backends, run_step
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
-__all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "DEFAULT_WIDTH"]
+__all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH"]
 
 #: leaves per fused task: one first-level partial reduction of a 2-D sum (4 x 4 blocks)
 DEFAULT_WIDTH = 16
@@ -124,8 +127,10 @@ def _toposort(deps: dict) -> list:
     return order
 
 
-def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdown: bool = True) -> dict:
-    """Fuse exclusively owned subtrees of at most ``width`` leaves into single tasks.
+def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdown: bool = True,
+                         min_leaves: int | None = None) -> dict:
+    """Fuse exclusively owned subtrees of at most ``width`` leaves into single tasks, in
+    graphs of at least ``min_leaves`` leaves (default ``width ** 2``).
 
     With ``pushdown``, slices inside the fused chains move before elementwise operations
     (:mod:`hpcgpu.array.pushdown`).
@@ -141,7 +146,8 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     (341, 21)
     """
     keys = set(dask.core.flatten(keys))
-    if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < width * width:
+    min_leaves = width * width if min_leaves is None else min_leaves
+    if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < min_leaves:
         return dict(dsk)
     deps = {k: set(v.dependencies) for k, v in dsk.items()}
     dependents = reverse_dict(deps)
@@ -209,15 +215,47 @@ def optimize(dsk, keys, **kwargs):
     is scoped: a graph that holds no array made by hpcgpu.array (:func:`mark`) gets
     :func:`dask.array.optimization.optimize` itself, so a user's other Dask arrays run
     exactly as without hpcgpu (``hpcgpu.array.scope: all`` applies the passes to every
-    array). The width comes from the dask config key ``hpcgpu.array.fuse-width`` (default
-    16, 0 turns the pass off), and ``hpcgpu.array.slice-pushdown`` (default True) moves
+    array). The width comes from the dask config key ``hpcgpu.array.fuse-width``: ``auto``
+    (default, :func:`auto_width` of the cluster's threads), a number of leaves, or 0 (the
+    pass off); and ``hpcgpu.array.slice-pushdown`` (default True) moves
     slices before elementwise operations inside the fused chains.
     """
-    width = int(dask.config.get("hpcgpu.array.fuse-width", DEFAULT_WIDTH))
-    if width < 2 or dask.config.get("optimization.fuse.active") is False or not _holds_hpcgpu_array(dsk):
+    width = dask.config.get("hpcgpu.array.fuse-width", "auto")
+    off = width != "auto" and int(width) < 2
+    if off or dask.config.get("optimization.fuse.active") is False or not _holds_hpcgpu_array(dsk):
         return dask_array_optimize(dsk, keys, **kwargs)
     with _gc_paused():
         return _optimize(dsk, list(dask.core.flatten(keys)), width)
+
+
+#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at: enough for
+#: every thread to stay busy while the scheduler hands out the next, few enough that each
+#: task's scheduler round trip is small beside its work
+TASKS_PER_THREAD = 4
+
+
+def auto_width(leaves: int, threads: int) -> int:
+    """Leaves per fused task for ``leaves`` blocks on ``threads`` worker threads: about
+    :data:`TASKS_PER_THREAD` tasks per thread, at least :data:`DEFAULT_WIDTH` leaves each.
+
+    Examples
+    --------
+    >>> auto_width(2500, 1), auto_width(2500, 2), auto_width(2500, 4), auto_width(2500, 64)
+    (625, 312, 156, 16)
+    """
+    return max(DEFAULT_WIDTH, leaves // max(1, TASKS_PER_THREAD * threads))
+
+
+def cluster_threads() -> int:
+    """Worker threads of the default Dask client's cluster (as its last scheduler update
+    says: no round trip here), or this machine's cores where there is no client."""
+    try:
+        from distributed import default_client
+
+        identity = getattr(default_client(), "_scheduler_identity", None) or {}
+    except (ImportError, ValueError):  # no distributed, or no client: the local scheduler
+        identity = {}
+    return int(identity.get("total_threads") or 0) or (os.cpu_count() or 1)
 
 
 @contextlib.contextmanager
@@ -240,5 +278,9 @@ def _optimize(dsk, keys: list, width: int):
         dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
     dsk = fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys).cull(set(keys))
     pushdown = bool(dask.config.get("hpcgpu.array.slice-pushdown", True))
-    graph = materialize_remaining(fuse_generated_trees(lazy_graph(dsk), keys, width, pushdown))
+    graph, least = lazy_graph(dsk), None
+    if width == "auto":  # as many leaves per task as keeps every thread busy
+        width = auto_width(sum(1 for v in graph.values() if not v.dependencies), cluster_threads())
+        least = DEFAULT_WIDTH ** 2
+    graph = materialize_remaining(fuse_generated_trees(graph, keys, int(width), pushdown, least))
     return _optimize_slices(fuse_linear_task_spec(graph, keys=keys))
