@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 from distributed import Client
@@ -44,19 +46,19 @@ def test_one_pinned_worker_per_gpu_with_rmm_and_affinity():
 
         def probe():
             import cupy, rmm
-            from rmm.allocators.cupy import rmm_cupy_allocator
 
             a = cupy.ones(1000)
             pci = cupy.cuda.Device(0).pci_bus_id  # domain:bus:device; bus alone repeats in VMs
+            pool = cupy.cuda.get_allocator().__self__  # CuPy's pool over RMM's
+            rmm_pool = rmm.mr.get_current_device_resource().get_upstream()
             return (os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0], pci,
-                    cupy.cuda.get_allocator() is rmm_cupy_allocator,
-                    type(rmm.mr.get_current_device_resource()).__name__, sorted(os.sched_getaffinity(0)),
-                    float(a.sum()))
+                    pool.used_bytes() >= a.nbytes and rmm_pool.get_upstream() is not None,
+                    type(rmm_pool).__name__, sorted(os.sched_getaffinity(0)), float(a.sum()))
 
         seen = client.run(probe)
         firsts = sorted(v[0] for v in seen.values())
         assert len(set(firsts)) == n and len({v[1] for v in seen.values()}) == n  # distinct GPUs
-        assert all(v[2] for v in seen.values()), seen  # CuPy allocates from RMM
+        assert all(v[2] for v in seen.values()), seen  # CuPy's pool allocates from RMM's
         assert all(v[3] == "PoolMemoryResource" for v in seen.values()), seen
         assert all(set(v[4]) <= os.sched_getaffinity(0) and v[4] for v in seen.values())
         meta = client.run_on_scheduler(lambda dask_scheduler: [ws.extra["hpcgpu"] for ws in dask_scheduler.workers.values()])
@@ -85,3 +87,25 @@ def test_computation_larger_than_the_device_memory_limit_spills_and_completes():
             return type(getattr(cupy.cuda.get_allocator(), "__self__", None)).__name__
 
         assert set(client.run(allocator).values()) == {"MemoryPool"}
+
+
+@pytest.mark.gpu
+def test_cupy_keeps_its_free_blocks_until_rmm_needs_them():
+    """CuPy's pool over RMM's: what CuPy frees stays in CuPy's pool, and an RMM allocation
+    (as cuDF or UCX makes) that finds the GPU full gets those blocks back."""
+    code = """
+import cupy, rmm
+from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
+print(setup_rmm(GPUSetup(rmm_pool_size="2GiB"), cupy.cuda.Device().mem_info[1]))
+free = cupy.cuda.Device().mem_info[0]
+a = cupy.empty(int(free * 0.8), dtype=cupy.uint8)
+del a
+pool = cupy.cuda.get_allocator().__self__
+print(pool.free_bytes() >= free * 0.8)
+buffer = rmm.DeviceBuffer(size=int(free * 0.5))  # the GPU is full: only CuPy's free blocks fit it
+print(pool.free_bytes() == 0, buffer.size == int(free * 0.5))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["rmm-pool (2147483648 bytes)", "True", "True True"], done.stdout
+

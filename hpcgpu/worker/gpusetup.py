@@ -194,11 +194,28 @@ def setup_rmm(setup: GPUSetup, total: int, free: int | None = None) -> str:
         return "cupy-pool (rmm_pool_size=none)"
     try:
         import cupy
-
-        cupy.cuda.set_allocator(rmm_cupy_allocator)
     except ImportError:
-        pass
+        return described
+    cupy.cuda.set_allocator(cupy_pool_over_rmm(cupy, rmm, rmm_cupy_allocator).malloc)
     return described
+
+
+def cupy_pool_over_rmm(cupy, rmm, rmm_cupy_allocator):
+    """CuPy's own pool, taking its memory from RMM's: CuPy reuses a freed block without a
+    Python call (RMM's CuPy allocator costs tens of microseconds an array: 0.28 s of the
+    1.33 s array-sum on one H200), and cuDF and UCX still share RMM's pool. When RMM runs
+    out, the blocks CuPy keeps free go back to it and the allocation is tried again."""
+    pool = cupy.cuda.MemoryPool(rmm_cupy_allocator)
+
+    def give_back(nbytes: int) -> bool:  # True: try the allocation again
+        if not pool.free_bytes():
+            return False
+        pool.free_all_blocks()
+        return True
+
+    current = rmm.mr.get_current_device_resource()
+    rmm.mr.set_current_device_resource(rmm.mr.FailureCallbackResourceAdaptor(current, give_back))
+    return pool
 
 
 def device_data(setup: GPUSetup, total: int, memory_limit: int | None):
