@@ -196,7 +196,9 @@ def setup_rmm(setup: GPUSetup, total: int, free: int | None = None) -> str:
         import cupy
     except ImportError:
         return described
-    cupy.cuda.set_allocator(cupy_pool_over_rmm(cupy, rmm, rmm_cupy_allocator).malloc)
+    # cudaMallocAsync orders each free on its stream: CuPy takes from it directly
+    cupy.cuda.set_allocator(rmm_cupy_allocator if setup.rmm_async
+                            else cupy_pool_over_rmm(cupy, rmm, rmm_cupy_allocator).malloc)
     return described
 
 
