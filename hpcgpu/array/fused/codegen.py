@@ -21,7 +21,8 @@ import numpy as np
 from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
 from hpcgpu.array.philox import _PHILOX
 
-__all__ = ["kernel_source", "check_loop", "check_reduction", "literal", "C_TYPES"]
+__all__ = ["kernel_source", "batch_kernel_source", "check_loop", "check_reduction", "literal", "C_TYPES",
+           "BATCH_KEY_WORDS"]
 
 C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int", "int16": "short",
            "int8": "signed char", "uint64": "unsigned long long", "uint32": "unsigned int",
@@ -128,26 +129,46 @@ def literal(value, dtype) -> str:
 
 
 class _Emitter:
-    """C expressions for nodes at given indices; collects the kernel's parameters."""
+    """C expressions for nodes at given indices; collects the kernel's parameters.
 
-    def __init__(self):
+    ``narrow``: every extent and element count of the expression fits 31 bits, so index
+    arithmetic runs on 32-bit integers (a 64-bit multiply is several instructions). With
+    ``batch``, random leaves take their keys from the kernel's key table, one row per
+    block (:func:`batch_kernel_source`); blocks in memory have no batched form.
+    """
+
+    def __init__(self, narrow: bool = False, batch: int = 0):
         self.params, self.args, self.seen = [], [], {}
+        self.narrow, self.batch, self.randoms = narrow, batch, []
 
     def leaf_param(self, node) -> str:
         if id(node) not in self.seen:
             n = len(self.seen)
             self.seen[id(node)] = n
-            if isinstance(node, RandomLeaf):
+            if isinstance(node, RandomLeaf) and self.batch:
+                self.randoms.append(n)
+            elif isinstance(node, RandomLeaf):
                 self.params.append(f"unsigned int k0_{n}, unsigned int k1_{n}")
                 self.args += [np.uint32(node.key & 0xFFFFFFFF), np.uint32(node.key >> 32)]
+            elif self.batch:
+                raise Unsupported("a block in memory in a batched kernel")
             else:
                 self.params.append(f"const {C_TYPES[node.dtype.name]}* __restrict__ a{n}")
                 self.args.append(node.value)
         return str(self.seen[id(node)])
 
+    def key_loads(self, block: str) -> str:
+        """C statements that read each random leaf's key for block ``block`` of the table."""
+        row = 2 * len(self.randoms)
+        return "\n    ".join(f"const unsigned int k0_{n} = keys.w[{row} * {block} + {2 * i}], "
+                               f"k1_{n} = keys.w[{row} * {block} + {2 * i + 1}];"
+                               for i, n in enumerate(self.randoms))
+
     def emit(self, node, idx: list) -> str:
         if isinstance(node, Slice):
-            return self.emit(node.child, [f"({s.start}LL + ({s.step}LL) * {i})" for s, i in zip(node.ranges, idx)])
+            suffix = "" if self.narrow else "LL"
+            return self.emit(node.child, [f"({s.start}{suffix} + ({s.step}{suffix}) * {i})"
+                                          for s, i in zip(node.ranges, idx)])
         if isinstance(node, Map):
             return self._map(node, idx)
         if isinstance(node, RandomLeaf):
@@ -155,8 +176,8 @@ class _Emitter:
         if isinstance(node, ArrayLeaf):
             n = self.leaf_param(node)
             item = node.value.itemsize
-            offset = " + ".join(f"{i} * {s // item}LL" for i, s, d in zip(idx, node.value.strides, node.shape)
-                                if d != 1) or "0"
+            offset = " + ".join(f"(long long){i} * {s // item}LL" for i, s, d in
+                                zip(idx, node.value.strides, node.shape) if d != 1) or "0"
             return f"a{n}[{offset}]"
         raise Unsupported(f"no fused code for {type(node).__name__} inside an expression")
 
@@ -165,7 +186,7 @@ class _Emitter:
         for arg, dtype in zip(node.args, node.loop):
             if isinstance(arg, Node):
                 skip = len(idx) - len(arg.shape)
-                sub = ["0LL" if n == 1 else idx[skip + d] for d, n in enumerate(arg.shape)]
+                sub = [("0" if self.narrow else "0LL") if n == 1 else idx[skip + d] for d, n in enumerate(arg.shape)]
                 operands.append(f"(({C_TYPES[dtype.name]}){self.emit(arg, sub)})")
             else:
                 operands.append(literal(arg, dtype))
@@ -175,7 +196,11 @@ class _Emitter:
     def _random(self, node: RandomLeaf, idx: list) -> str:
         n = self.leaf_param(node)
         strides = np.cumprod((1,) + node.shape[:0:-1])[::-1]
-        linear = " + ".join(f"{i} * {s}ULL" for i, s in zip(idx, strides)) or "0ULL"
+        if self.narrow:  # below 2**31: the compiler knows the counter's high word is 0
+            terms = " + ".join(f"(unsigned int){i} * {s}u" for i, s in zip(idx, strides)) or "0u"
+            linear = f"(unsigned long long)(unsigned int)({terms})"
+        else:
+            linear = " + ".join(f"{i} * {s}ULL" for i, s in zip(idx, strides)) or "0ULL"
         first, second = node.args
         if node.method == "integers":
             low, width = first % 2**64, (second - first) % 2**64
@@ -185,6 +210,16 @@ class _Emitter:
         bits = node.dtype.itemsize * 8
         return (f"rand_{node.method}_f{bits}({linear}, k0_{n}, k1_{n}, {literal(first, node.dtype)}, "
                 f"{literal(second, node.dtype)})")
+
+
+def _largest(node: Node) -> int:
+    """The largest element count of any node of the expression."""
+    size = int(np.prod(node.shape, dtype=np.int64))
+    if isinstance(node, Map):
+        return max([size] + [_largest(a) for a in node.args if isinstance(a, Node)])
+    if isinstance(node, (Slice, Reduce)):
+        return max(size, _largest(node.child))
+    return size
 
 
 def _unravel(var: str, dims: list, names: list, index: str) -> str:
@@ -210,12 +245,69 @@ def kernel_source(node: Node) -> tuple[str, list, dict]:
     >>> x = LazyBlock(ArrayLeaf(np.ones((4, 6))), "cupy")
     >>> y = np.sum((x + 1)[::2, ::3], axis=(0, 1), keepdims=True)
     >>> source, args, plan = kernel_source(y.node)
-    >>> plan["outputs"], plan["reduced"], "a0[(0LL + (2LL) * i0) * 6LL + (0LL + (3LL) * i1) * 1LL]" in source
+    >>> plan["outputs"], plan["reduced"], "a0[(long long)(0 + (2) * i0) * 6LL + (long long)(0 + (3) * i1) * 1LL]" in source
     (1, 4, True)
     """
-    emitter = _Emitter()
+    emitter = _Emitter(narrow=_largest(node) < 2**31)
     body, plan = (_reduce_body if isinstance(node, Reduce) else _map_body)(node, emitter)
     return _PRELUDE + body, emitter.args, plan
+
+
+#: blocks per launch of a batched kernel: their keys fill at most 2 KB of the 4 KB of
+#: kernel parameters, whatever the number of random leaves
+BATCH_KEY_WORDS = 512
+
+
+def batch_kernel_source(node: Reduce) -> tuple[str, dict]:
+    """``(source, plan)`` of the kernel that computes ``node`` for ``plan["batch"]``
+    blocks at once, their random leaves' keys in the by-value table ``keys``
+    (``plan["leaves"]`` keys of two words per block, in the order leaves are first
+    reached) and their partials one after the other in ``out``.
+
+    Examples
+    --------
+    >>> from hpcgpu.array.fused.expr import LazyBlock
+    >>> r = LazyBlock(RandomLeaf("cupy", 0, "normal", (0.0, 1.0), "float64", (8, 8), 5, (0, 0)), "cupy")
+    >>> source, plan = batch_kernel_source(np.sum(r * r, axis=(0, 1), keepdims=True).node)
+    >>> plan["batch"], plan["leaves"], "const unsigned int k0_0 = keys.w[2 * b + 0]" in source
+    (256, 1, True)
+    """
+    emitter = _Emitter(narrow=_largest(node) < 2**31, batch=1)
+    emitter.emit(node.child, [f"i{d}" for d in range(len(node.child.shape))])  # numbers the leaves
+    leaves = len(emitter.randoms)
+    batch = BATCH_KEY_WORDS // (2 * max(leaves, 1))
+    emitter = _Emitter(narrow=emitter.narrow, batch=batch)
+    body, plan = _reduce_body(node, emitter)
+    table = f"struct KeyTable {{ unsigned int w[{max(2 * leaves * batch, 1)}]; }};\n"
+    return _PRELUDE + table + body, {**plan, "batch": batch, "leaves": leaves}
+
+
+#: thread blocks a reduction kernel aims at per launch: several waves on any GPU
+_GRID = 8192
+
+
+def _loop(node: Reduce, names: list, index: str, blocks: int) -> tuple[str, str, int]:
+    """``(loop head, loop tail, parts)``: how a thread block walks its share of the reduced
+    elements. Rows by thread blocks and the last reduced axis across the threads when
+    that axis fills the threads and there are rows enough (indices advance by additions);
+    else the flattened reduced index, split into coordinates per element."""
+    shape, axes = node.child.shape, list(node.axis)
+    outputs = int(np.prod([n for d, n in enumerate(shape) if d not in axes], dtype=np.int64))
+    inner, outer = axes[-1], axes[:-1]
+    rows = int(np.prod([shape[d] for d in outer], dtype=np.int64))
+    if shape[inner] >= _THREADS and rows * outputs * blocks >= _GRID // 8:
+        parts = max(1, min(rows, -(-_GRID // (blocks * outputs))))
+        head = (f"for ({index} o = p; o < {rows}; o += parts) {{\n"
+                f"        {_unravel('o', [shape[d] for d in outer], [names[d] for d in outer], index)}\n"
+                f"        for ({index} {names[inner]} = threadIdx.x; {names[inner]} < {shape[inner]}; "
+                f"{names[inner]} += {_THREADS}) {{")
+        return head, "}\n    }", parts
+    reduced = rows * shape[inner]
+    parts = _parts(reduced, outputs) if blocks == 1 else max(1, min(_parts(reduced, outputs), -(-_GRID // (
+        blocks * outputs))))
+    head = (f"for ({index} r = p * {_THREADS} + threadIdx.x; r < {reduced}; r += parts * {_THREADS}) {{\n"
+            f"        {_unravel('r', [shape[d] for d in axes], [names[d] for d in axes], index)}")
+    return head, "}", parts
 
 
 def _reduce_body(node: Reduce, emitter: _Emitter) -> tuple[str, dict]:
@@ -224,21 +316,27 @@ def _reduce_body(node: Reduce, emitter: _Emitter) -> tuple[str, dict]:
     names = [f"i{d}" for d in range(len(child.shape))]
     outputs = int(np.prod([child.shape[d] for d in kept], dtype=np.int64))
     reduced = int(np.prod([child.shape[d] for d in node.axis], dtype=np.int64))
-    parts = _parts(reduced, outputs)
     acc, combine = C_TYPES[node.dtype.name], _COMBINE[node.name]
-    index = "int" if max(reduced + parts * _THREADS, outputs * parts) < 2**31 else "long long"
+    index = "int" if reduced + outputs * 2048 * _THREADS < 2**31 else "long long"
+    head, tail, parts = _loop(node, names, index, max(emitter.batch, 1))
     value = emitter.emit(child, names)  # before the parameter list: emitting collects it
+    if emitter.batch:  # one launch, many blocks: block b's partials follow block b - 1's
+        params = ["const KeyTable keys", f"{acc}* out"]
+        where = (f"const unsigned int b = blockIdx.x / {outputs * parts}u, g = blockIdx.x % {outputs * parts}u;\n"
+                 f"    {emitter.key_loads('b')}\n    {index} m = g / parts, p = g % parts;")
+    else:
+        params = emitter.params + [f"{acc}* out"]
+        where = f"{index} m = blockIdx.x / parts, p = blockIdx.x % parts;"
     body = f"""
-extern "C" __global__ void fused_kernel({", ".join(emitter.params + [f"{acc}* out"])}) {{
-    const {index} parts = {parts}, reduced = {reduced};
-    {index} m = blockIdx.x / parts, p = blockIdx.x % parts;
+extern "C" __global__ void fused_kernel({", ".join(params)}) {{
+    const {index} parts = {parts};
+    {where}
     {_unravel("m", [child.shape[d] for d in kept], [names[d] for d in kept], index) if kept else ""}
     {acc} acc = {_identity(node.name, node.dtype)};
-    for ({index} r = p * {_THREADS} + threadIdx.x; r < reduced; r += parts * {_THREADS}) {{
-        {_unravel("r", [child.shape[d] for d in node.axis], [names[d] for d in node.axis], index)}
+    {head}
         {acc} v = ({acc}){value};
         acc = {combine.format("acc", "v")};
-    }}
+    {tail}
     __shared__ {acc} buf[{_THREADS}];
     buf[threadIdx.x] = acc;
     __syncthreads();
@@ -256,12 +354,13 @@ def _map_body(node: Node, emitter: _Emitter) -> tuple[str, dict]:
     names = [f"i{d}" for d in range(len(node.shape))]
     out = C_TYPES[node.dtype.name]
     size = int(np.prod(node.shape, dtype=np.int64))
+    index = "int" if emitter.narrow else "long long"
     value = emitter.emit(node, names)  # before the parameter list: emitting collects it
     body = f"""
 extern "C" __global__ void fused_kernel({", ".join(emitter.params + [f"{out}* out"])}) {{
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < {size}LL;
          t += (long long)blockDim.x * gridDim.x) {{
-        {_unravel("t", list(node.shape), names, "long long")}
+        {_unravel("t", list(node.shape), names, index)}
         out[t] = ({out}){value};
     }}
 }}
