@@ -36,6 +36,7 @@ from dask.core import reverse_dict
 from dask.highlevelgraph import HighLevelGraph
 
 from hpcgpu.array.fused import force_all, fused_backends, run_step
+from hpcgpu.array.fused.batch import run_alike_chains
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
@@ -87,14 +88,23 @@ def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
 
 
 def _run_fused(steps: tuple, outkey, pushdown: bool) -> Any:
-    """Run one fused chain (:func:`chain_tasks`), dropping each value after its single use."""
-    values: dict = {}
+    """Run one fused tree: its groups of alike block chains as one kernel each
+    (:mod:`hpcgpu.array.fused.batch`), then the rest step by step (:func:`_run_steps`)."""
     backends = fused_backends()  # block chains as generated kernels (hpcgpu.array.fused)
+    values: dict = {}
+    if backends:
+        values, steps = run_alike_chains(steps, lambda chain: _run_steps(chain, {}, pushdown, backends)[chain[-1].key],
+                                         backends)
+    return force_all(_run_steps(steps, values, pushdown, backends)[outkey])
+
+
+def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict:
+    """Run ``steps`` (:func:`chain_tasks`) into ``values``, dropping each value after its single use."""
     for task in chain_tasks(steps, pushdown):
         values[task.key] = run_step(task, values, backends) if backends else task(values)
         for key in task.dependencies:
             del values[key]  # a GPU block goes back to the pool before the next is made
-    return force_all(values[outkey])
+    return values
 
 
 def _exclusive_leaf_counts(deps: dict, dependents: dict, keys: set, width: int) -> dict:

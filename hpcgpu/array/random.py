@@ -17,13 +17,34 @@ import numpy as np
 
 import dask.array as da
 from dask.array.core import normalize_chunks
+from dask.blockwise import blockwise
+from dask.layers import ArrayBlockIdDep
 
 from hpcgpu.array.fused.runner import lazy_random_block
 from hpcgpu.array.optimization import mark
 from hpcgpu.array.philox import philox_block
 from hpcgpu.backends import resolve_backend
 
-__all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed"]
+__all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed", "RandomBlocks"]
+
+
+class RandomBlocks(ArrayBlockIdDep):
+    """The block index of a random array's block, as its generator takes it.
+
+    Dask's own ``ArrayBlockIdDep``, under a name of hpcgpu's: a block-local layer whose
+    only per-block input is this makes the same expression for every block of one shape,
+    up to the blocks' keys (:mod:`hpcgpu.array.fused.batch` records it once for all).
+    """
+
+    def block_shape(self, idx: tuple) -> tuple:
+        """The shape of block ``idx``.
+
+        Examples
+        --------
+        >>> RandomBlocks(((3, 3, 2), (4,))).block_shape((2, 0))
+        (2, 4)
+        """
+        return tuple(chunk[i] for i, chunk in zip(idx, self.chunks))
 
 
 def block_seed(seed: int, block_id: tuple[int, ...]) -> int:
@@ -85,8 +106,10 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     # each positional argument into every block's task, which costs far more than the
     # block's GPU work for a nested ``chunks`` tuple; one shared partial pickles once
     make = functools.partial(_make_block, backend, seed, method, args, dtype.str, chunks)
-    return mark(da.map_blocks(make, chunks=chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype),
-                         name=f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}"))
+    name = f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}"
+    index = tuple(range(len(shape)))
+    layer = blockwise(make, name, index, RandomBlocks(chunks), index, numblocks={})
+    return mark(da.Array(layer, name, chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype)))
 
 
 def _make_block(backend, seed, method, args, dtype, chunks, block_id=None):

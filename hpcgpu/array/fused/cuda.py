@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcgpu.array.fused.codegen import _THREADS, check_loop, check_reduction, kernel_source
+from hpcgpu.array.fused.codegen import (_THREADS, BATCH_KEY_WORDS, batch_kernel_source, check_loop,
+                                        check_reduction, kernel_source)
 from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
 
-__all__ = ["evaluate", "signature", "kernel_source", "check_loop", "check_reduction"]
+__all__ = ["evaluate", "evaluate_batch", "signature", "kernel_source", "check_loop", "check_reduction"]
 
 
 def signature(node: Node, leaves: list, seen: dict):
@@ -80,7 +81,48 @@ def evaluate(node: Node):
         return out
     partials = cupy.empty((plan["outputs"], plan["parts"]), dtype=node.dtype)
     kernel((plan["outputs"] * plan["parts"],), (_THREADS,), (*args, partials))
-    if plan["parts"] > 1:
-        combine = {"sum": cupy.sum, "prod": cupy.prod, "min": cupy.min, "max": cupy.max}[node.name]
-        partials = combine(partials, axis=1)
-    return partials.reshape(node.shape)
+    return _combined(node, partials).reshape(node.shape)
+
+
+def _combined(node: Reduce, partials):
+    """The partials' last axis reduced as ``node`` reduces (one partial: itself)."""
+    import cupy
+
+    if partials.shape[-1] == 1:
+        return partials[..., 0]
+    combine = {"sum": cupy.sum, "prod": cupy.prod, "min": cupy.min, "max": cupy.max}[node.name]
+    return combine(partials, axis=-1)
+
+
+#: the kernel parameter that carries a batch's keys: BATCH_KEY_WORDS 32-bit words
+_KEY_TABLE = np.dtype({"names": ["w"], "formats": [(np.uint32, (BATCH_KEY_WORDS,))]})
+
+
+def evaluate_batch(node: Reduce, block_ids: list):
+    """The values of ``node`` for each block of ``block_ids`` (its random leaves drawn from
+    that block), stacked: launches of one kernel, each over up to ``plan["batch"]`` blocks
+    whose keys travel by value in the launch's parameters (no host-to-device copy, which
+    would wait for the GPU). ``node``'s leaves are random leaves alone.
+    """
+    import cupy
+
+    from hpcgpu.array.random import block_seed
+
+    leaves: list = []
+    key = ("batch", signature(node, leaves, {}))
+    if key not in _KERNELS:
+        source, plan = batch_kernel_source(node)
+        _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=("--std=c++17", "--fmad=false")), plan)
+    kernel, plan = _KERNELS[key]
+    seeds = np.array([[block_seed(leaf.seed, block_id) for leaf in leaves] for block_id in block_ids], dtype=np.uint64)
+    words = np.empty(seeds.shape + (2,), dtype=np.uint32)
+    words[..., 0], words[..., 1] = seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)
+    words = words.reshape(len(block_ids), -1)
+    per_block = plan["outputs"] * plan["parts"]
+    partials = cupy.empty((len(block_ids), plan["outputs"], plan["parts"]), dtype=node.dtype)
+    for start in range(0, len(block_ids), plan["batch"]):
+        rows = words[start:start + plan["batch"]]
+        table = np.zeros((), dtype=_KEY_TABLE)
+        table["w"][:rows.size] = rows.ravel()
+        kernel((len(rows) * per_block,), (_THREADS,), (table, partials[start:start + len(rows)]))
+    return _combined(node, partials).reshape((len(block_ids),) + node.shape)

@@ -20,7 +20,8 @@ import operator
 
 import numpy as np
 
-__all__ = ["Unsupported", "LazyBlock", "RandomLeaf", "ArrayLeaf", "Map", "Slice", "Reduce", "force_all"]
+__all__ = ["Unsupported", "LazyBlock", "RandomLeaf", "ArrayLeaf", "Map", "Slice", "Reduce", "force_all", "leaves_of",
+           "with_keys"]
 
 
 class Unsupported(TypeError):
@@ -233,6 +234,58 @@ for _name, (_fn, _ufunc) in _OPERATORS.items():
     if _name not in ("gt", "ge", "lt", "le", "eq", "ne"):
         setattr(LazyBlock, f"__r{_name}__", _reflected)
 LazyBlock.__hash__ = None
+
+
+def leaves_of(node: Node, found: dict | None = None) -> list:
+    """The leaves of ``node`` (each once), in the order the expression first reaches them.
+
+    Examples
+    --------
+    >>> x = LazyBlock(ArrayLeaf(np.ones((2, 2))), "numpy")
+    >>> [type(leaf).__name__ for leaf in leaves_of((x * x + 1)[::2].node)]
+    ['ArrayLeaf']
+    """
+    found = {} if found is None else found
+    if isinstance(node, (RandomLeaf, ArrayLeaf)):
+        found.setdefault(id(node), node)
+    elif isinstance(node, Map):
+        for arg in node.args:
+            if isinstance(arg, Node):
+                leaves_of(arg, found)
+    else:
+        leaves_of(node.child, found)
+    return list(found.values())
+
+
+def with_keys(node: Node, keys: dict, memo: dict | None = None) -> Node:
+    """``node`` with each random leaf ``id(leaf)`` in ``keys`` drawn from the block
+    ``keys[id(leaf)] = (key, block_id)`` instead (the rest of the expression shared).
+
+    Examples
+    --------
+    >>> leaf = RandomLeaf("numpy", 0, "uniform", (0.0, 1.0), "float64", (2, 2), 7, (0, 0))
+    >>> moved = with_keys(Reduce(np.sum, "sum", leaf, (0, 1), "float64", True, {}), {id(leaf): (9, (1, 0))})
+    >>> moved.child.key, moved.child.block_id, moved.child.shape
+    (9, (1, 0), (2, 2))
+    """
+    memo = {} if memo is None else memo
+    if id(node) in memo:
+        return memo[id(node)]
+    if isinstance(node, RandomLeaf):
+        key, block_id = keys.get(id(node), (node.key, node.block_id))
+        new = RandomLeaf(node.backend, node.seed, node.method, node.args, node.dtype, node.shape, key, block_id)
+    elif isinstance(node, ArrayLeaf):
+        new = node
+    elif isinstance(node, Map):
+        args = [with_keys(a, keys, memo) if isinstance(a, Node) else a for a in node.args]
+        new = Map(node.fn, node.name, args, node.loop, node.shape)
+    elif isinstance(node, Slice):
+        new = Slice(with_keys(node.child, keys, memo), node.index)
+    else:
+        new = Reduce(node.fn, node.name, with_keys(node.child, keys, memo), node.axis, node.dtype, node.keepdims,
+                     node.kwargs)
+    memo[id(node)] = new
+    return new
 
 
 def force_all(value):

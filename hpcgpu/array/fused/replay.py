@@ -7,9 +7,9 @@ expressions capture (operands, their order, slices, axes, dtypes) against the ch
 
 from __future__ import annotations
 
-from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice
+from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, leaves_of, with_keys
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "evaluate_batch"]
 
 
 def evaluate(node: Node, memo: dict | None = None):
@@ -42,3 +42,21 @@ def evaluate(node: Node, memo: dict | None = None):
         raise TypeError(f"not a fused-expression node: {node!r}")
     memo[id(node)] = (node, value)  # the node too: its id stays unique while it is alive
     return value
+
+
+def evaluate_batch(node: Node, block_ids: list) -> list:
+    """The values of ``node`` for each block of ``block_ids``: its random leaves drawn from
+    that block (:func:`hpcgpu.array.fused.batch.run_alike_chains`), block by block.
+
+    Examples
+    --------
+    >>> leaf = RandomLeaf("numpy", 3, "uniform", (0.0, 1.0), "float64", (2, 2), 0, (0, 0))
+    >>> first, second = evaluate_batch(leaf, [(0, 0), (1, 0)])
+    >>> bool((first == evaluate(leaf)).all()), bool((first != second).any())
+    (True, True)
+    """
+    from hpcgpu.array.random import block_seed
+
+    leaves = leaves_of(node)
+    return [evaluate(with_keys(node, {id(leaf): (block_seed(leaf.seed, block_id), block_id) for leaf in leaves}))
+            for block_id in block_ids]
