@@ -20,7 +20,7 @@ __all__ = ["BlockStep", "build_blocks", "lazy_graph", "materialize_remaining"]
 
 
 class BlockStep:
-    """Block ``coords`` of the block-local Blockwise ``layer``.
+    """Block ``key`` (``(layer name, *coords)``) of the block-local Blockwise ``layer``.
 
     Pickled with its layer: the blocks of one fused task share the layer object, which
     pickle writes once.
@@ -28,13 +28,12 @@ class BlockStep:
 
     __slots__ = ("layer", "coords", "key", "dependencies")
 
-    def __init__(self, layer: Blockwise, coords: tuple, inputs: tuple):
-        self.layer, self.coords = layer, coords
-        self.key = (layer.output, *coords)
-        self.dependencies = tuple([(name, *coords) for name in inputs])
+    def __init__(self, layer: Blockwise, key: tuple, inputs: tuple):
+        self.layer, self.key, self.coords = layer, key, key[1:]
+        self.dependencies = tuple([(name,) + self.coords for name in inputs])
 
     def __reduce__(self):
-        return BlockStep, (self.layer, self.coords, tuple(k[0] for k in self.dependencies))
+        return BlockStep, (self.layer, self.key, tuple(k[0] for k in self.dependencies))
 
 
 def build_blocks(steps) -> dict:
@@ -97,18 +96,19 @@ def _block_local_inputs(layer) -> tuple | None:
 
 def lazy_graph(hlg: HighLevelGraph) -> dict:
     """``{key: Task or BlockStep}``: block-local Blockwise layers as BlockSteps, the rest
-    materialised and converted to tasks."""
-    lazy, concrete, all_keys = {}, {}, set()
-    for name, layer in hlg.layers.items():
-        inputs = _block_local_inputs(layer)
+    materialised and converted to tasks; layer by layer in dependency order, so that the
+    dict itself lists every key after the keys it depends on (almost always: a layer's
+    keys may depend on each other)."""
+    layers = [(name, hlg.layers[name], _block_local_inputs(hlg.layers[name])) for name in hlg._toposort_layers()]
+    all_keys: set = set()
+    for _, layer, _ in layers:
+        all_keys.update(layer.get_output_keys())
+    graph: dict = {}
+    for _, layer, inputs in layers:
         if inputs is None:
-            concrete.update(layer)
-            continue
-        for key in layer.get_output_keys():
-            lazy[key] = BlockStep(layer, tuple(key[1:]), inputs)
-    all_keys.update(lazy, concrete)
-    graph = convert_legacy_graph(concrete, all_keys)
-    graph.update(lazy)
+            graph.update(convert_legacy_graph(dict(layer), all_keys))
+        else:
+            graph.update((key, BlockStep(layer, key, inputs)) for key in layer.get_output_keys())
     return graph
 
 

@@ -32,7 +32,6 @@ from dask._task_spec import DataNode, Task, _execute_subgraph, fuse_linear_task_
 from dask.array.optimization import _optimize_slices
 from dask.array.optimization import optimize as dask_array_optimize
 from dask.blockwise import fuse_roots, optimize_blockwise
-from dask.core import reverse_dict
 from dask.highlevelgraph import HighLevelGraph
 
 from hpcgpu.array.fused import force_all, fused_backends, run_step
@@ -107,17 +106,35 @@ def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict
     return values
 
 
-def _exclusive_leaf_counts(deps: dict, dependents: dict, keys: set, width: int) -> dict:
+def _exclusive_leaf_counts(dsk: Mapping, dependents: dict, keys: set, width: int) -> dict:
+    """Leaves under each key whose subtree it owns exclusively, if at most ``width`` (else 0)."""
     counts: dict = {}
-    for key in _toposort(deps):
-        if not deps[key]:
+    order = dsk if _in_dependency_order(dsk) else _toposort({k: v.dependencies for k, v in dsk.items()})
+    for key in order:
+        deps = dsk[key].dependencies
+        if not deps:
             counts[key] = 1
             continue
-        owned = all(d in deps and counts.get(d) and len(dependents[d]) == 1 and d not in keys
-                    for d in deps[key])
-        total = sum(counts[d] for d in deps[key]) if owned else 0
-        counts[key] = total if 0 < total <= width else 0
+        total = 0
+        for d in deps:
+            count = counts.get(d)
+            if not count or d in keys or len(dependents[d]) != 1:
+                total = 0
+                break
+            total += count
+        counts[key] = total if total <= width else 0
     return counts
+
+
+def _in_dependency_order(dsk: Mapping) -> bool:
+    """Whether every key of ``dsk`` comes after the keys it depends on."""
+    seen: set = set()
+    for key, node in dsk.items():
+        for d in node.dependencies:
+            if d not in seen and d in dsk:
+                return False
+        seen.add(key)
+    return True
 
 
 def _toposort(deps: dict) -> list:
@@ -159,13 +176,12 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     min_leaves = width * width if min_leaves is None else min_leaves
     if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < min_leaves:
         return dict(dsk)
-    deps = {k: set(v.dependencies) for k, v in dsk.items()}
-    dependents = reverse_dict(deps)
-    counts = _exclusive_leaf_counts(deps, dependents, keys, width)
+    dependents = _dependents(dsk)
+    counts = _exclusive_leaf_counts(dsk, dependents, keys, width)
     out = dict(dsk)
     for key, count in counts.items():
-        parent_fused = any(counts.get(p) for p in dependents[key]) and key not in keys
-        if count < 2 or parent_fused:
+        # a tree's root: it owns 2+ leaves, and its dependent (if any) owns none
+        if count < 2 or (key not in keys and any(counts.get(p) for p in dependents[key])):
             continue
         order = _post_order(dsk, key)
         for k in order:
@@ -173,6 +189,16 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
         out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown)
     return out
+
+
+def _dependents(dsk: Mapping) -> dict:
+    """``{key: [keys that depend on it]}`` within ``dsk``."""
+    dependents: dict = {key: [] for key in dsk}
+    for key, node in dsk.items():
+        for d in node.dependencies:
+            if d in dependents:
+                dependents[d].append(key)
+    return dependents
 
 
 def _run_subgraph(plan: tuple, *dependencies) -> Any:
