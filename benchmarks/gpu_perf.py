@@ -277,11 +277,25 @@ def section_groupby(args, backend_df):
 
 
 def section_svd(args, backend):
-    for kind in ("hpcgpu",) + (("dask-cuda",) if args.dask_cuda else ()):
+    """hpcgpu.array.linalg.svd and, on the same workers, Dask's own; dask-cuda with Dask's."""
+    runs = [("hpcgpu", "hpcgpu"), ("hpcgpu", "dask")] + ([("dask-cuda", "dask")] if args.dask_cuda else [])
+    values = {}
+    for kind, linalg in runs:
         with cluster(kind, 1) as client:
             timing = W.run(W.svd(args.svd_rows, 1000 if not args.smoke else 50,
-                                 1000 if not args.smoke else 50, backend=backend), client, repeat=2)
-            record("svd", f"{kind}: da.linalg.svd {timing.workload.size}", 1, timing.seconds)
+                                 1000 if not args.smoke else 50, backend=backend, linalg=linalg), client, repeat=2)
+            values[(kind, linalg)] = timing.result
+            name = "hpcgpu.array.linalg.svd" if linalg == "hpcgpu" else "da.linalg.svd"
+            record("svd", f"{kind}: {name} {timing.workload.size}", 1, timing.seconds,
+                   note=_same_values(values, (kind, linalg)))
+
+
+def _same_values(values: dict, case) -> str:
+    """Whether ``case``'s singular values are those of the first run (they must be)."""
+    import numpy as np
+
+    first = next(iter(values.values()))
+    return "same singular values" if np.allclose(values[case], first, rtol=1e-9, atol=1e-9) else "DIFFERENT VALUES"
 
 
 def markdown() -> str:

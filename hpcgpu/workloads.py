@@ -110,8 +110,10 @@ def array_sum(n: int = 500_000, chunk: int = 10_000, *, seed: int = 0, backend=N
 
 
 def svd(rows: int = 300_000, cols: int = 1_000, chunk: int = 1_000, *, seed: int = 0,
-        backend=None) -> Workload:
-    """``u, s, v = da.linalg.svd(random((rows, cols), chunks=(chunk, chunk)))``, persisted.
+        backend=None, linalg: str = "hpcgpu") -> Workload:
+    """``u, s, v = svd(random((rows, cols), chunks=(chunk, chunk)))``, persisted: with
+    ``linalg="hpcgpu"`` :func:`hpcgpu.array.linalg.svd` (row blocks sized for the
+    cluster), with ``"dask"`` :func:`dask.array.linalg.svd` on the blocks as they are.
 
     Examples
     --------
@@ -120,13 +122,14 @@ def svd(rows: int = 300_000, cols: int = 1_000, chunk: int = 1_000, *, seed: int
     20
     """
     backend = resolve_backend("array", backend)
+    decompose = {"hpcgpu": ha.linalg.svd, "dask": da.linalg.svd}[linalg]
 
     def setup(client):
         x = ha.random.random((rows, cols), chunks=(chunk, chunk), seed=seed, backend=backend)
         return _persist(x, client)
 
     def compute(x, client):
-        u, s, v = _persist(da.linalg.svd(x), client)
+        u, s, v = _persist(decompose(x), client)
         return _get(ha.ascpu(s), client)
 
     return Workload("svd", f"{rows}x{cols} f8 ({chunk}^2)", rows * cols * 8, backend, setup, compute)

@@ -14,7 +14,7 @@ Examples
 
 import dask
 
-from hpcgpu.array import optimization, random
+from hpcgpu.array import linalg, optimization, random
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
 from hpcgpu.backends import resolve_backend
@@ -24,5 +24,5 @@ from hpcgpu.backends import resolve_backend
 if dask.config.get("array_optimize", None) is None:
     dask.config.set(array_optimize=optimization.optimize)
 
-__all__ = ["random", "optimization", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
+__all__ = ["random", "linalg", "optimization", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
            "backend_of", "resolve_backend"]
