@@ -22,6 +22,7 @@ import hpcgpu.array as ha
 import hpcgpu.array.optimization as optimization
 from hpcgpu.array.fused import batch
 from hpcgpu.array.fused.batch import NotAlike, chain_print, split_chains
+from hpcgpu.array.random import block_seed, block_seeds
 from test_fused import REDUCTION_RTOL, SOURCES, STEPS, build, compute
 
 
@@ -100,6 +101,15 @@ def test_blocks_in_memory_are_never_batched(counted):
     total = (ha.from_array(data, chunks=(4, 4), backend="cpu") + 1).sum()
     assert compute(total, True) == compute(total, False) == (data + 1).sum()
     assert counted["batched"] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.one_of(st.integers(0, 2**32), st.integers(0, 2**130)),
+       ids=st.lists(st.lists(st.integers(0, 2**32 - 1), min_size=0, max_size=4), min_size=1, max_size=8))
+def test_block_seeds_are_numpys_seed_sequence_keys(seed, ids):
+    ndim = len(ids[0])
+    ids = [tuple(b[:ndim]) + (0,) * (ndim - len(b)) for b in ids]  # one dimensionality per array
+    assert block_seeds(seed, ids).tolist() == [block_seed(seed, b) for b in ids]
 
 
 @settings(max_examples=60, deadline=None)

@@ -25,7 +25,8 @@ from hpcgpu.array.optimization import mark
 from hpcgpu.array.philox import philox_block
 from hpcgpu.backends import resolve_backend
 
-__all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed", "RandomBlocks"]
+__all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed", "block_seeds",
+           "RandomBlocks"]
 
 
 class RandomBlocks(ArrayBlockIdDep):
@@ -57,6 +58,60 @@ def block_seed(seed: int, block_id: tuple[int, ...]) -> int:
     """
     state = np.random.SeedSequence(seed, spawn_key=tuple(block_id)).generate_state(1, np.uint64)
     return int(state[0])
+
+
+# NumPy's SeedSequence constants (numpy/random/bit_generator.pyx)
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R, _MASK = 0xCA01F9DD, 0x4973F715, 0xFFFFFFFF
+
+
+def block_seeds(seed: int, block_ids) -> np.ndarray:
+    """:func:`block_seed` of many blocks of one array at once (NumPy's SeedSequence
+    arithmetic on arrays of 32-bit words, one element per block).
+
+    Examples
+    --------
+    >>> ids = [(0, 0), (0, 1), (7, 3)]
+    >>> block_seeds(42, ids).tolist() == [block_seed(42, b) for b in ids]
+    True
+    """
+    ids = np.asarray(block_ids, dtype=np.int64).reshape(len(block_ids), -1)
+    if ids.size and (ids.min() < 0 or ids.max() >= 2**32):  # such indices take 2 words: NumPy's own way
+        return np.array([block_seed(seed, tuple(b)) for b in ids.tolist()], dtype=np.uint64)
+    run = [int(w) for w in np.random.bit_generator._coerce_to_uint32_array(seed)]
+    if ids.shape[1] and len(run) < 4:
+        run += [0] * (4 - len(run))
+    n = len(ids)
+    entropy = [np.full(n, w, dtype=np.uint32) for w in run] + [ids[:, d].astype(np.uint32) for d in range(ids.shape[1])]
+    mult = _INIT_A
+
+    def hashmix(value):
+        nonlocal mult
+        value = value ^ np.uint32(mult)
+        mult = mult * _MULT_A & _MASK
+        value = value * np.uint32(mult)
+        return value ^ (value >> np.uint32(16))
+
+    def mix(x, y):
+        result = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y
+        return result ^ (result >> np.uint32(16))
+
+    with np.errstate(over="ignore"):
+        pool = [hashmix(entropy[i] if i < len(entropy) else np.zeros(n, np.uint32)) for i in range(4)]
+        for src in range(4):
+            for dst in range(4):
+                if src != dst:
+                    pool[dst] = mix(pool[dst], hashmix(pool[src]))
+        for src in range(4, len(entropy)):
+            for dst in range(4):
+                pool[dst] = mix(pool[dst], hashmix(entropy[src]))
+        words, mult = [], _INIT_B
+        for i in range(2):  # generate_state(1, uint64): two words, little end first
+            value = pool[i] ^ np.uint32(mult)
+            mult = mult * _MULT_B & _MASK
+            value = value * np.uint32(mult)
+            words.append(value ^ (value >> np.uint32(16)))
+    return words[0].astype(np.uint64) | (words[1].astype(np.uint64) << np.uint64(32))
 
 
 def _block(backend, seed, method, args, dtype, shape, block_id=None):

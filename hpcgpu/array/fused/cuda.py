@@ -106,7 +106,7 @@ def evaluate_batch(node: Reduce, block_ids: list):
     """
     import cupy
 
-    from hpcgpu.array.random import block_seed
+    from hpcgpu.array.random import block_seeds
 
     leaves: list = []
     key = ("batch", signature(node, leaves, {}))
@@ -114,15 +114,16 @@ def evaluate_batch(node: Reduce, block_ids: list):
         source, plan = batch_kernel_source(node)
         _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=("--std=c++17", "--fmad=false")), plan)
     kernel, plan = _KERNELS[key]
-    seeds = np.array([[block_seed(leaf.seed, block_id) for leaf in leaves] for block_id in block_ids], dtype=np.uint64)
+    seeds = np.stack([block_seeds(leaf.seed, block_ids) for leaf in leaves], axis=1)  # (blocks, leaves)
     words = np.empty(seeds.shape + (2,), dtype=np.uint32)
     words[..., 0], words[..., 1] = seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)
     words = words.reshape(len(block_ids), -1)
     per_block = plan["outputs"] * plan["parts"]
     partials = cupy.empty((len(block_ids), plan["outputs"], plan["parts"]), dtype=node.dtype)
-    for start in range(0, len(block_ids), plan["batch"]):
-        rows = words[start:start + plan["batch"]]
+    launches = -(-len(block_ids) // plan["batch"])
+    bounds = np.linspace(0, len(block_ids), launches + 1).round().astype(int)  # even launches: no small last wave
+    for start, stop in zip(bounds, bounds[1:]):
         table = np.zeros((), dtype=_KEY_TABLE)
-        table["w"][:rows.size] = rows.ravel()
-        kernel((len(rows) * per_block,), (_THREADS,), (table, partials[start:start + len(rows)]))
+        table["w"][:(stop - start) * words.shape[1]] = words[start:stop].ravel()
+        kernel(((stop - start) * per_block,), (_THREADS,), (table, partials[start:stop]))
     return _combined(node, partials).reshape((len(block_ids),) + node.shape)

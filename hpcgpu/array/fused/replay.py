@@ -55,8 +55,9 @@ def evaluate_batch(node: Node, block_ids: list) -> list:
     >>> bool((first == evaluate(leaf)).all()), bool((first != second).any())
     (True, True)
     """
-    from hpcgpu.array.random import block_seed
+    from hpcgpu.array.random import block_seeds
 
     leaves = leaves_of(node)
-    return [evaluate(with_keys(node, {id(leaf): (block_seed(leaf.seed, block_id), block_id) for leaf in leaves}))
-            for block_id in block_ids]
+    keys = [block_seeds(leaf.seed, block_ids) for leaf in leaves]
+    return [evaluate(with_keys(node, {id(leaf): (int(k[i]), block_id) for leaf, k in zip(leaves, keys)}))
+            for i, block_id in enumerate(block_ids)]
