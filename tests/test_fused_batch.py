@@ -152,3 +152,13 @@ def test_gpu_the_array_sum_runs_as_batches(counted):
     got = float(cupy.asnumpy(compute(total, True)))
     assert counted["batched"] == 400 and counted["recorded"] < 400
     assert got == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("one,other", [(1.0, np.float64(1.0)), (0.0, -0.0), (1, True), (1, 1.0),
+                                       (np.float32(2), np.float64(2)), ((1, 2), [1, 2]),
+                                       (slice(0, 4, 2), slice(0, 4, 1)), ("a", b"a")])
+def test_prints_tell_apart_constants_that_compute_differently(one, other):
+    from hpcgpu.array.fused.batch import _value
+
+    assert _value(one, None) != _value(other, None)
+    assert _value(one, None) == _value(one, None)

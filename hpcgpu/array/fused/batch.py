@@ -115,10 +115,10 @@ def _value(value, refs: dict | None):
         return value
     if isinstance(value, (bool, int, complex)):
         return (type(value).__name__, value)
+    if isinstance(value, np.generic):  # before float: np.float64 is one, but promotes unlike it
+        return ("scalar", value.dtype.str, value.tobytes())
     if isinstance(value, float):
         return ("float", value.hex())  # tells -0.0 from 0.0
-    if isinstance(value, np.generic):
-        return ("scalar", value.dtype.str, value.tobytes())
     if isinstance(value, np.dtype):
         return ("dtype", value)
     if isinstance(value, slice):
