@@ -162,3 +162,20 @@ def test_prints_tell_apart_constants_that_compute_differently(one, other):
 
     assert _value(one, None) != _value(other, None)
     assert _value(one, None) == _value(one, None)
+
+
+def test_only_functions_known_to_be_pure_make_chains_alike():
+    import functools
+    import operator
+
+    from dask.array.chunk import getitem
+    from toolz import compose
+
+    from hpcgpu.array.fused.batch import _function
+
+    for func in (np.add, getitem, operator.add, tuple, getattr, functools.partial(np.sum, axis=1),
+                 compose(np.sum, np.abs), operator.methodcaller("astype", "f4")):
+        assert _function(func) == _function(func)
+    for func in (next, print, compose(np.sum, lambda x: x), functools.partial(lambda x: x), lambda x: x):
+        with pytest.raises(NotAlike):
+            _function(func)

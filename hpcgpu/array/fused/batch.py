@@ -32,8 +32,9 @@ from hpcgpu.array.lazy_blocks import BlockStep
 __all__ = ["split_chains", "chain_print", "run_alike_chains", "NotAlike"]
 
 #: top-level modules whose functions are pure by their contract (equal calls, equal values)
-_PURE = frozenset({"dask", "numpy", "operator", "_operator", "hpcgpu", "cupy", "cupyx", "builtins", "math",
-                   "toolz", "tlz", "functools"})
+_PURE = frozenset({"dask", "numpy", "operator", "_operator", "hpcgpu", "cupy", "cupyx", "math"})
+#: builtins that are pure (not ``next``, ``print``, ``open``...), and builtin types
+_PURE_BUILTINS = frozenset({getattr, len, abs, min, max, sum, round, divmod, pow, isinstance})
 
 
 #: argument types whose values print as themselves (with their type: 1 and True differ)
@@ -72,20 +73,22 @@ def split_chains(steps) -> list[list]:
 
 def _function(func):
     """A hashable stand-in for ``func``, or NotAlike for a function not known to be pure."""
-    if isinstance(func, np.ufunc):
+    if isinstance(func, np.ufunc) or isinstance(func, type(len)) and func in _PURE_BUILTINS:
         return func
     if isinstance(func, functools.partial):
         return ("partial", _function(func.func), _value(func.args, None), _value(func.keywords, None))
     if isinstance(func, (operator.itemgetter, operator.attrgetter, operator.methodcaller)):
         return ("operator", repr(func))
-    module = getattr(func, "__module__", None) or type(func).__module__
-    if (module or "").split(".")[0] not in _PURE:
-        raise NotAlike(f"{func!r} of {module}")
-    try:
-        hash(func)
-    except TypeError:
-        return ("id", id(func))
-    return func
+    if type(func).__name__ == "Compose" and hasattr(func, "funcs"):  # toolz's: pure if its parts are
+        return ("compose", _function(func.first), tuple(_function(f) for f in func.funcs))
+    module = (func.__module__ if isinstance(func, type) else getattr(func, "__module__", None)) or ""
+    if isinstance(func, type) and module == "builtins" or module.split(".")[0] in _PURE:
+        try:
+            hash(func)
+        except TypeError:
+            return ("id", id(func))
+        return func
+    raise NotAlike(f"{func!r} of {module or 'unknown module'}")
 
 
 def _value(value, refs: dict | None):
