@@ -282,8 +282,11 @@ def batch_kernel_source(node: Reduce) -> tuple[str, dict]:
     return _PRELUDE + table + body, {**plan, "batch": batch, "leaves": leaves}
 
 
-#: thread blocks a reduction kernel aims at per launch: several waves on any GPU
-_GRID = 8192
+#: thread blocks a reduction kernel aims at per launch: 25+ waves on an H200 (132 SMs x 8), so the
+#: last, partial wave costs little
+_GRID = 32768
+#: rows (thread blocks' worth of work) below which the flattened loop fills the GPU better
+_MIN_ROWS = 1024
 
 
 def _loop(node: Reduce, names: list, index: str, blocks: int) -> tuple[str, str, int]:
@@ -295,7 +298,7 @@ def _loop(node: Reduce, names: list, index: str, blocks: int) -> tuple[str, str,
     outputs = int(np.prod([n for d, n in enumerate(shape) if d not in axes], dtype=np.int64))
     inner, outer = axes[-1], axes[:-1]
     rows = int(np.prod([shape[d] for d in outer], dtype=np.int64))
-    if shape[inner] >= _THREADS and rows * outputs * blocks >= _GRID // 8:
+    if shape[inner] >= _THREADS and rows * outputs * blocks >= _MIN_ROWS:
         parts = max(1, min(rows, -(-_GRID // (blocks * outputs))))
         head = (f"for ({index} o = p; o < {rows}; o += parts) {{\n"
                 f"        {_unravel('o', [shape[d] for d in outer], [names[d] for d in outer], index)}\n"
