@@ -101,26 +101,33 @@ def _random(args):
 
 
 def _transpose_sum(client, args) -> dict:
-    from dask.graph_manipulation import clone
     from distributed import wait
 
-    x = _random(args).persist()
-    wait(x)
-    times = []
+    times, moved = [], []
     for _ in range(args.warmup + args.repeat):
-        # fresh keys every repeat (x itself is kept): the same keys would find the last
-        # repeat's result still in memory and measure nothing
-        expr = clone((x + x.T).sum(), omit=x)
+        # a fresh x every repeat: with one x, the warm-up's copies of fetched chunks stay on
+        # the workers until Dask's memory manager drops them (every 2 s), so whether a repeat
+        # moves any chunk at all depended on timing (seen: 60 MB, then 4 MB, then nothing)
+        x = _random(args).persist()
+        wait(x)
+        since = time.time()
         start = time.perf_counter()
-        y = client.persist(expr)
+        y = client.persist((x + x.T).sum())
         wait(y)
         times.append(time.perf_counter() - start)
-    value = client.submit(float, y).result()
+        moved.append(sum(client.run(_bytes_received_since, since=since).values()))
+        value = client.submit(float, y).result()
+        nbytes = x.nbytes
+        del x, y
     timed = times[args.warmup:]
-    nbytes = x.nbytes
-    del x, y
-    return {"nbytes": nbytes, "times_s": timed, "median_s": statistics.median(timed),
-            "best_s": min(timed), "gib_per_s": nbytes / statistics.median(timed) / GIB, "value": value}
+    return {"nbytes": nbytes, "times_s": timed, "bytes_moved": moved[args.warmup:],
+            "median_s": statistics.median(timed), "best_s": min(timed),
+            "gib_per_s": nbytes / statistics.median(timed) / GIB, "value": value}
+
+
+def _bytes_received_since(dask_worker, since: float) -> int:
+    """Bytes this worker fetched from its peers since ``since`` (its transfer log)."""
+    return int(sum(entry["total"] for entry in dask_worker.transfer_incoming_log if entry["start"] >= since))
 
 
 def _make(nbytes: int, tag: int, cpu: bool):

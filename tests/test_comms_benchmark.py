@@ -24,6 +24,8 @@ def test_comms_benchmark_runs_a_ucx_case_and_writes_its_results(tmp_path):
     (record,) = report["records"]
     # (x + x.T).sum() = 2 * x.sum() for uniform [0, 1) numbers: about 400 * 400
     assert 150_000 < record["transpose_sum"]["value"] < 170_000
+    # a fresh x per repeat: the transpose moves off-diagonal chunks between the 2 workers
+    assert all(moved > 0 for moved in record["transpose_sum"]["bytes_moved"]), record["transpose_sum"]
     assert sorted(w["cuda_visible_devices"] for w in record["workers"].values()) == ["0", "1"]
     assert all(address.startswith("ucx://127.0.0.1:") for address in record["workers"])
     assert record["p2p"][0]["bytes"] == 2**20 and record["p2p"][0]["transfer_gib_per_s"] > 0
