@@ -30,7 +30,7 @@ class BlockStep:
 
     def __init__(self, layer: Blockwise, key: tuple, inputs: tuple):
         self.layer, self.key, self.coords = layer, key, key[1:]
-        self.dependencies = tuple([(name,) + self.coords for name in inputs])
+        self.dependencies = tuple(dict.fromkeys([(name,) + self.coords for name in inputs]))  # x + x: x once
 
     def __reduce__(self):
         return BlockStep, (self.layer, self.key, tuple(k[0] for k in self.dependencies))

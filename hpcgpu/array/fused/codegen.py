@@ -289,28 +289,33 @@ _GRID = 32768
 _MIN_ROWS = 1024
 
 
-def _loop(node: Reduce, names: list, index: str, blocks: int) -> tuple[str, str, int]:
-    """``(loop head, loop tail, parts)``: how a thread block walks its share of the reduced
-    elements. Rows by thread blocks and the last reduced axis across the threads when
-    that axis fills the threads and there are rows enough (indices advance by additions);
-    else the flattened reduced index, split into coordinates per element."""
+def _loop(node: Reduce, names: list, blocks: int) -> tuple[str, str, int, str]:
+    """``(loop head, loop tail, parts, index type)``: how a thread block walks its share of
+    the reduced elements. Rows by thread blocks and the last reduced axis across the
+    threads when that axis fills the threads and there are rows enough (indices advance by
+    additions); else the flattened reduced index, split into coordinates per element.
+    Indices are 32-bit where every value they take fits."""
     shape, axes = node.child.shape, list(node.axis)
     outputs = int(np.prod([n for d, n in enumerate(shape) if d not in axes], dtype=np.int64))
     inner, outer = axes[-1], axes[:-1]
     rows = int(np.prod([shape[d] for d in outer], dtype=np.int64))
-    if shape[inner] >= _THREADS and rows * outputs * blocks >= _MIN_ROWS:
+    reduced = rows * shape[inner]
+    by_rows = shape[inner] >= _THREADS and rows * outputs * blocks >= _MIN_ROWS
+    if by_rows:
         parts = max(1, min(rows, -(-_GRID // (blocks * outputs))))
+    else:
+        parts = _parts(reduced, outputs) if blocks == 1 else max(1, min(_parts(reduced, outputs), -(-_GRID // (
+            blocks * outputs))))
+    index = "int" if max(reduced + parts * _THREADS, outputs * parts) < 2**31 else "long long"
+    if by_rows:
         head = (f"for ({index} o = p; o < {rows}; o += parts) {{\n"
                 f"        {_unravel('o', [shape[d] for d in outer], [names[d] for d in outer], index)}\n"
                 f"        for ({index} {names[inner]} = threadIdx.x; {names[inner]} < {shape[inner]}; "
                 f"{names[inner]} += {_THREADS}) {{")
-        return head, "}\n    }", parts
-    reduced = rows * shape[inner]
-    parts = _parts(reduced, outputs) if blocks == 1 else max(1, min(_parts(reduced, outputs), -(-_GRID // (
-        blocks * outputs))))
+        return head, "}\n    }", parts, index
     head = (f"for ({index} r = p * {_THREADS} + threadIdx.x; r < {reduced}; r += parts * {_THREADS}) {{\n"
             f"        {_unravel('r', [shape[d] for d in axes], [names[d] for d in axes], index)}")
-    return head, "}", parts
+    return head, "}", parts, index
 
 
 def _reduce_body(node: Reduce, emitter: _Emitter) -> tuple[str, dict]:
@@ -320,8 +325,7 @@ def _reduce_body(node: Reduce, emitter: _Emitter) -> tuple[str, dict]:
     outputs = int(np.prod([child.shape[d] for d in kept], dtype=np.int64))
     reduced = int(np.prod([child.shape[d] for d in node.axis], dtype=np.int64))
     acc, combine = C_TYPES[node.dtype.name], _COMBINE[node.name]
-    index = "int" if reduced + outputs * 2048 * _THREADS < 2**31 else "long long"
-    head, tail, parts = _loop(node, names, index, max(emitter.batch, 1))
+    head, tail, parts, index = _loop(node, names, max(emitter.batch, 1))
     value = emitter.emit(child, names)  # before the parameter list: emitting collects it
     if emitter.batch:  # one launch, many blocks: block b's partials follow block b - 1's
         params = ["const KeyTable keys", f"{acc}* out"]
