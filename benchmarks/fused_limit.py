@@ -26,6 +26,17 @@ from hpcgpu.array.random import block_seed  # noqa: E402
 
 _THREADS, _PARTS = 256, 64
 
+#: each thread's ``acc`` summed over the thread block (256 threads), written to out[blockIdx.x]
+BLOCK_SUM = r"""
+    __shared__ double buf[256];
+    buf[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = buf[0];"""
+
 _KERNEL = _PRELUDE + r"""
 extern "C" __global__ void array_sum_limit(const unsigned long long* keys, long long chunk, long long parts,
                                            double* out) {
@@ -35,14 +46,7 @@ extern "C" __global__ void array_sum_limit(const unsigned long long* keys, long 
     for (long long row = 2 * p; row < chunk; row += 2 * parts)  // [::2, ::2]: even rows and columns
         for (long long col = 2 * threadIdx.x; col < chunk; col += 2 * blockDim.x)
             acc += rand_normal_f64(row * chunk + col, (unsigned int)key, (unsigned int)(key >> 32), 10.0, 1.0) + 1.0;
-    __shared__ double buf[256];
-    buf[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = buf[0];
+""" + BLOCK_SUM + """
 }
 """
 

@@ -76,3 +76,24 @@ def test_the_array_sum_walks_rows_and_the_1d_sum_the_flattened_index():
     flat = kernel_source(np.sum(random((1_000_000,)), axis=(0,), keepdims=True).node)[0]
     assert "for (int o = p; o < 5000; o += parts)" in rows and "i1 += 256" in rows
     assert "r += parts * 256" in flat and "o += parts" not in flat
+
+
+def _benchmark_kernels():
+    import sys
+
+    from conftest import ROOT
+
+    for folder in ("benchmarks", "benchmarks/gpu"):
+        if str(ROOT / folder) not in sys.path:
+            sys.path.insert(0, str(ROOT / folder))
+    import fused_limit
+    import kernel_variants
+
+    yield "fused_limit", fused_limit._KERNEL
+    for name in kernel_variants._KERNELS:
+        yield f"kernel_variants {name}", kernel_variants.source(name)
+
+
+@pytest.mark.parametrize("name,source", list(_benchmark_kernels()), ids=[name for name, _ in _benchmark_kernels()])
+def test_the_benchmarks_hand_written_kernels_compile(name, source, tmp_path):
+    _compiles(source, tmp_path, name)

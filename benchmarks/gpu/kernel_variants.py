@@ -22,7 +22,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # fused_limit
 
+from fused_limit import BLOCK_SUM  # noqa: E402
 from hpcgpu.array.fused.codegen import _PRELUDE  # noqa: E402
 from hpcgpu.array.random import block_seed  # noqa: E402
 
@@ -86,19 +88,8 @@ extern "C" __global__ void k(const unsigned int* keys, int chunk, int parts, dou
 }""",
 }
 
-_REDUCE = r"""
-    __shared__ double buf[256];
-    buf[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = buf[0];"""
-
-
 def source(name: str) -> str:
-    body = _KERNELS[name].replace("REDUCE", _REDUCE)
+    body = _KERNELS[name].replace("REDUCE", BLOCK_SUM)
     return _PRELUDE + "#define ELEMENT(i) " + _ELEMENT.format(i="(i)") + "\n" + body
 
 
