@@ -3,6 +3,7 @@
 The functions return plain :class:`dask.array.Array` objects (made through Dask's own
 ``array.backend`` dispatch and ``to_backend``), so the rest of ``dask.array`` works on
 them: reductions, slicing, ``dot``, ``linalg.svd``/``qr``, ``map_blocks``.
+:mod:`hpcgpu.array.linalg` has ``svd`` and ``qr`` on row blocks sized for the cluster.
 
 Examples
 --------
