@@ -11,7 +11,7 @@ dependent, the leaves are generated in the graph) and has at most ``width`` leav
 one task, which runs its blocks one after the other and frees each intermediate as soon
 as it is used: the same operations on the same blocks, in about ``1/width`` as many
 tasks. The width follows the cluster (``hpcgpu.array.fuse-width: auto``, the default):
-about four tasks per worker thread, at least 16 leaves each (:func:`auto_width`), in graphs
+about 16 tasks per worker thread, at least 16 leaves each (:func:`auto_width`), in graphs
 of at least 256 leaves. A fixed width applies to graphs of at least ``width ** 2`` leaves,
 and ``hpcgpu.array.fuse-width = 0`` turns the pass off.
 
@@ -264,10 +264,11 @@ def optimize(dsk, keys, **kwargs):
         return _optimize(dsk, list(dask.core.flatten(keys)), width)
 
 
-#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at: enough for
-#: every thread to stay busy while the scheduler hands out the next, few enough that each
-#: task's scheduler round trip is small beside its work
-TASKS_PER_THREAD = 4
+#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
+#: chains batched, a task costs little Python, and smaller tasks get the GPU going sooner:
+#: array-sum on one H200, best of 3 twice: 4 per thread (9 tasks) 0.82 s, 8 (21) 0.71-0.76 s,
+#: 16 (57) 0.71 s (benchmarks/results/h200/tasks-per-thread-2026-11-23.txt)
+TASKS_PER_THREAD = 16
 
 
 def auto_width(leaves: int, threads: int) -> int:
@@ -277,7 +278,7 @@ def auto_width(leaves: int, threads: int) -> int:
     Examples
     --------
     >>> auto_width(2500, 1), auto_width(2500, 2), auto_width(2500, 4), auto_width(2500, 64)
-    (625, 312, 156, 16)
+    (156, 78, 39, 16)
     """
     return max(DEFAULT_WIDTH, leaves // max(1, TASKS_PER_THREAD * threads))
 
