@@ -29,6 +29,17 @@ def test_cpu_fallback_runs_the_same_worker_plumbing():
         client.wait_for_workers(3, timeout=60)
 
 
+def test_workers_keep_start_up_objects_out_of_full_collections_and_the_user_process_is_untouched():
+    import gc
+
+    before = gc.get_freeze_count()
+    with LocalGPUCluster(n_workers=1, gpus=[], dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        (frozen,) = client.run(lambda: __import__("gc").get_freeze_count()).values()
+        assert frozen > 10_000  # modules, Dask, distributed: about 80,000 here without a GPU
+    assert gc.get_freeze_count() == before
+
+
 def test_bad_options_fail_before_anything_starts():
     with pytest.raises(ValueError, match="device_memory_limit='x'"):
         LocalGPUCluster(device_memory_limit="x", gpus=[])

@@ -143,3 +143,26 @@ def test_a_worker_closing_during_a_heartbeat_logs_no_traceback(caplog):
         status = asyncio.run(close_during_a_heartbeat())
     assert status == "closed"
     assert "during heartbeat" not in caplog.text and "Traceback" not in caplog.text, caplog.text
+
+
+def test_an_in_process_gpu_worker_freezes_start_up_objects_and_hands_the_collector_back(monkeypatch):
+    """As in hpcgpu.mpi.initialize(exit=False): the worker runs inside a user's script,
+    which goes on after it; what the worker froze must be collectable again."""
+    import asyncio
+    import gc
+
+    from distributed import Scheduler
+
+    from hpcgpu.worker.gpuworker import GPUWorker
+
+    monkeypatch.setenv("HPCGPU_CPU_AFFINITY", "0")  # this test process keeps its cores
+
+    async def run_a_worker():
+        async with Scheduler(dashboard_address=":0", port=0) as scheduler:
+            async with GPUWorker(scheduler.address, nthreads=1) as worker:
+                return gc.get_freeze_count(), worker
+
+    assert gc.get_freeze_count() == 0
+    during, worker = asyncio.run(run_a_worker())
+    assert worker.status.name == "closed"
+    assert during > 10_000 and gc.get_freeze_count() == 0

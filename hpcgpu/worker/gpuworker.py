@@ -8,6 +8,7 @@ worker's ``data=``, fixed at construction (as in dask-cuda's ``CUDAWorker``).
 
 from __future__ import annotations
 
+import gc
 import os
 
 from distributed import Worker
@@ -17,7 +18,7 @@ from hpcgpu.worker.gpusetup import GPUSetup, apply_cpu_affinity, device_data, lo
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.walltime import install_drain
 
-__all__ = ["GPUWorker", "prepare_gpu"]
+__all__ = ["GPUWorker", "prepare_gpu", "freeze_startup_objects"]
 
 
 def _device_memory() -> tuple[int, int] | None:
@@ -59,6 +60,34 @@ def prepare_gpu(setup: GPUSetup, gpu: str | None, worker_kwargs: dict) -> dict:
     return done
 
 
+def freeze_startup_objects() -> int:
+    """Keep what the process holds now out of the garbage collector's full collections.
+
+    A full collection walks every tracked object. A GPU worker holds about 200,000 of them
+    after start-up (modules, CuPy, RMM, Dask), and on an H200 host each full collection
+    took 0.10-0.13 s, during which no task started; after freezing, 0.006-0.019 s. Those
+    objects live as long as the process, so walking them frees nothing. distributed's own
+    ``dask worker`` command tunes its collector too.
+
+    Returns the number of objects frozen: 0, and nothing done, where some were frozen
+    already (by the code that started the worker in its own process).
+
+    Examples
+    --------
+    >>> import gc
+    >>> freeze_startup_objects() > 0 and gc.get_freeze_count() > 0
+    True
+    >>> freeze_startup_objects()
+    0
+    >>> gc.unfreeze()
+    """
+    if gc.get_freeze_count():
+        return 0
+    gc.collect()  # garbage frozen now would never be freed
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 class GPUWorker(Worker):
     """A Dask worker that owns one GPU: RMM pool, CuPy on RMM, spilling, CPU affinity.
 
@@ -72,7 +101,20 @@ class GPUWorker(Worker):
         super().__init__(*args, **kwargs)
 
     async def start_unsafe(self):
-        """Start, then drain (retire gracefully) on SIGUSR1/SIGUSR2 instead of dying."""
+        """Start, then drain (retire gracefully) on SIGUSR1/SIGUSR2 instead of dying, and
+        keep the start-up objects out of full collections (:func:`freeze_startup_objects`)."""
         await super().start_unsafe()
         install_drain(self)
+        self._hpcgpu_frozen = freeze_startup_objects()
         return self
+
+    async def close(self, *args, **kwargs):
+        """Close, and give the collector back what :meth:`start_unsafe` froze: a worker
+        started inside a user's script (``hpcgpu.mpi.initialize(exit=False)``) hands the
+        process back as it found it."""
+        try:
+            return await super().close(*args, **kwargs)
+        finally:
+            if getattr(self, "_hpcgpu_frozen", 0):
+                self._hpcgpu_frozen = 0
+                gc.unfreeze()
