@@ -162,7 +162,6 @@ def test_an_in_process_gpu_worker_freezes_start_up_objects_and_hands_the_collect
             async with GPUWorker(scheduler.address, nthreads=1) as worker:
                 return gc.get_freeze_count(), worker
 
-    assert gc.get_freeze_count() == 0
     during, worker = asyncio.run(run_a_worker())
     assert worker.status.name == "closed"
     assert during > 10_000 and gc.get_freeze_count() == 0

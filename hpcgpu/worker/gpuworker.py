@@ -63,26 +63,19 @@ def prepare_gpu(setup: GPUSetup, gpu: str | None, worker_kwargs: dict) -> dict:
 def freeze_startup_objects() -> int:
     """Keep what the process holds now out of the garbage collector's full collections.
 
-    A full collection walks every tracked object. A GPU worker holds about 200,000 of them
+    A full collection walks every tracked object. A GPU worker holds about 210,000 of them
     after start-up (modules, CuPy, RMM, Dask), and on an H200 host each full collection
-    took 0.10-0.13 s, during which no task started; after freezing, 0.006-0.019 s. Those
-    objects live as long as the process, so walking them frees nothing. distributed's own
-    ``dask worker`` command tunes its collector too.
-
-    Returns the number of objects frozen: 0, and nothing done, where some were frozen
-    already (by the code that started the worker in its own process).
+    took 0.09-0.16 s, during which no task started. Those objects live as long as the
+    process, so walking them frees nothing. distributed's own ``dask worker`` command
+    tunes its collector too. Returns the number of frozen objects.
 
     Examples
     --------
     >>> import gc
     >>> freeze_startup_objects() > 0 and gc.get_freeze_count() > 0
     True
-    >>> freeze_startup_objects()
-    0
     >>> gc.unfreeze()
     """
-    if gc.get_freeze_count():
-        return 0
     gc.collect()  # garbage frozen now would never be freed
     gc.freeze()
     return gc.get_freeze_count()
@@ -109,9 +102,9 @@ class GPUWorker(Worker):
         return self
 
     async def close(self, *args, **kwargs):
-        """Close, and give the collector back what :meth:`start_unsafe` froze: a worker
-        started inside a user's script (``hpcgpu.mpi.initialize(exit=False)``) hands the
-        process back as it found it."""
+        """Close, and let the collector walk every object again (Python's default): a
+        worker started inside a user's script (``hpcgpu.mpi.initialize(exit=False)``)
+        leaves nothing of it frozen."""
         try:
             return await super().close(*args, **kwargs)
         finally:
