@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from hpcgpu.array.fused.codegen import batch_kernel_source, kernel_source
+from hpcgpu.array.fused.cuda import OPTIONS
 from hpcgpu.array.fused.expr import ArrayLeaf, LazyBlock, RandomLeaf
 
 NVCC = shutil.which("nvcc")
@@ -47,12 +48,13 @@ def map_cases():
     a, x = memory((400, 300)), random((400, 300))
     yield "map with a block in memory", ((a + x) * 2)[::-1, ::3].node
     yield "map of a random block", np.sqrt(abs(x)).astype("float32").node
+    yield "float32 products", np.square(x.astype("float32") * np.float32(1.5) + 1).node
 
 
 def _compiles(source: str, tmp_path, name: str) -> None:
     path = tmp_path / f"{name.replace(' ', '_')}.cu"
     path.write_text(source)
-    done = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "--std=c++17", "--fmad=false", str(path), "-o",
+    done = subprocess.run([NVCC, "-cubin", "-arch=sm_90", *OPTIONS, str(path), "-o",
                            str(path.with_suffix(".cubin"))], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{name}:\n{done.stderr}\n{source[-2500:]}"
 

@@ -15,7 +15,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import hpcgpu.array as ha
@@ -127,6 +127,7 @@ def test_batched_chains_equal_the_unfused_bit_for_bit_on_numpy(source, steps, re
 @settings(max_examples=30, deadline=None)
 @given(source=st.sampled_from(["normal", "normal32", "uniform", "integers"]), steps=st.lists(STEPS, max_size=3),
        reduction=st.sampled_from(["sum", "min", "max", "prod"]), axis=st.sampled_from([None, 0, 1, (0, 1)]))
+@example(source="normal", steps=[("scalar", "**", 2)], reduction="min", axis=None)  # pow one ulp off (fixed)
 def test_gpu_batched_kernels_equal_the_unfused_chain(source, steps, reduction, axis):
     import cupy
 

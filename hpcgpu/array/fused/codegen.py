@@ -27,7 +27,7 @@ __all__ = ["kernel_source", "batch_kernel_source", "check_loop", "check_reductio
 C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int", "int16": "short",
            "int8": "signed char", "uint64": "unsigned long long", "uint32": "unsigned int",
            "uint16": "unsigned short", "uint8": "unsigned char", "bool": "bool"}
-_ANY = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
+_ANY = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "np_mul({0}, {1})",
         "greater": "({0} > {1})", "greater_equal": "({0} >= {1})", "less": "({0} < {1})",
         "less_equal": "({0} <= {1})", "equal": "({0} == {1})", "not_equal": "({0} != {1})",
         "maximum": "np_max({0}, {1})", "minimum": "np_min({0}, {1})", "negative": "(-{0})",
@@ -43,13 +43,18 @@ _FLOAT = {"divide": "({0} / {1})", "true_divide": "({0} / {1})", "power": "pow({
               ("sinh", "sinh"), ("cosh", "cosh"), ("tanh", "tanh"), ("floor", "floor"), ("ceil", "ceil"),
               ("trunc", "trunc"), ("rint", "rint")]}}
 _INTEGER = {"bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})"}
-_COMBINE = {"sum": "({0} + {1})", "prod": "({0} * {1})", "min": "np_min({0}, {1})", "max": "np_max({0}, {1})"}
+_COMBINE = {"sum": "({0} + {1})", "prod": "np_mul({0}, {1})", "min": "np_min({0}, {1})", "max": "np_max({0}, {1})"}
 _THREADS = 256
 
 _PRELUDE = _PHILOX.split('extern "C"')[0] + r"""
 template <class T> __device__ __forceinline__ T np_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <class T> __device__ __forceinline__ T np_min(T a, T b) { return (a < b || a != a) ? a : b; }
-template <class T> __device__ __forceinline__ T np_square(T a) { return a * a; }
+// a product never merged with a following add into one fma: one rounding per step, as
+// in CuPy's kernel per step (compiled, like CuPy's, with contraction on for the math functions)
+template <class T> __device__ __forceinline__ T np_mul(T a, T b) { return a * b; }
+template <> __device__ __forceinline__ double np_mul(double a, double b) { return __dmul_rn(a, b); }
+template <> __device__ __forceinline__ float np_mul(float a, float b) { return __fmul_rn(a, b); }
+template <class T> __device__ __forceinline__ T np_square(T a) { return np_mul(a, a); }
 
 // element i of a block of hpcgpu.array.philox's kernels (same counters, same arithmetic)
 __device__ __forceinline__ double rand_normal_f64(unsigned long long i, unsigned int k0, unsigned int k1,

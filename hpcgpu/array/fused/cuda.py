@@ -4,8 +4,9 @@ The kernels come from :mod:`hpcgpu.array.fused.codegen`. Each is compiled once p
 expression signature (:func:`signature`: the expression, shapes, strides, constants),
 which is cheaper to compute per block than the source, and cached here (and on disk by
 CuPy); a block only supplies its arguments (a random block's key, a block's data).
-Compiled with ``--fmad=false``: ``a * b + c`` stays two roundings, as in CuPy's
-one-kernel-per-step evaluation. A reduction's partials (one per thread block) are
+Compiled with CuPy's own options (:data:`OPTIONS`), so that a math function (``pow``,
+``exp``, ...) gives CuPy's bits; the generated code multiplies with ``__dmul_rn`` /
+``__fmul_rn``, so that ``a * b + c`` stays two roundings, as in CuPy's kernel per step. A reduction's partials (one per thread block) are
 reduced by CuPy.
 """
 
@@ -17,7 +18,10 @@ from hpcgpu.array.fused.codegen import (_THREADS, BATCH_KEY_WORDS, batch_kernel_
                                         check_reduction, kernel_source)
 from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
 
-__all__ = ["evaluate", "evaluate_batch", "signature", "kernel_source", "check_loop", "check_reduction"]
+#: NVRTC options of the fused kernels: CuPy's defaults (contraction on), with C++17
+OPTIONS = ("--std=c++17",)
+
+__all__ = ["OPTIONS", "evaluate", "evaluate_batch", "signature", "kernel_source", "check_loop", "check_reduction"]
 
 
 def signature(node: Node, leaves: list, seen: dict):
@@ -62,7 +66,7 @@ def _compiled(node: Node) -> tuple:
     key = signature(node, leaves, {})
     if key not in _KERNELS:
         source, _, plan = kernel_source(node)
-        _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=("--std=c++17", "--fmad=false")), plan)
+        _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=OPTIONS), plan)
     kernel, plan = _KERNELS[key]
     return kernel, plan, _arguments(leaves)
 
@@ -112,7 +116,7 @@ def evaluate_batch(node: Reduce, block_ids: list):
     key = ("batch", signature(node, leaves, {}))
     if key not in _KERNELS:
         source, plan = batch_kernel_source(node)
-        _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=("--std=c++17", "--fmad=false")), plan)
+        _KERNELS[key] = (cupy.RawKernel(source, "fused_kernel", options=OPTIONS), plan)
     kernel, plan = _KERNELS[key]
     seeds = np.stack([block_seeds(leaf.seed, block_ids) for leaf in leaves], axis=1)  # (blocks, leaves)
     words = np.empty(seeds.shape + (2,), dtype=np.uint32)
