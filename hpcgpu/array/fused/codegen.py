@@ -27,33 +27,45 @@ __all__ = ["kernel_source", "batch_kernel_source", "check_loop", "check_reductio
 C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int", "int16": "short",
            "int8": "signed char", "uint64": "unsigned long long", "uint32": "unsigned int",
            "uint16": "unsigned short", "uint8": "unsigned char", "bool": "bool"}
-_ANY = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "np_mul({0}, {1})",
+_ANY = {"add": "np_add({0}, {1})", "subtract": "np_sub({0}, {1})", "multiply": "np_mul({0}, {1})",
         "greater": "({0} > {1})", "greater_equal": "({0} >= {1})", "less": "({0} < {1})",
         "less_equal": "({0} <= {1})", "equal": "({0} == {1})", "not_equal": "({0} != {1})",
         "maximum": "np_max({0}, {1})", "minimum": "np_min({0}, {1})", "negative": "(-{0})",
         "positive": "(+{0})", "square": "np_square({0})", "where": "({0} ? {1} : {2})", "astype": "{0}",
         "logical_and": "({0} && {1})", "logical_or": "({0} || {1})", "logical_not": "(!{0})"}
-_FLOAT = {"divide": "({0} / {1})", "true_divide": "({0} / {1})", "power": "pow({0}, {1})", "absolute": "fabs({0})",
+_FLOAT = {"exp2": "pow(({t})2, {0})",  # as CuPy writes it
+          "divide": "({0} / {1})", "true_divide": "({0} / {1})", "power": "pow({0}, {1})", "absolute": "fabs({0})",
           "arctan2": "atan2({0}, {1})", "hypot": "hypot({0}, {1})", "isnan": "isnan({0})",
           "isinf": "isinf({0})", "isfinite": "isfinite({0})",
           **{name: f"{c}({{0}})" for name, c in [
-              ("exp", "exp"), ("exp2", "exp2"), ("expm1", "expm1"), ("log", "log"), ("log2", "log2"),
+              ("exp", "exp"), ("expm1", "expm1"), ("log", "log"), ("log2", "log2"),
               ("log10", "log10"), ("log1p", "log1p"), ("sqrt", "sqrt"), ("cbrt", "cbrt"), ("sin", "sin"),
               ("cos", "cos"), ("tan", "tan"), ("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"),
               ("sinh", "sinh"), ("cosh", "cosh"), ("tanh", "tanh"), ("floor", "floor"), ("ceil", "ceil"),
               ("trunc", "trunc"), ("rint", "rint")]}}
 _INTEGER = {"bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})"}
-_COMBINE = {"sum": "({0} + {1})", "prod": "np_mul({0}, {1})", "min": "np_min({0}, {1})", "max": "np_max({0}, {1})"}
+_COMBINE = {"sum": "np_add({0}, {1})", "prod": "np_mul({0}, {1})", "min": "np_min({0}, {1})", "max": "np_max({0}, {1})"}
 _THREADS = 256
 
 _PRELUDE = _PHILOX.split('extern "C"')[0] + r"""
 template <class T> __device__ __forceinline__ T np_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <class T> __device__ __forceinline__ T np_min(T a, T b) { return (a < b || a != a) ? a : b; }
-// a product never merged with a following add into one fma: one rounding per step, as
-// in CuPy's kernel per step (compiled, like CuPy's, with contraction on for the math functions)
+// Each step rounds as in CuPy's kernel per step, compiled with CuPy's options (contraction
+// on, which shapes the math functions' own code). Products and sums carry a rounding mode,
+// so that neither the compiler nor ptxas merges them with the next step into an fma; float
+// constants are opaque, so that pow(x, 2.0) is the pow CuPy runs (its scalars are
+// arguments), not one specialised for 2.0.
+template <class T> __device__ __forceinline__ T np_add(T a, T b) { return a + b; }
+template <class T> __device__ __forceinline__ T np_sub(T a, T b) { return a - b; }
 template <class T> __device__ __forceinline__ T np_mul(T a, T b) { return a * b; }
+template <> __device__ __forceinline__ double np_add(double a, double b) { return __dadd_rn(a, b); }
+template <> __device__ __forceinline__ double np_sub(double a, double b) { return __dsub_rn(a, b); }
 template <> __device__ __forceinline__ double np_mul(double a, double b) { return __dmul_rn(a, b); }
+template <> __device__ __forceinline__ float np_add(float a, float b) { return __fadd_rn(a, b); }
+template <> __device__ __forceinline__ float np_sub(float a, float b) { return __fsub_rn(a, b); }
 template <> __device__ __forceinline__ float np_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double np_opaque(double x) { double r; asm("mov.b64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
+__device__ __forceinline__ float np_opaque(float x) { float r; asm("mov.b32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 template <class T> __device__ __forceinline__ T np_square(T a) { return np_mul(a, a); }
 
 // element i of a block of hpcgpu.array.philox's kernels (same counters, same arithmetic)
@@ -120,14 +132,14 @@ def literal(value, dtype) -> str:
     Examples
     --------
     >>> literal(1, np.float64), literal(-2, np.int8), literal(True, np.bool_)
-    ('__longlong_as_double(0x3ff0000000000000LL)', '((signed char)0xfffffffffffffffeULL)', 'true')
+    ('np_opaque(__longlong_as_double(0x3ff0000000000000LL))', '((signed char)0xfffffffffffffffeULL)', 'true')
     """
     dtype = np.dtype(dtype)
     value = dtype.type(value)
-    if dtype.kind == "f":
+    if dtype.kind == "f":  # opaque: see np_opaque
         if dtype.itemsize == 8:
-            return f"__longlong_as_double(0x{struct.unpack('<Q', value.tobytes())[0]:016x}LL)"
-        return f"__int_as_float(0x{struct.unpack('<I', value.tobytes())[0]:08x})"
+            return f"np_opaque(__longlong_as_double(0x{struct.unpack('<Q', value.tobytes())[0]:016x}LL))"
+        return f"np_opaque(__int_as_float(0x{struct.unpack('<I', value.tobytes())[0]:08x}))"
     if dtype.kind == "b":
         return "true" if value else "false"
     return f"(({C_TYPES[dtype.name]})0x{int(value) % 2**64:x}ULL)"
@@ -195,7 +207,7 @@ class _Emitter:
                 operands.append(f"(({C_TYPES[dtype.name]}){self.emit(arg, sub)})")
             else:
                 operands.append(literal(arg, dtype))
-        code = {**_ANY, **_FLOAT, **_INTEGER}[node.name].format(*operands)
+        code = {**_ANY, **_FLOAT, **_INTEGER}[node.name].format(*operands, t=C_TYPES[node.dtype.name])
         return f"(({C_TYPES[node.dtype.name]}){code})"
 
     def _random(self, node: RandomLeaf, idx: list) -> str:
