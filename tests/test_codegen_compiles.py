@@ -48,6 +48,7 @@ def map_cases():
     a, x = memory((400, 300)), random((400, 300))
     yield "map with a block in memory", ((a + x) * 2)[::-1, ::3].node
     yield "map of a random block", np.sqrt(abs(x)).astype("float32").node
+    yield "powers as CuPy computes them", (abs(x) ** 2 + abs(x) ** 0.5 + x ** -1.0 + np.exp2(x) + abs(x) ** 3.25).node
     yield "float32 products", np.square(x.astype("float32") * np.float32(1.5) + 1).node
 
 

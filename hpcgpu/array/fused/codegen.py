@@ -14,6 +14,7 @@ and launches it.
 
 from __future__ import annotations
 
+import operator
 import struct
 
 import numpy as np
@@ -33,7 +34,7 @@ _ANY = {"add": "np_add({0}, {1})", "subtract": "np_sub({0}, {1})", "multiply": "
         "maximum": "np_max({0}, {1})", "minimum": "np_min({0}, {1})", "negative": "(-{0})",
         "positive": "(+{0})", "square": "np_square({0})", "where": "({0} ? {1} : {2})", "astype": "{0}",
         "logical_and": "({0} && {1})", "logical_or": "({0} || {1})", "logical_not": "(!{0})"}
-_FLOAT = {"exp2": "pow(({t})2, {0})",  # as CuPy writes it
+_FLOAT = {"exp2": "pow(({t})2, {0})", "reciprocal": "(({t})1 / {0})",  # as CuPy writes them
           "divide": "({0} / {1})", "true_divide": "({0} / {1})", "power": "pow({0}, {1})", "absolute": "fabs({0})",
           "arctan2": "atan2({0}, {1})", "hypot": "hypot({0}, {1})", "isnan": "isnan({0})",
           "isinf": "isinf({0})", "isfinite": "isfinite({0})",
@@ -145,6 +146,30 @@ def literal(value, dtype) -> str:
     return f"(({C_TYPES[dtype.name]})0x{int(value) % 2**64:x}ULL)"
 
 
+def _cupy_pow_shortcut(node: Map) -> str:
+    """The ufunc CuPy runs for ``node``: ``cupy.ndarray.__pow__`` (CuPy 14) computes
+    ``x ** 2`` as ``square``, ``x ** 0.5`` as ``sqrt`` and ``x ** -1.0`` as ``reciprocal``
+    when the exponent is a Python int or float, which differ from ``pow`` in the last bit.
+    ``np.power(x, 2)``, ``2 ** x`` and NumPy scalar exponents run ``pow``.
+
+    Examples
+    --------
+    >>> x = ArrayLeaf(np.ones(3))
+    >>> [_cupy_pow_shortcut(Map(f, "power", (x, y), ("f8", "f8", "f8"), (3,)))
+    ...  for f, y in [(operator.pow, 2), (operator.pow, 0.5), (operator.pow, -1.0),
+    ...               (operator.pow, np.float64(2)), (np.power, 2), (operator.pow, 3)]]
+    ['square', 'sqrt', 'reciprocal', 'power', 'power', 'power']
+    """
+    if node.name != "power" or node.fn is not operator.pow or not isinstance(node.args[0], Node):
+        return node.name
+    y = node.args[1]
+    if type(y) is int and y == 2:
+        return "square"
+    if type(y) is float:
+        return {2.0: "square", 0.5: "sqrt", -1.0: "reciprocal"}.get(y, node.name)
+    return node.name
+
+
 class _Emitter:
     """C expressions for nodes at given indices; collects the kernel's parameters.
 
@@ -199,15 +224,18 @@ class _Emitter:
         raise Unsupported(f"no fused code for {type(node).__name__} inside an expression")
 
     def _map(self, node: Map, idx: list) -> str:
+        name, args = _cupy_pow_shortcut(node), node.args
+        if name != node.name:
+            args = args[:1]
         operands = []
-        for arg, dtype in zip(node.args, node.loop):
+        for arg, dtype in zip(args, node.loop):
             if isinstance(arg, Node):
                 skip = len(idx) - len(arg.shape)
                 sub = [("0" if self.narrow else "0LL") if n == 1 else idx[skip + d] for d, n in enumerate(arg.shape)]
                 operands.append(f"(({C_TYPES[dtype.name]}){self.emit(arg, sub)})")
             else:
                 operands.append(literal(arg, dtype))
-        code = {**_ANY, **_FLOAT, **_INTEGER}[node.name].format(*operands, t=C_TYPES[node.dtype.name])
+        code = {**_ANY, **_FLOAT, **_INTEGER}[name].format(*operands, t=C_TYPES[node.dtype.name])
         return f"(({C_TYPES[node.dtype.name]}){code})"
 
     def _random(self, node: RandomLeaf, idx: list) -> str:
