@@ -203,6 +203,20 @@ def test_gpu_fused_kernels_equal_the_unfused_chain(source, steps, reduction, axi
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * float(np.nanmax(np.abs(want), initial=1)))
 
 
+def test_each_spelling_of_a_power_has_its_own_kernel():
+    """``x ** 2`` is CuPy's ``square``, ``np.power(x, 2)`` its ``pow``: one cached kernel
+    for both gave the second the first's bits (seen on an H200)."""
+    from hpcgpu.array.fused.codegen import kernel_source
+    from hpcgpu.array.fused.cuda import signature
+
+    x = LazyBlock(ArrayLeaf(np.ones((4, 4))), "cupy")
+    spellings = [x ** 2, np.power(x, 2), x ** 0.5, np.power(x, 0.5), x ** 2.0, x ** -1.0, x ** np.float64(2)]
+    assert len({signature(y.node, [], {}) for y in spellings}) == len(spellings)
+    body = [kernel_source(y.node)[0].split('extern "C"')[-1] for y in spellings]
+    assert ["np_square(" in b for b in body] == [True, False, False, False, True, False, False]
+    assert ["pow(" in b for b in body] == [False, True, False, True, False, False, True]
+
+
 #: one step of each kind for which the kernels call a math function or multiply
 GPU_STEPS = {"power 2": lambda a: a ** 2, "power 0.5": lambda a: a ** 0.5, "power 3.25": lambda a: a ** 3.25,
              "power -1.5": lambda a: a ** -1.5, "power -1.0": lambda a: a ** -1.0, "power 2.0": lambda a: a ** 2.0,

@@ -23,7 +23,7 @@ from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Sl
 from hpcgpu.array.philox import _PHILOX
 
 __all__ = ["kernel_source", "batch_kernel_source", "check_loop", "check_reduction", "literal", "C_TYPES",
-           "BATCH_KEY_WORDS"]
+           "BATCH_KEY_WORDS", "cupy_ufunc"]
 
 C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int", "int16": "short",
            "int8": "signed char", "uint64": "unsigned long long", "uint32": "unsigned int",
@@ -146,8 +146,8 @@ def literal(value, dtype) -> str:
     return f"(({C_TYPES[dtype.name]})0x{int(value) % 2**64:x}ULL)"
 
 
-def _cupy_pow_shortcut(node: Map) -> str:
-    """The ufunc CuPy runs for ``node``: ``cupy.ndarray.__pow__`` (CuPy 14) computes
+def cupy_ufunc(node: Map) -> str:
+    """The ufunc the kernel computes for ``node``, the one CuPy runs: ``cupy.ndarray.__pow__`` (CuPy 14) computes
     ``x ** 2`` as ``square``, ``x ** 0.5`` as ``sqrt`` and ``x ** -1.0`` as ``reciprocal``
     when the exponent is a Python int or float, which differ from ``pow`` in the last bit.
     ``np.power(x, 2)``, ``2 ** x`` and NumPy scalar exponents run ``pow``.
@@ -155,7 +155,7 @@ def _cupy_pow_shortcut(node: Map) -> str:
     Examples
     --------
     >>> x = ArrayLeaf(np.ones(3))
-    >>> [_cupy_pow_shortcut(Map(f, "power", (x, y), ("f8", "f8", "f8"), (3,)))
+    >>> [cupy_ufunc(Map(f, "power", (x, y), ("f8", "f8", "f8"), (3,)))
     ...  for f, y in [(operator.pow, 2), (operator.pow, 0.5), (operator.pow, -1.0),
     ...               (operator.pow, np.float64(2)), (np.power, 2), (operator.pow, 3)]]
     ['square', 'sqrt', 'reciprocal', 'power', 'power', 'power']
@@ -224,7 +224,7 @@ class _Emitter:
         raise Unsupported(f"no fused code for {type(node).__name__} inside an expression")
 
     def _map(self, node: Map, idx: list) -> str:
-        name, args = _cupy_pow_shortcut(node), node.args
+        name, args = cupy_ufunc(node), node.args
         if name != node.name:
             args = args[:1]
         operands = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgpu.array.fused.codegen import (_THREADS, BATCH_KEY_WORDS, batch_kernel_source, check_loop,
-                                        check_reduction, kernel_source)
+                                        check_reduction, cupy_ufunc, kernel_source)
 from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
 
 #: NVRTC options of the fused kernels: CuPy's defaults (contraction on), with C++17
@@ -37,7 +37,7 @@ def signature(node: Node, leaves: list, seen: dict):
         return ("array", node.dtype.str, node.shape, node.value.strides)
     if isinstance(node, Map):
         args = tuple(signature(a, leaves, seen) if isinstance(a, Node) else (type(a), a) for a in node.args)
-        return ("map", node.name, tuple(d.str for d in node.loop), node.shape, args)
+        return ("map", cupy_ufunc(node), tuple(d.str for d in node.loop), node.shape, args)
     if isinstance(node, Slice):
         return ("slice", tuple((r.start, r.step, len(r)) for r in node.ranges), signature(node.child, leaves, seen))
     if isinstance(node, Reduce):
