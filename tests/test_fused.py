@@ -24,9 +24,8 @@ SHAPE, CHUNK = (64, 48), (4, 3)  # 256 blocks: the tree fusion needs fuse-width*
 #: relative tolerance of fused reductions on a GPU, by dtype (another order of additions)
 REDUCTION_RTOL = {"float64": 1e-9, "float32": 1e-3}
 
-#: ``from_array`` is left out: main's optimizer fails on its graphs (``_without_dask_order``
-#: gets a DataNode), with or without fused kernels; another branch fixes that
-SOURCES = ["normal", "normal32", "uniform", "integers", "ones", "full"]
+#: generated blocks, and blocks in memory (``from_array``)
+SOURCES = ["normal", "normal32", "uniform", "integers", "ones", "full", "from_array"]
 STEPS = st.one_of(
     st.tuples(st.just("scalar"), st.sampled_from(["+", "-", "*", "/", "r-", "r/", "**"]),
               st.sampled_from([1, 2, -0.5, 3.25, 2.0])),
