@@ -219,7 +219,8 @@ def test_each_spelling_of_a_power_has_its_own_kernel():
 #: one step of each kind for which the kernels call a math function or multiply
 GPU_STEPS = {"power 2": lambda a: a ** 2, "power 0.5": lambda a: a ** 0.5, "power 3.25": lambda a: a ** 3.25,
              "power -1.5": lambda a: a ** -1.5, "power -1.0": lambda a: a ** -1.0, "power 2.0": lambda a: a ** 2.0,
-             "np.power 2": lambda a: np.power(a, 2), "np.power 0.5": lambda a: np.power(a, 0.5), "multiply then add": lambda a: a * 3.7 + 1.1,
+             "np.power 2": lambda a: np.power(a, 2), "np.power 0.5": lambda a: np.power(a, 0.5),
+             "multiply then add": lambda a: a * 3.7 + 1.1,
              "square then subtract": lambda a: np.square(a) - a, "divide": lambda a: 1.3 / a,
              **{name: getattr(np, name) for name in ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
                                                      "sqrt", "cbrt", "sin", "cos", "tan", "arctan", "sinh",

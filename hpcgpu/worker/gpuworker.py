@@ -66,8 +66,8 @@ def freeze_startup_objects() -> int:
     A full collection walks every tracked object. A GPU worker holds about 210,000 of them
     after start-up (modules, CuPy, RMM, Dask), and on an H200 host each full collection
     took 0.09-0.13 s, during which no task started; frozen, 0.02-0.04 s. Those objects
-    live as long as the process, so walking them frees nothing. distributed's own ``dask worker`` command
-    tunes its collector too. Returns the number of frozen objects.
+    live as long as the process, so walking them frees nothing. distributed's own
+    ``dask worker`` command tunes its collector too. Returns the number of frozen objects.
 
     Examples
     --------

@@ -54,8 +54,8 @@ template <class T> __device__ __forceinline__ T np_min(T a, T b) { return (a < b
 // Each step rounds as in CuPy's kernel per step, compiled with CuPy's options (contraction
 // on, which shapes the math functions' own code). Products and sums carry a rounding mode,
 // so that neither the compiler nor ptxas merges them with the next step into an fma; float
-// constants are opaque, so that pow(x, 2.0) is the pow CuPy runs (its scalars are
-// arguments), not one specialised for 2.0.
+// constants are opaque to the compiler, as CuPy's scalar arguments are, so that no function
+// is specialised for a constant.
 template <class T> __device__ __forceinline__ T np_add(T a, T b) { return a + b; }
 template <class T> __device__ __forceinline__ T np_sub(T a, T b) { return a - b; }
 template <class T> __device__ __forceinline__ T np_mul(T a, T b) { return a * b; }
@@ -147,10 +147,12 @@ def literal(value, dtype) -> str:
 
 
 def cupy_ufunc(node: Map) -> str:
-    """The ufunc the kernel computes for ``node``, the one CuPy runs: ``cupy.ndarray.__pow__`` (CuPy 14) computes
-    ``x ** 2`` as ``square``, ``x ** 0.5`` as ``sqrt`` and ``x ** -1.0`` as ``reciprocal``
-    when the exponent is a Python int or float, which differ from ``pow`` in the last bit.
-    ``np.power(x, 2)``, ``2 ** x`` and NumPy scalar exponents run ``pow``.
+    """The ufunc the kernel computes for ``node``: the one CuPy runs.
+
+    ``cupy.ndarray.__pow__`` (CuPy 14) computes ``x ** 2`` as ``square``, ``x ** 0.5`` as
+    ``sqrt`` and ``x ** -1.0`` as ``reciprocal`` when the exponent is a Python int or
+    float; these differ from ``pow`` in the last bit. ``np.power(x, 2)``, ``2 ** x`` and
+    NumPy scalar exponents run ``pow``.
 
     Examples
     --------

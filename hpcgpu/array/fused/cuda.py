@@ -5,8 +5,8 @@ expression signature (:func:`signature`: the expression, shapes, strides, consta
 which is cheaper to compute per block than the source, and cached here (and on disk by
 CuPy); a block only supplies its arguments (a random block's key, a block's data).
 Compiled with CuPy's own options (:data:`OPTIONS`), so that a math function (``pow``,
-``exp``, ...) gives CuPy's bits; the generated code multiplies with ``__dmul_rn`` /
-``__fmul_rn``, so that ``a * b + c`` stays two roundings, as in CuPy's kernel per step. A reduction's partials (one per thread block) are
+``exp``, ...) gives CuPy's bits; the generated code keeps each step's rounding (see
+:mod:`hpcgpu.array.fused.codegen`). A reduction's partials (one per thread block) are
 reduced by CuPy.
 """
 
