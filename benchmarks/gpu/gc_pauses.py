@@ -20,19 +20,13 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
 from distributed import Client, get_task_stream  # noqa: E402
+from gpu_perf import array_sum_graph  # noqa: E402  (also puts the repository on sys.path)
 
-import hpcgpu.array as ha  # noqa: E402
 from hpcgpu.local import LocalGPUCluster  # noqa: E402
-
-
-def graph(n: int, chunk: int, backend: str, noop: bool = False):
-    if noop:  # the same block grid and reduction tree, 2 x 2 NumPy blocks
-        n, chunk, backend = 2 * (n // chunk), 2, "cpu"
-    x = ha.random.normal(10, 1, size=(n, n), chunks=(chunk, chunk), seed=0, backend=backend)
-    return (x + 1)[::2, ::2].sum()
+from hpcgpu.worker.gpuworker import freeze_startup_objects  # noqa: E402
 
 
 def install_probe() -> bool:
@@ -64,29 +58,21 @@ def take_pauses() -> tuple:
     return round(total, 4), listed
 
 
-def freeze() -> int:
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
-
-
 def main() -> None:
-    args = sys.argv[1:]
-    n, chunk, repeats = (int(a) for a in (args + ["500000", "10000", "10"])[:3])
-    backend, frozen = (args[3:] + ["gpu", "none"][len(args[3:]):])[:2]
+    defaults = ["500000", "10000", "10", "gpu", "none"]
+    args = sys.argv[1:] + defaults[len(sys.argv[1:]):]
+    n, chunk, repeats, (backend, frozen) = int(args[0]), int(args[1]), int(args[2]), args[3:5]
     gpus = ["0"] if backend != "cpu" else []
     with LocalGPUCluster(n_workers=1, gpus=gpus, dashboard_address=None, silence_logs=40) as cluster, \
             Client(cluster) as client:
         install_probe()
         client.run(install_probe)
         for _ in range(2):  # warm: kernels, pools
-            client.compute(graph(n, chunk, backend)).result()
+            client.compute(array_sum_graph(n, chunk, backend)).result()
         if frozen in ("client", "both"):
-            freeze()
+            freeze_startup_objects()
         if frozen in ("worker", "both"):
-            client.run(freeze)
+            client.run(freeze_startup_objects)
         take_pauses()
         client.run(take_pauses)
         workers = client.run(lambda: (__import__("gc").get_freeze_count(), len(__import__("gc").get_objects())))
@@ -95,7 +81,7 @@ def main() -> None:
         for kind in ["sum"] * repeats + ["noop"] * 3:
             with get_task_stream(client) as stream:
                 start = time.time()
-                collection = graph(n, chunk, backend, noop=kind == "noop")
+                collection = array_sum_graph(n, chunk, backend, noop=kind == "noop")
                 built = time.time()
                 client.compute(collection).result()
                 wall = time.time() - start
