@@ -9,7 +9,7 @@ saw and the time to the first worker. The clusters take turns run by run, so tha
 shared machine falls on all of them alike. Not a test: run it by hand, as root, with the local
 SLURM up::
 
-    python benchmarks/bootstrap.py --runs 5 --out benchmarks/results/bootstrap.json
+    python benchmarks/bootstrap.py --runs 5 --out benchmarks/results/cpu/bootstrap_slurm.json
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GPU performance of hpcgpu beside its references, in one run (issue 5, item 6).
+"""GPU performance of hpcgpu beside its references, in one run.
 
 For 1 and 4 GPUs (as many as there are): array-sum (2 TB: 500000 x 500000 float64 in
 10000 x 10000 chunks) on hpcgpu's GPU workers through the real distributed scheduler

@@ -1,4 +1,4 @@
-"""Where one 10000 x 10000 float64 array-sum chunk spends its time on a GPU (issue 5).
+"""Where one 10000 x 10000 float64 array-sum chunk spends its time on a GPU.
 
 Per operation (CUDA events, milliseconds): generator set-up, generation, ``+ 1``, the
 strided sum as Dask calls it (``axis=(0, 1), keepdims=True``) and with ``axis=None``; then

@@ -1,4 +1,4 @@
-"""Where the array-sum's wall time goes beyond the GPU's own work (issue 5).
+"""Where the array-sum's wall time goes beyond the GPU's own work.
 
 Two views of the 2 TB array-sum (``(normal + 1)[::2, ::2].sum()``, 50 x 50 blocks):
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Scaling sweeps on one host with 4 GPUs (the lent 4 x H200 machine): 1, 2 and 4 GPUs,
+# Scaling sweeps on one host with 4 GPUs: 1, 2 and 4 GPUs,
 # TCP and UCX, hpcgpu's LocalGPUCluster beside dask-cuda's LocalCUDACluster and plain
 # Dask in the same run. Finishes in under ~8 minutes: every sweep has its own time limit
 # (SIGINT, so clusters shut down), and each run's record is on disk as soon as it ends.
 #
 #   OUT=/some/folder bash benchmarks/gpu/run_bench.sh
 #
-# Needs the merged tree (hpcgpu.local, hpcgpu.array), CuPy, dask-cuda, nvidia-ml-py and, for
+# Needs CuPy, dask-cuda, nvidia-ml-py and, for
 # UCX, distributed-ucxx; cuDF/dask-cudf for the dataframe sweep (skipped without them).
-# If a .whl/ folder is there (../shared/gpu/README.md), it is installed to /tmp/site first.
+# If a .whl/ folder of wheels is there, it is installed to /tmp/site first.
 #
 # Writes under $OUT: tcp/, ucx/, bootstrap/, frames/ (each: results.jsonl, results.csv,
 # table.md, plots/*.png, log.txt) and all/ (every record together: table.md with the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Communication benchmark on one host with 4 GPUs (the lent 4 x H200 NVLink machine):
+# Communication benchmark on one host with 4 GPUs (NVLink between them):
 # transpose-sum (40000^2, 5000^2 chunks) and point-to-point bandwidth, hpcgpu's GPU workers
 # over UCX (auto, RMM pool, explicit nvlink) and over the TCP fallback, beside dask-cuda's
 # LocalCUDACluster over UCX and TCP, in one run. Under 6 minutes: each case has a time limit
@@ -7,8 +7,8 @@
 #
 #   OUT=/some/folder bash benchmarks/gpu/run_comms.sh
 #
-# Needs CuPy, nvidia-ml-py, and (from .whl/, see ../shared/gpu/README.md: fetch-wheels core ucx)
-# the Dask stack, dask-cuda and distributed-ucxx. Writes $OUT/comms.json, $OUT/comms.md,
+# Needs CuPy, nvidia-ml-py, the Dask stack, dask-cuda and distributed-ucxx (installed, or as
+# wheels in .whl/). Writes $OUT/comms.json, $OUT/comms.md,
 # $OUT/case-*.json and $OUT/case-*.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

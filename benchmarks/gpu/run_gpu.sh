@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU tests and the GPU benchmark, for a lent GPU machine (4 x H200, CUDA 13).
+# The GPU tests and the GPU benchmark on a machine with GPUs.
 # Installs nothing: the Dask stack, dask-cuda, rmm (and cuDF, optionally) must already be
-# in /tmp/site (see /work/shared/gpu/README.md). Run from the repository root:
+# installed or in /tmp/site (put on PYTHONPATH). Run from the repository root:
 #   OUT=/some/dir bash benchmarks/gpu/run_gpu.sh [gpu_perf.py options]
 # Writes $OUT/chunk_profile.{json,log}, $OUT/gpu_tests.{txt,xml}, $OUT/gpu_perf.{json,md,log},
 # $OUT/demo.{json,log} (hpcgpu demo on this machine).

@@ -267,7 +267,7 @@ def optimize(dsk, keys, **kwargs):
 #: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
 #: chains batched, a task costs little Python, and smaller tasks get the GPU going sooner:
 #: array-sum on one H200, best of 3 twice: 4 per thread (9 tasks) 0.82 s, 8 (21) 0.71-0.76 s,
-#: 16 (57) 0.71 s (benchmarks/results/h200/tasks-per-thread-2026-11-23.txt)
+#: 16 (57) 0.71 s (benchmarks/results/history.md, 2026-11-23)
 TASKS_PER_THREAD = 16
 
 
