@@ -249,7 +249,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_gpu_benchmark_scripts_run_at_smoke_size_on_the_cpu(tmp_path):
-    """The issue-5 scripts (run for real on lent GPUs) still run: tiny sizes, NumPy."""
+    """The GPU benchmark scripts still run: tiny sizes, NumPy."""
     env = {**os.environ, "OUT": str(tmp_path)}
     for argv in (["benchmarks/gpu_perf.py", "--smoke", "--quick", "--only", "array-sum", "--gpus", "1"],
                  ["benchmarks/gpu/overlap_probe.py", "--smoke", "--saturations", "1.1"]):
