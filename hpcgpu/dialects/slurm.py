@@ -72,6 +72,7 @@ class SlurmDialect(Dialect):
     memory_directive: Literal["mem", "mem-per-gpu"] = "mem"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.gpu_directive not in ("gpus-per-node", "gres"):
             raise ValueError(
                 f"gpu_directive={self.gpu_directive!r}: use 'gpus-per-node' or 'gres'"
