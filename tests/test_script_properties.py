@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from hpcgpu.dialects import get_dialect
 from hpcgpu.launchers import get_launcher
-from hpcgpu.render import JobScript, render, worker_job_script
+from hpcgpu.render import render, worker_job_script
 from hpcgpu.resources import GPUJobShape
 from hpcgpu.worker_command import WorkerCommand
 
@@ -55,7 +55,7 @@ VALUES = st.one_of(st.sampled_from(ATTACKS), st.text(st.sampled_from(_ALPHABET),
                                                      max_size=12), st.text(min_size=1, max_size=8))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def render_with(scheduler: str, field: str, value: str) -> str:
     """The job script with ``value`` in ``field`` and defaults everywhere else."""
     shape = GPUJobShape.create(gpus_per_node=2, queue="q", account="acc", gpu_type="h100")
@@ -83,7 +83,7 @@ def render_with(scheduler: str, field: str, value: str) -> str:
                                     WorkerCommand(**worker), **options))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bash_commands(text: str) -> tuple[str, ...]:
     """The simple commands bash would run, unexpanded, in order; none is run."""
     done = subprocess.run(["bash", "--norc", "--noprofile", "-s"], input=(_TRACE + text).encode(),
