@@ -146,3 +146,35 @@ def test_refusal_names_the_fix():
     with pytest.raises(ValueError) as info:
         _script("slurm", log_directory="/scratch/my project/logs")
     assert "symbolic link" in str(info.value) and "' '" in str(info.value)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_cpu_workers_options_are_checked_too(scheduler, tmp_path):
+    # dask-jobqueue's CPU jobs put these in directives unquoted.
+    from hpcgpu.cluster.cpusetup import prepare_cpu
+
+    cpu = {"cores": 2, "memory": "2GB"}
+    with pytest.raises(ValueError, match="log_directory"):
+        prepare_cpu(scheduler, {**cpu, "log_directory": ATTACK})
+    with pytest.raises(ValueError, match="queue"):
+        prepare_cpu(scheduler, {**cpu, "queue": "a b", "log_directory": str(tmp_path)})
+    with dask.config.set({f"jobqueue.{scheduler}.shebang": "#!/bin/sh\nid"}):
+        with pytest.raises(ValueError, match="shebang"):
+            prepare_cpu(scheduler, {**cpu, "log_directory": str(tmp_path)})
+
+
+def test_pool_options_are_checked_and_name_the_pool(tmp_path):
+    from hpcgpu.cluster.pools import prepare_pool
+
+    with pytest.raises(ValueError, match=r"pools\['big'\]: queue="):
+        prepare_pool("slurm", "big", {"queue": "q\nid"}, {"log_directory": str(tmp_path)})
+    with pytest.raises(ValueError, match=r"pools\['cpu'\]: queue="):
+        prepare_pool("slurm", "cpu", {"queue": "q id", "gpus_per_node": 0, "cores_per_node": 2,
+                                      "memory_per_node": "2GB"}, {"log_directory": str(tmp_path)})
+
+
+def test_cluster_name_is_single_line(tmp_path):
+    from hpcgpu import SLURMCluster
+
+    with pytest.raises(ValueError, match=r"name=.*newline"):
+        SLURMCluster(name="c\ntouch /tmp/pwned", log_directory=str(tmp_path))
