@@ -24,7 +24,7 @@ takes it on one line. Remove it
 Traceback (most recent call last):
 ...
 ValueError: queue='gpu long' holds ' ', which cannot go into a scheduler directive: use \
-letters, digits and '_.,:@+=/~-' only (for a directory, a symbolic link to it with such a name works)
+letters, digits and '_.,:@+=/~-' only
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import dataclasses
 import re
 from typing import Any
 
-__all__ = ["directive_word", "env_name", "single_line", "shebang", "check_options",
+__all__ = ["directive_word", "shell_word", "env_name", "single_line", "shebang", "check_options",
            "check_script", "check_fields", "DIRECTIVE_CHARACTERS"]
 
 #: What a value placed in a directive may hold besides letters and digits (any script).
@@ -61,14 +61,24 @@ def single_line(field: str, value: Any) -> str:
 def directive_word(field: str, value: Any) -> str:
     """``value`` as one word of a directive line (``#SBATCH``, ``#PBS``, ``#BSUB``, ``#$``):
     no spaces, quotes or shell characters, which schedulers split or read their own way."""
+    return _word(field, value, "a scheduler directive")
+
+
+def shell_word(field: str, value: Any) -> str:
+    """``value`` as one word that dask-jobqueue writes into its CPU workers' command line
+    unquoted (``--interface``, ``--local-directory``, ``--name``, TLS file paths)."""
+    return _word(field, value, "dask-jobqueue's unquoted worker command")
+
+
+def _word(field: str, value: Any, where: str) -> str:
     text = single_line(field, value)
     if not _DIRECTIVE.fullmatch(text):
         bad = next((c for c in text if not _DIRECTIVE.fullmatch(c)), "")
         shown = f"{bad!r}" if bad else "nothing"
-        raise ValueError(
-            f"{field}={value!r} holds {shown}, which cannot go into a scheduler directive: use "
-            f"letters, digits and {DIRECTIVE_CHARACTERS!r} only (for a directory, a symbolic "
-            "link to it with such a name works)")
+        hint = (" (a symbolic link to the directory with such a name works)"
+                if field.endswith("directory") else "")
+        raise ValueError(f"{field}={value!r} holds {shown}, which cannot go into {where}: use "
+                         f"letters, digits and {DIRECTIVE_CHARACTERS!r} only{hint}")
     return text
 
 
@@ -99,9 +109,15 @@ _CHECKS = {
 }
 
 
-def check_options(options: dict[str, Any]) -> None:
+#: What dask-jobqueue's CPU jobs write unquoted into the worker's command line.
+CPU_WORDS = {"local_directory": shell_word, "interface": shell_word,
+             "shared_temp_directory": shell_word, "death_timeout": shell_word}
+
+
+def check_options(options: dict[str, Any], checks: dict[str, Any] | None = None) -> None:
     """Check every option of a cluster that reaches a script (from arguments, config files
     and ``DASK_HPCGPU__*`` alike): raise ``ValueError`` naming the first bad one.
+    ``checks`` replaces the check of some options (:data:`CPU_WORDS`).
 
     >>> check_options({"queue": "gpu", "shebang": "#!/bin/bash", "log_directory": None})
     >>> check_options({"shebang": "#!/bin/bash\\ntouch /tmp/pwned"})
@@ -115,8 +131,8 @@ takes it on one line. Remove it
             continue
         if name == "shebang":
             shebang(value)
-        elif name in _CHECKS:
-            _CHECKS[name](name, value)
+        elif name in {**_CHECKS, **(checks or {})}:
+            {**_CHECKS, **(checks or {})}[name](name, value)
         elif name == "site" and isinstance(value, dict):
             for key, item in value.items():
                 if isinstance(item, str):

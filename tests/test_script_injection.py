@@ -161,6 +161,10 @@ def test_cpu_workers_options_are_checked_too(scheduler, tmp_path):
     with dask.config.set({f"jobqueue.{scheduler}.shebang": "#!/bin/sh\nid"}):
         with pytest.raises(ValueError, match="shebang"):
             prepare_cpu(scheduler, {**cpu, "log_directory": str(tmp_path)})
+    # dask-jobqueue writes these into the worker's command line unquoted.
+    for name, value in [("local_directory", "/tmp/$(id)"), ("interface", "ib0;id")]:
+        with pytest.raises(ValueError, match=rf"{name}=.*unquoted worker command"):
+            prepare_cpu(scheduler, {**cpu, name: value, "log_directory": str(tmp_path)})
 
 
 def test_pool_options_are_checked_and_name_the_pool(tmp_path):
@@ -178,3 +182,5 @@ def test_cluster_name_is_single_line(tmp_path):
 
     with pytest.raises(ValueError, match=r"name=.*newline"):
         SLURMCluster(name="c\ntouch /tmp/pwned", log_directory=str(tmp_path))
+    with pytest.raises(ValueError, match=r"name=.*unquoted"):
+        SLURMCluster(name="c;id", log_directory=str(tmp_path))
