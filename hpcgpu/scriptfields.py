@@ -33,7 +33,7 @@ import dataclasses
 import re
 from typing import Any
 
-__all__ = ["directive_word", "shell_word", "env_name", "single_line", "shebang", "check_options",
+__all__ = ["directive_word", "shell_word", "shell_path", "env_name", "single_line", "shebang", "check_options",
            "check_script", "check_fields", "DIRECTIVE_CHARACTERS"]
 
 #: What a value placed in a directive may hold besides letters and digits (any script).
@@ -43,6 +43,7 @@ _DIRECTIVE = re.compile(r"[\w.,:@+=/~-]+")
 # bash drops NUL) and the line breaks of Unicode.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 _NAMES = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\x00": "a NUL byte"}
 
 
@@ -70,14 +71,24 @@ def shell_word(field: str, value: Any) -> str:
     return _word(field, value, "dask-jobqueue's unquoted worker command")
 
 
-def _word(field: str, value: Any, where: str) -> str:
+def shell_path(field: str, value: Any) -> str:
+    """:func:`shell_word`, where ``$NAME`` and ``${NAME}`` may stand for part of the path
+    (dask-jobqueue's ``local_directory="$TMPDIR"``: the job's shell expands it)."""
+    single_line(field, value)
+    _word(field, _VARIABLE.sub("v", str(value)) or "v", "dask-jobqueue's unquoted worker "
+          "command (besides $NAME and ${NAME})", shown=value)
+    return str(value)
+
+
+def _word(field: str, value: Any, where: str, shown: Any = None) -> str:
     text = single_line(field, value)
     if not _DIRECTIVE.fullmatch(text):
         bad = next((c for c in text if not _DIRECTIVE.fullmatch(c)), "")
-        shown = f"{bad!r}" if bad else "nothing"
+        bad_shown = f"{bad!r}" if bad else "nothing"
         hint = (" (a symbolic link to the directory with such a name works)"
                 if field.endswith("directory") else "")
-        raise ValueError(f"{field}={value!r} holds {shown}, which cannot go into {where}: use "
+        value = value if shown is None else shown
+        raise ValueError(f"{field}={value!r} holds {bad_shown}, which cannot go into {where}: use "
                          f"letters, digits and {DIRECTIVE_CHARACTERS!r} only{hint}")
     return text
 
@@ -110,7 +121,7 @@ _CHECKS = {
 
 
 #: What dask-jobqueue's CPU jobs write unquoted into the worker's command line.
-CPU_WORDS = {"local_directory": shell_word, "interface": shell_word,
+CPU_WORDS = {"local_directory": shell_path, "interface": shell_word,
              "shared_temp_directory": shell_word, "death_timeout": shell_word}
 
 

@@ -165,6 +165,9 @@ def test_cpu_workers_options_are_checked_too(scheduler, tmp_path):
     for name, value in [("local_directory", "/tmp/$(id)"), ("interface", "ib0;id")]:
         with pytest.raises(ValueError, match=rf"{name}=.*unquoted worker command"):
             prepare_cpu(scheduler, {**cpu, name: value, "log_directory": str(tmp_path)})
+    # ... where dask-jobqueue's users write local_directory="$TMPDIR" for the job to expand.
+    prepare_cpu(scheduler, {**cpu, "local_directory": "${TMPDIR}/dask-$USER",
+                            "log_directory": str(tmp_path)})
 
 
 def test_pool_options_are_checked_and_name_the_pool(tmp_path):
