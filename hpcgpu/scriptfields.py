@@ -65,18 +65,25 @@ def directive_word(field: str, value: Any) -> str:
     return _word(field, value, "a scheduler directive")
 
 
-def shell_word(field: str, value: Any) -> str:
+def shell_word(field: str, value: Any, where: str = "dask-jobqueue's unquoted worker command",
+               shown: Any = None) -> str:
     """``value`` as one word that dask-jobqueue writes into its CPU workers' command line
     unquoted (``--interface``, ``--local-directory``, ``--name``, TLS file paths)."""
-    return _word(field, value, "dask-jobqueue's unquoted worker command")
+    text = _word(field, value, where, shown)
+    if text.startswith("~"):  # the shell would expand it
+        raise ValueError(f"{field}={value if shown is None else shown!r} starts with '~', "
+                         "which the job's shell would expand: give the full path")
+    return text
 
 
 def shell_path(field: str, value: Any) -> str:
-    """:func:`shell_word`, where ``$NAME`` and ``${NAME}`` may stand for part of the path
-    (dask-jobqueue's ``local_directory="$TMPDIR"``: the job's shell expands it)."""
+    """:func:`shell_word`, where ``$NAME``, ``${NAME}`` and a leading ``~/`` may stand for
+    part of the path (dask-jobqueue's ``local_directory="$TMPDIR"``: the job's shell expands
+    them)."""
     single_line(field, value)
-    _word(field, _VARIABLE.sub("v", str(value)) or "v", "dask-jobqueue's unquoted worker "
-          "command (besides $NAME and ${NAME})", shown=value)
+    plain = re.sub(r"^~(?=/|$)", "v", _VARIABLE.sub("v", str(value)))
+    shell_word(field, plain, "dask-jobqueue's unquoted worker command (besides $NAME, ${NAME} "
+               "and ~/)", value)
     return str(value)
 
 

@@ -12,18 +12,22 @@ refuse it with a ``ValueError`` naming the field, or give a script that
 
 bash itself parses the script: a DEBUG trap with ``extdebug`` prints each simple command
 before bash expands it and skips it (``set -T`` carries that into subshells), so nothing in
-the script runs. One bash per example, about 5 ms.
+the script runs. One bash per example, about 5 ms. The same property holds for the scripts
+dask-jobqueue renders for CPU workers, which quote nothing.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import shlex
+import shutil
 import subprocess
+import tempfile
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from hpcgpu.dialects import get_dialect
@@ -139,8 +143,9 @@ def header(text: str) -> list[str]:
     return lines
 
 
-def assert_parse_unchanged(scheduler: str, field: str, value: str) -> None:
-    benign, text = render_with(scheduler, field, BENIGN), render_with(scheduler, field, value)
+def assert_parse_unchanged(scheduler: str, field: str, value: str, render=None) -> None:
+    render = render or render_with
+    benign, text = render(scheduler, field, BENIGN), render(scheduler, field, value)
     assert BENIGN in benign, f"{field} does not reach the {scheduler} script"
     wanted = "#!" + value if field == "shebang" else value
     # The scheduler's view: same lines, each the same words, the value inside one of them.
@@ -199,3 +204,46 @@ def test_the_checker_catches_an_injection():
     text = "#!/usr/bin/env bash\n#SBATCH --output=/tmp/x\ntouch /tmp/pwned #/%x.out\nsrun w\n"
     assert bash_commands(text) == ("touch /tmp/pwned", "srun w")
     assert header(text) == ["#!/usr/bin/env bash", "#SBATCH --output=/tmp/x"]
+
+
+# ------------------------------------------------------------------ dask-jobqueue's CPU jobs
+# The same property for the scripts dask-jobqueue renders (CPU workers), which quote nothing.
+# local_directory is left out: there "$TMPDIR" is meant to be expanded (tested by example).
+CPU_FIELDS = ("log_directory", "job_name", "queue", "account", "walltime", "shebang",
+              "interface", "death_timeout")
+CPU_CASES = [(scheduler, field) for scheduler in SITE for field in CPU_FIELDS]
+_LOGS = tempfile.mkdtemp(prefix="hpcgpu-cpu-property-")  # dask-jobqueue makes log directories
+atexit.register(shutil.rmtree, _LOGS, True)
+
+
+@functools.cache
+def render_cpu(scheduler: str, field: str, value: str) -> str:
+    """dask-jobqueue's CPU job script with ``value`` in ``field``, through hpcgpu's checks."""
+    from hpcgpu.cluster.cpujob import cpu_job_class
+    from hpcgpu.cluster.cpusetup import prepare_cpu
+
+    options = {"cores": 2, "memory": "2GB", "log_directory": _LOGS}
+    key = "project" if field == "account" and scheduler in ("lsf", "sge") else field
+    options[key] = {"shebang": "#!" + value, "log_directory": f"{_LOGS}/{value}"}.get(field, value)
+    setup = prepare_cpu(scheduler, options)
+    return cpu_job_class(scheduler)("tcp://10.0.0.1:8786", name="w", config_name=scheduler,
+                                    interface=setup.network_options["interface"],
+                                    **setup.job_options).job_script()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(CPU_CASES), value=VALUES)
+def test_no_field_changes_the_parse_of_dask_jobqueues_scripts(case, value):
+    scheduler, field = case
+    assume(".." not in value or field != "log_directory")  # stay inside the temporary directory
+    try:
+        render_cpu(scheduler, field, value)
+    except ValueError as error:
+        assert field in str(error) or field == "account" and "project" in str(error), error
+        return
+    assert_parse_unchanged(scheduler, field, value, render_cpu)
+
+
+@pytest.mark.parametrize("scheduler, field", CPU_CASES)
+def test_benign_values_reach_dask_jobqueues_scripts(scheduler, field):
+    assert_parse_unchanged(scheduler, field, "other_value_1", render_cpu)
