@@ -33,8 +33,8 @@ import dataclasses
 import re
 from typing import Any
 
-__all__ = ["directive_word", "shell_word", "shell_path", "env_name", "single_line", "shebang", "check_options",
-           "check_script", "check_fields", "DIRECTIVE_CHARACTERS"]
+__all__ = ["CPU_WORDS", "DIRECTIVE_CHARACTERS", "check_fields", "check_options", "check_script",
+           "directive_word", "env_name", "shebang", "shell_path", "shell_word", "single_line"]
 
 #: What a value placed in a directive may hold besides letters and digits (any script).
 DIRECTIVE_CHARACTERS = "_.,:@+=/~-"
@@ -126,7 +126,6 @@ _CHECKS = {
     "death_timeout": single_line,
 }
 
-
 #: What dask-jobqueue's CPU jobs write unquoted into the worker's command line.
 CPU_WORDS = {"local_directory": shell_path, "interface": shell_word,
              "shared_temp_directory": shell_word, "death_timeout": shell_word}
@@ -144,13 +143,14 @@ def check_options(options: dict[str, Any], checks: dict[str, Any] | None = None)
     ValueError: shebang='#!/bin/bash\\ntouch /tmp/pwned' holds a newline (\\n): a job script \
 takes it on one line. Remove it
     """
+    checks = {**_CHECKS, **(checks or {})}
     for name, value in options.items():
         if value is None:
             continue
         if name == "shebang":
             shebang(value)
-        elif name in {**_CHECKS, **(checks or {})}:
-            {**_CHECKS, **(checks or {})}[name](name, value)
+        elif name in checks:
+            checks[name](name, value)
         elif name == "site" and isinstance(value, dict):
             for key, item in value.items():
                 if isinstance(item, str):
@@ -161,11 +161,11 @@ takes it on one line. Remove it
                 single_line(f"ucx_environment[{key!r}]", item)
 
 
-def check_fields(owner: Any, check: Any, skip: tuple[str, ...] = ()) -> None:
+def check_fields(owner: Any, check: Any) -> None:
     """Apply ``check(field, value)`` to every text field of the dataclass ``owner``."""
     for name in (f.name for f in dataclasses.fields(owner)):
         value = getattr(owner, name)
-        if isinstance(value, str) and name not in skip:
+        if isinstance(value, str):
             check(name, value)
 
 
