@@ -90,8 +90,8 @@ def render_with(scheduler: str, field: str, value: str) -> str:
 @functools.cache
 def bash_commands(text: str) -> tuple[str, ...]:
     """The simple commands bash would run, unexpanded, in order; none is run."""
-    done = subprocess.run(["bash", "--norc", "--noprofile", "-s"], input=(_TRACE + text).encode(), check=False,
-                          capture_output=True, timeout=10)
+    done = subprocess.run(["bash", "--norc", "--noprofile", "-s"], input=(_TRACE + text).encode(),
+                          capture_output=True, timeout=10, check=False)
     return tuple(c.decode("utf-8", "replace") for c in done.stdout.split(b"\0")[:-1])
 
 
