@@ -39,7 +39,8 @@ def test_log_directory_with_a_newline_is_refused_at_render(scheduler):
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
-@pytest.mark.parametrize("value", ["/tmp/my logs", "/tmp/a'b", '/tmp/a"b', "/tmp/$(id)", "/tmp/a#b"])
+@pytest.mark.parametrize("value", ["/tmp/my logs", "/tmp/a'b", '/tmp/a"b', "/tmp/$(id)",
+                                   "/tmp/a#b"])
 def test_log_directory_cannot_leave_its_directive(scheduler, value):
     with pytest.raises(ValueError, match=r"log_directory=.*cannot go into a scheduler directive"):
         _script(scheduler, log_directory=value)

@@ -73,7 +73,8 @@ def render_with(scheduler: str, field: str, value: str) -> str:
                                 **({field: value} if field in SHAPE else {}))
     worker = {"scheduler": "tls://10.0.0.1:8786"}
     if field in WORKER:
-        worker = {field: value} if field in ("scheduler", "scheduler_file") else {**worker, field: value}
+        address = field in ("scheduler", "scheduler_file")
+        worker = {field: value} if address else {**worker, field: value}
     options = {"environment": (("HPCGPU_ENV", "x"),)}
     if field == "log_directory":
         options["log_directory"] = value
@@ -83,8 +84,8 @@ def render_with(scheduler: str, field: str, value: str) -> str:
         options["environment"] = ((value, "x"),)
     if field == "environment_value":
         options["environment"] = (("HPCGPU_ENV", value),)
-    return render(worker_job_script(shape, dialect, get_launcher(launcher or dialect.default_launcher),
-                                    WorkerCommand(**worker), **options))
+    launcher = get_launcher(launcher or dialect.default_launcher)
+    return render(worker_job_script(shape, dialect, launcher, WorkerCommand(**worker), **options))
 
 
 @functools.cache
