@@ -102,7 +102,11 @@ def words(command: str) -> list[tuple[str, bool]]:
     result, word, special, quote, i, started = [], [], False, None, 0, False
     while i < len(command):
         c = command[i]
-        if quote == "'":
+        if c == "\x01" and quote and i + 1 < len(command):
+            # bash keeps a quoted \x01 or \x7f as CTLESC + it; $BASH_COMMAND shows that form
+            i += 1
+            word.append(command[i])
+        elif quote == "'":
             quote, word = (None, word) if c == "'" else (quote, word + [c])
         elif quote == '"':
             if c == "\\" and i + 1 < len(command) and command[i + 1] in '$`"\\\n':
@@ -195,6 +199,7 @@ def test_benign_values_reach_the_script_and_keep_its_parse(scheduler, field):
     ("export X='a b'", [("export", False), ("X=a b", False)]),
     ('echo "$(id)" `id` a\\ b', [("echo", False), ("$(id)", True), ("`id`", True), ("a b", False)]),
     ("srun x > f", [("srun", False), ("x", False), (">", True), ("f", False)]),
+    ("export X='\x01\x01\x01\x7f'", [("export", False), ("X=\x01\x7f", False)]),
 ])
 def test_words_sees_what_bash_sees(command, expected):
     assert words(command) == expected
