@@ -15,6 +15,7 @@ import jinja2
 from hpcgpu.dialects import Dialect
 from hpcgpu.launchers import Launcher
 from hpcgpu.resources import GPUJobShape
+from hpcgpu.scriptfields import check_script
 from hpcgpu.worker_command import WorkerCommand
 
 __all__ = ["JobScript", "render", "worker_job_script"]
@@ -61,6 +62,9 @@ class JobScript:
     environment: tuple[tuple[str, str], ...] = ()
     shebang: str = "#!/usr/bin/env bash"
     header: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        check_script(self)  # no value may add a line or leave its word (docs/security.md)
 
     def directives(self) -> list[str]:
         """The dialect's directives, minus skipped ones, plus the extra ones."""

@@ -17,8 +17,8 @@ from hpcgpu.units import format_hms, parse_memory, parse_walltime
 
 __all__ = ["GPUJobShape", "NodeLimits"]
 
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9_.:@+=,/-]+$")
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_.:@+=,/-]+")
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def _positive_int(name: str, value: Any) -> int:
 
 def _token(name: str, value: Any) -> str:
     text = str(value)
-    if not _TOKEN_RE.match(text):
+    if not _TOKEN_RE.fullmatch(text):  # fullmatch: "$" would pass "gpu\n"
         raise ValueError(
             f"{name}={value!r} is not a valid scheduler name: use letters, digits and "
             "'_.:@+=,/-' only, with no spaces or newlines"
@@ -214,7 +214,7 @@ def _token(name: str, value: Any) -> str:
 
 def _job_name(value: Any) -> str:
     text = str(value)
-    if not _NAME_RE.match(text):
+    if not _NAME_RE.fullmatch(text):
         raise ValueError(
             f"job_name={value!r} is not accepted by every scheduler: start with a letter, then "
             "up to 62 letters, digits or '_.-'"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hpcgpu.scriptfields import check_fields, single_line
+
 __all__ = ["WorkerCommand", "split_resources"]
 
 
@@ -104,6 +106,9 @@ class WorkerCommand:
     def __post_init__(self) -> None:
         if (self.scheduler is None) == (self.scheduler_file is None):
             raise ValueError("give exactly one of scheduler (an address) and scheduler_file")
+        # Quoted where rendered; one line each (a newline would split the worker's argv
+        # in logs and in the job's listing). ``extra`` is dask-jobqueue's worker_extra_args.
+        check_fields(self, single_line)
         if self.nthreads < 1:
             raise ValueError(f"nthreads={self.nthreads!r} must be at least 1")
         from hpcgpu.worker.gpusetup import GPUSetup  # validates the two sizes

@@ -9,11 +9,11 @@ import tempfile
 import click
 
 from hpcgpu import commands
-from hpcgpu.queues import check_queue
+from hpcgpu.cluster.setup import ClusterSetup, prepare
 from hpcgpu.dialects import DIALECTS, get_dialect
 from hpcgpu.launchers import LAUNCHERS, get_launcher
+from hpcgpu.queues import check_queue
 from hpcgpu.render import render, worker_job_script
-from hpcgpu.resources import GPUJobShape
 from hpcgpu.worker_command import WorkerCommand
 
 __all__ = ["jobscript", "parse_site_options", "check_script"]
@@ -62,17 +62,18 @@ def check_script(scheduler: str, text: str) -> tuple[bool | None, str]:
 
 @click.command()
 @click.argument("scheduler", type=click.Choice(sorted(DIALECTS)))
-@click.option("--nodes", default=1, type=int, show_default=True, help="Nodes per job.")
-@click.option("--gpus-per-node", default=1, type=int, show_default=True, help="GPUs (= workers) per node.")
-@click.option("--cpus-per-gpu", default=1, type=int, show_default=True, help="CPU cores per GPU.")
+@click.option("--profile", default=None, help="A site profile of hpcgpu.profiles in the dask config.")
+@click.option("--nodes", default=None, type=int, help="Nodes per job [default: 1].")
+@click.option("--gpus-per-node", default=None, type=int, help="GPUs (= workers) per node [default: 1].")
+@click.option("--cpus-per-gpu", default=None, type=int, help="CPU cores per GPU [default: 1].")
 @click.option("--memory-per-gpu", default=None, help="Host memory per GPU, e.g. 60GB.")
 @click.option("--memory-per-node", default=None, help="Host memory per node (instead).")
-@click.option("--walltime", default="01:00:00", show_default=True, help="HH:MM:SS, D-HH:MM:SS or minutes.")
+@click.option("--walltime", default=None, help="HH:MM:SS, D-HH:MM:SS or minutes [default: 01:00:00].")
 @click.option("--queue", "-q", default=None, help="Partition / queue.")
 @click.option("--account", "-A", default=None, help="Account / project.")
-@click.option("--job-name", default="hpcgpu", show_default=True)
+@click.option("--job-name", default=None, help="[default: hpcgpu]")
 @click.option("--gpu-type", default=None, help="GPU model where the site types GPUs, e.g. h100.")
-@click.option("--exclusive", is_flag=True, help="Ask for whole nodes.")
+@click.option("--exclusive", is_flag=True, default=None, help="Ask for whole nodes.")
 @click.option("--launcher", default=None, type=click.Choice(sorted(LAUNCHERS)),
               help="How workers start (default: the scheduler's usual one).")
 @click.option("--one-task-per", default=None, type=click.Choice(["node", "gpu"]),
@@ -87,13 +88,18 @@ def check_script(scheduler: str, text: str) -> tuple[bool | None, str]:
 @click.option("--scheduler-address", default=None, help="Scheduler address for the workers.")
 @click.option("--scheduler-file", default="hpcgpu-scheduler.json", show_default=True,
               help="Scheduler file on a shared filesystem (used without --scheduler-address).")
-@click.option("--python", "python", default="python3", show_default=True)
-@click.option("--log-directory", default=".", show_default=True)
+@click.option("--python", "python", default=None,
+              help="Python on the nodes [default: the config's, else this Python].")
+@click.option("--log-directory", default=None,
+              help="Where the job's output goes [default: the config's, else ~/.cache/hpcgpu/logs].")
 @click.option("--job-extra-directive", "extra", multiple=True, help="Extra directive (repeatable).")
 @click.option("--prologue", multiple=True, help="Shell line before the workers (repeatable).")
 @click.option("--check", is_flag=True, help="Ask the installed scheduler whether it accepts the script.")
 def jobscript(scheduler: str, **kw) -> None:
     """Print a job script that starts one Dask worker per GPU.
+
+    Options not given come from the dask config exactly as for SLURMCluster and the
+    others (hpcgpu.<scheduler>.*, your jobqueue.<scheduler>.*, DASK_HPCGPU__*, profiles).
 
     \b
     Example:
@@ -101,14 +107,13 @@ def jobscript(scheduler: str, **kw) -> None:
           --memory-per-gpu 60GB --walltime 01:00:00 --check
     """
     try:
-        text = _render(scheduler, kw)
+        text, setup = _render(scheduler, kw)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(text, nl=False)
     if kw["check"]:
         try:  # the queue's nodes first: the schedulers' own refusals do not say which field
-            dialect = get_dialect(scheduler, **parse_site_options(kw["site"]))
-            check_queue(scheduler, _shape(kw), dialect)
+            check_queue(scheduler, setup.shape, setup.dialect)
         except ValueError as exc:
             click.echo(f"REFUSED: {exc}", err=True)
             sys.exit(1)
@@ -120,27 +125,45 @@ def jobscript(scheduler: str, **kw) -> None:
         sys.exit(0 if ok else 1)
 
 
-def _shape(kw: dict) -> GPUJobShape:
-    return GPUJobShape.create(
-        nodes=kw["nodes"], gpus_per_node=kw["gpus_per_node"], cpus_per_gpu=kw["cpus_per_gpu"],
-        memory_per_gpu=kw["memory_per_gpu"], memory_per_node=kw["memory_per_node"],
-        walltime=kw["walltime"], queue=kw["queue"], account=kw["account"],
-        job_name=kw["job_name"], gpu_type=kw["gpu_type"], exclusive=kw["exclusive"],
-    )
+#: Command-line options that are cluster options of the same name (resolved with the config).
+_OPTIONS = ("profile", "nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu",
+            "memory_per_node", "walltime", "queue", "account", "job_name", "gpu_type",
+            "exclusive", "launcher", "one_task_per", "python", "log_directory")
 
 
-def _render(scheduler: str, kw: dict) -> str:
-    dialect = get_dialect(scheduler, **parse_site_options(kw["site"]))
-    shape = _shape(kw)
-    launcher = get_launcher(kw["launcher"] or dialect.default_launcher, kw["gpu_binding"],
-                            kw["one_task_per"])
+def _explicit(kw: dict) -> dict:
+    """The options the user gave, under the Python API's names (None: not given)."""
+    explicit = {name: kw[name] for name in _OPTIONS}
+    explicit["site"] = parse_site_options(kw["site"]) or None
+    explicit["job_extra_directives"] = list(kw["extra"]) or None
+    explicit["job_script_prologue"] = list(kw["prologue"]) or None
+    return explicit
+
+
+def _render(scheduler: str, kw: dict) -> tuple[str, ClusterSetup]:
+    """The script, through the Python API's own resolution and validation (:func:`prepare`)."""
+    setup = prepare(scheduler, _explicit(kw))
+    shape, options = setup.shape, setup.job_options
+    launcher = setup.launcher
+    if kw["gpu_binding"] != "gpus-per-task":
+        launcher = get_launcher(launcher.name, kw["gpu_binding"], kw["one_task_per"])
+        launcher.validate(shape, setup.dialect.multi_node_launchers)
     address = kw["scheduler_address"]
+    memory = shape.gpu_memory
     worker = WorkerCommand(
         scheduler=address, scheduler_file=None if address else kw["scheduler_file"],
-        nthreads=shape.cpus_per_gpu,
+        nthreads=shape.cpus_per_gpu, memory_limit=str(memory) if memory else "auto",
+        interface=setup.network_options.get("worker_interface")
+        or setup.network_options.get("interface"),
+        local_directory=options["local_directory"],
+        death_timeout=int(options["death_timeout"] or 120),
+        extra=tuple(str(arg) for arg in options["worker_extra_args"]),
     )
     script = worker_job_script(
-        shape, dialect, launcher, worker, python=kw["python"], log_directory=kw["log_directory"],
-        job_extra_directives=kw["extra"], job_script_prologue=kw["prologue"],
+        shape, setup.dialect, launcher, worker, python=options["python"],
+        log_directory=options["log_directory"], shebang=options["shebang"],
+        **{name: tuple(options[name]) for name in (
+            "job_extra_directives", "job_directives_skip", "job_script_prologue",
+            "job_script_epilogue")},
     )
-    return render(script)
+    return render(script), setup

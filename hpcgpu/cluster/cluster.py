@@ -36,6 +36,7 @@ from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, name_levels, pool_resource
 from hpcgpu.cluster.network import cluster_network, dashboard_host
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
 from hpcgpu.cluster.setup import ClusterSetup, prepare
+from hpcgpu.scriptfields import shell_word
 
 __all__ = ["GPUCluster"]
 
@@ -128,6 +129,8 @@ fallback, ucx_environment
                  **options: Any) -> None:
         # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
         kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
+        if name is not None:  # every worker's --name: unquoted in dask-jobqueue's CPU jobs
+            shell_word("name", name)
         self._arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
         setup: ClusterSetup = _prepare(kind, options)  # ValueError before anything starts
         retire = (retire_before, lifetime_stagger, replace_ahead, signal_before_walltime, requeue)

@@ -20,6 +20,7 @@ from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup
 from hpcgpu.cpushape import CPUJobShape
 from hpcgpu.dialects import get_dialect
+from hpcgpu.scriptfields import CPU_WORDS, check_options
 from hpcgpu.units import parse_walltime
 
 __all__ = ["is_cpu_request", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
@@ -40,6 +41,13 @@ CPU_ONLY = {
 GPU_ONLY = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
             "gpu_type", "exclusive", "launcher", "one_task_per", "profile", "site", "limits",
             "scheduler_in_job", *[n for n in NETWORK_OPTIONS if n not in ("interface", "protocol")])
+#: dask-jobqueue's options that reach its job script unquoted -> their jobqueue.* key.
+_SCRIPT_FIELDS = {"job_name": "name", "queue": "queue", "project": "project",
+                  "account": "account", "walltime": "walltime", "resource_spec": "resource-spec",
+                  "log_directory": "log-directory", "shebang": "shebang",
+                  "local_directory": "local-directory", "interface": "interface",
+                  "shared_temp_directory": "shared-temp-directory",
+                  "death_timeout": "death-timeout"}
 _PLACEHOLDER = "tcp://<insert-scheduler-address-here>:8786"
 
 
@@ -103,6 +111,9 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         raise ValueError("retire_before applies to GPU workers: for CPU workers use "
                          "worker_extra_args=['--lifetime', '55m'] as in dask-jobqueue")
     _refuse_scheduler_arguments(scheduler, options)
+    check_options({name: options[name] if options.get(name) is not None
+                   else dask.config.get(f"{section}.{key}", None)
+                   for name, key in _SCRIPT_FIELDS.items()}, CPU_WORDS)
     interface = options.pop("interface", None) or dask.config.get(f"{section}.interface", None)
     protocol = options.pop("protocol", None)
     scheduler_options = {

@@ -15,6 +15,7 @@ from hpcgpu.launchers import Launcher, get_launcher
 from hpcgpu.logdir import default_log_directory, prune_job_logs
 from hpcgpu.cpushape import CPUJobShape
 from hpcgpu.resources import GPUJobShape, NodeLimits
+from hpcgpu.scriptfields import check_options
 from hpcgpu.units import parse_memory
 
 __all__ = ["ClusterSetup", "prepare", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
@@ -67,6 +68,7 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
     """
     get_dialect(scheduler)  # unknown scheduler names fail first
     opts = config.resolve(scheduler, options)
+    check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir
     limits = _limits(opts["limits"] or {})
     shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from hpcgpu.resources import GPUJobShape, NodeLimits
+from hpcgpu.scriptfields import check_fields, directive_word
 
 __all__ = ["Dialect", "JOB_STATES", "JobStatus", "TERMINAL_STATES"]
 
@@ -74,6 +75,10 @@ class Dialect:
     job_id_pattern: ClassVar[str] = r"(\d+)"
 
     limits: NodeLimits = field(default_factory=NodeLimits)
+
+    def __post_init__(self) -> None:
+        # Site options are placed inside directives: one word each.
+        check_fields(self, directive_word)
 
     def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
         """Return the directive lines (with their prefix) that ask for ``shape``, after

@@ -60,6 +60,7 @@ class LSFDialect(Dialect):
     gpu_mode: str = "exclusive_process"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.memory_unit not in LSF_UNITS:
             raise ValueError(
                 f"memory_unit={self.memory_unit!r}: use one of {', '.join(LSF_UNITS)} "

@@ -75,6 +75,7 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
     memory_resource: Literal["h_vmem", "mem_free"] = "h_vmem"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.gpu_consumable not in ("slot", "job"):
             raise ValueError(f"gpu_consumable={self.gpu_consumable!r}: use 'slot' or 'job'")
         if self.memory_resource not in ("h_vmem", "mem_free"):

@@ -72,6 +72,7 @@ class SlurmDialect(Dialect):
     memory_directive: Literal["mem", "mem-per-gpu"] = "mem"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.gpu_directive not in ("gpus-per-node", "gres"):
             raise ValueError(
                 f"gpu_directive={self.gpu_directive!r}: use 'gpus-per-node' or 'gres'"
@@ -181,20 +182,43 @@ def _array_elements(job_id: str) -> list[str]:
 
 
 def expand_hostlist(text: str) -> tuple[str, ...]:
-    """Expand a SLURM host list such as ``node[1-3,7],gpu01``.
+    """Expand a SLURM host list such as ``node[1-3,7],gpu01``, as ``scontrol show hostnames``
+    does: several brackets in one name give every combination.
 
     >>> expand_hostlist("node[1-2,4],login")
     ('node1', 'node2', 'node4', 'login')
+    >>> expand_hostlist("rack[1-2]-n[1-2]")
+    ('rack1-n1', 'rack1-n2', 'rack2-n1', 'rack2-n2')
     >>> expand_hostlist("")
     ()
     """
     hosts: list[str] = []
-    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", text):
-        if plain:
-            hosts.append(plain)
-            continue
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
-            for number in range(int(low), int(high or low) + 1):
-                hosts.append(f"{prefix}{number:0{len(low)}d}")
+    for name in re.findall(r"(?:[^,\[]|\[[^\]]*\])+", text):  # commas inside brackets stay
+        hosts += _expand_name(name)
     return tuple(h for h in hosts if h and h != "(null)")
+
+
+def _expand_name(name: str) -> list[str]:
+    """One name with brackets, in SLURM's order: the last bracket varies fastest, the others
+    from the right (slowest) to the left (hostlist.c expands the prefix's last one first)."""
+    last = name.rfind("[")
+    if last < 0 or "]" not in name[last:]:
+        return [name]
+    prefix, rest = name[:last], name[last + 1:]
+    ranges, _, suffix = rest.partition("]")
+    inner = prefix.rfind("[")
+    if inner < 0 or "]" not in prefix[inner:]:
+        return [f"{prefix}{number}{suffix}" for number in _numbers(ranges)]
+    head, middle = prefix[:inner], prefix[inner + 1:]
+    outer, _, between = middle.partition("]")
+    return [host for number in _numbers(outer)
+            for host in _expand_name(f"{head}{number}{between}[{ranges}]{suffix}")]
+
+
+def _numbers(ranges: str) -> list[str]:
+    """``1-3,07`` -> ``1 2 3 07``: a range keeps its first number's width (zero padding)."""
+    numbers = []
+    for part in ranges.split(","):
+        low, _, high = part.strip().partition("-")
+        numbers += [f"{n:0{len(low)}d}" for n in range(int(low), int(high or low) + 1)]
+    return numbers

@@ -26,8 +26,8 @@ _ALIASES = {
     "rdma-cm": "rdmacm", "rdma_cm": "rdmacm",
     "tcp-over-ucx": "tcp", "tcp_over_ucx": "tcp",
 }
-_TOKEN = re.compile(r"^[A-Za-z0-9_.:@+,/-]+$")
-_UCX_NAME = re.compile(r"^UCX_[A-Z0-9_]+$")
+_TOKEN = re.compile(r"[A-Za-z0-9_.:@+,/-]+")
+_UCX_NAME = re.compile(r"UCX_[A-Z0-9_]+")
 
 
 def _normalise_transports(transports: str | Iterable[str] | None) -> tuple[str, ...] | None:
@@ -145,10 +145,10 @@ class NetworkSettings:
         self._check_transports()
         for field in ("scheduler_interface", "worker_interface", "net_devices"):
             value = getattr(self, field)
-            if value is not None and not _TOKEN.match(value):
+            if value is not None and not _TOKEN.fullmatch(value):
                 raise ValueError(f"{field}={value!r} is not an interface/device name (e.g. 'ib0', 'mlx5_0:1')")
         for name, _ in self.ucx_environment:
-            if not _UCX_NAME.match(name):
+            if not _UCX_NAME.fullmatch(name):
                 raise ValueError(f"ucx_environment name {name!r} is not a UCX variable (e.g. UCX_RNDV_SCHEME)")
             if name == "UCX_TLS" and self.transports is not None:
                 raise ValueError(

@@ -1,0 +1,65 @@
+"""``hpcgpu jobscript`` reads the dask config exactly as the Python API does (issue 26)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from hpcgpu.cluster.setup import prepare
+
+
+def _jobscript(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    environment.update(XDG_CACHE_HOME=str(tmp_path / "cache"), **env)
+    return subprocess.run([sys.executable, "-m", "hpcgpu", "jobscript", *args],
+                          capture_output=True, text=True, timeout=120, env=environment,
+                          cwd=tmp_path)
+
+
+def test_config_files_environment_and_jobqueue_reach_the_script(tmp_path):
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "site.yaml").write_text(yaml.safe_dump({
+        "hpcgpu": {"slurm": {"queue": "gpu", "gpus-per-node": 2}},
+        "jobqueue": {"slurm": {"log-directory": str(tmp_path / "jq-logs"),
+                               "job-script-prologue": ["module load cuda"]}},
+    }))
+    done = _jobscript(tmp_path, "slurm", DASK_CONFIG=str(config),
+                      DASK_HPCGPU__SLURM__WALLTIME="00:07:00")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "#SBATCH --partition=gpu" in text and "#SBATCH --ntasks-per-node=2" in text
+    assert "#SBATCH --time=00:07:00" in text
+    assert f"#SBATCH --output={tmp_path}/jq-logs/%x-%j.out" in text
+    assert "\nmodule load cuda\n" in text
+    # An argument wins over the config, as for SLURMCluster(queue=...).
+    done = _jobscript(tmp_path, "slurm", "--queue", "debug", DASK_CONFIG=str(config))
+    assert "#SBATCH --partition=debug" in done.stdout, done.stderr
+
+
+def test_default_log_directory_is_the_python_apis_not_the_working_directory(tmp_path):
+    done = _jobscript(tmp_path, "slurm")
+    assert done.returncode == 0, done.stderr
+    logs = tmp_path / "cache" / "hpcgpu" / "logs"
+    assert f"#SBATCH --output={logs}/%x-%j.out" in done.stdout
+    assert "--output=./" not in done.stdout
+    assert logs.is_dir()
+
+
+def test_a_bad_value_from_the_environment_is_refused_with_its_name(tmp_path):
+    done = _jobscript(tmp_path, "pbs", DASK_HPCGPU__PBS__LOG_DIRECTORY="/tmp/x\ntouch /tmp/pwned #")
+    assert done.returncode == 2 and "log_directory" in done.stderr and not done.stdout
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs", "lsf", "sge"])
+def test_directives_are_the_python_apis(scheduler, tmp_path):
+    done = _jobscript(tmp_path, scheduler, "--gpus-per-node", "2", "--log-directory",
+                      str(tmp_path), "--queue", "q")
+    assert done.returncode == 0, done.stderr
+    setup = prepare(scheduler, {"gpus_per_node": 2, "log_directory": str(tmp_path), "queue": "q"})
+    for line in setup.dialect.directives(setup.shape, setup.log_directory):
+        assert line in done.stdout.splitlines()
