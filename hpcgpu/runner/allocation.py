@@ -206,15 +206,68 @@ def _lsf_slots(env: Mapping[str, str]) -> list[tuple[str, int]]:
     return [(host, lines.count(host)) for host in dict.fromkeys(lines)]
 
 
+#: SLURM's GPU variables, in the order read (docs/batch.md lists where SLURM sets each)
+SLURM_GPU_VARIABLES = ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_STEP_GPUS",
+                       "SLURM_JOB_GPUS", "SLURM_GPUS_PER_TASK", "SLURM_TRES_PER_TASK", "SLURM_GPUS")
+
+
+def _tres_gpus(value: str | None) -> int | None:
+    """GPUs in a TRES list as ``SLURM_TRES_PER_TASK`` has it (SLURM 23.02 and later):
+    ``cpu=2,gres/gpu=1``, ``gres/gpu:h100=2``.
+
+    Examples
+    --------
+    >>> _tres_gpus("cpu=2,gres/gpu=1"), _tres_gpus("gres/gpu:h100=2"), _tres_gpus("cpu=4")
+    (1, 2, None)
+    """
+    for item in (value or "").split(","):
+        name, _, count = item.partition("=")
+        if name.strip().startswith(("gres/gpu", "gres:gpu", "gpu")):
+            return _int(count) or _count(name)
+    return None
+
+
+def _in_salloc_shell(env: Mapping[str, str]) -> bool:
+    """Whether this is salloc's shell: a job, but not a node of it (no ``SLURM_CPUS_ON_NODE``)."""
+    return bool(env.get("SLURM_JOB_ID")) and not env.get("SLURM_CPUS_ON_NODE")
+
+
+def _slurm_gpus(env: Mapping[str, str]) -> int | None:
+    """GPUs per node from SLURM's variables: this node's count (batch script, srun), the
+    per-node request (salloc, sbatch), GPU ids, then per-task or total requests spread
+    over the nodes."""
+    count = (_int(env.get("SLURM_GPUS_ON_NODE")) or _count(env.get("SLURM_GPUS_PER_NODE"))
+             or len(_ids(env.get("SLURM_STEP_GPUS"))) or len(_ids(env.get("SLURM_JOB_GPUS"))))
+    if count:
+        return count
+    nodes = _int(env.get("SLURM_JOB_NUM_NODES")) or _int(env.get("SLURM_NNODES")) or 1
+    per_task = _count(env.get("SLURM_GPUS_PER_TASK")) or _tres_gpus(env.get("SLURM_TRES_PER_TASK"))
+    tasks = _int(env.get("SLURM_NTASKS")) or _int(env.get("SLURM_NPROCS"))
+    if per_task and tasks:
+        return per_task * -(-tasks // nodes)
+    total = _count(env.get("SLURM_GPUS"))
+    return -(-total // nodes) if total else None
+
+
 def _gpus_from_env(scheduler: str | None, env: Mapping[str, str]) -> int | None:
     if scheduler == "slurm":
-        # SLURM_GPUS_ON_NODE: with --gpus-per-node/--gres; SLURM_JOB_GPUS: the batch node's ids
-        count = _int(env.get("SLURM_GPUS_ON_NODE")) or len(_ids(env.get("SLURM_JOB_GPUS")))
-        if count:
+        count = _slurm_gpus(env)
+        if count or _in_salloc_shell(env):  # salloc's shell runs on the login node: its GPUs are not the job's
             return count
     if scheduler == "sge" and _ids(env.get("SGE_HGR_gpu")):
         return len(_ids(env.get("SGE_HGR_gpu")))
     return len(_ids(env.get("CUDA_VISIBLE_DEVICES"))) or None
+
+
+def _unknown_gpus(scheduler: str | None, env: Mapping[str, str]) -> str:
+    fix = "pass --gpus-per-node N (e.g. --gpus-per-node 4)"
+    if scheduler == "slurm" and _in_salloc_shell(env):
+        return ("gpus_per_node is unknown: SLURM sets no GPU count in salloc's shell for --gres "
+                "or --exclusive (it does for --gpus-per-node, --gpus-per-task and --gpus); "
+                f"ask salloc for --gpus-per-node N, or {fix}")
+    return ("gpus_per_node is unknown: no SLURM GPU variable (SLURM_GPUS_ON_NODE, "
+            "SLURM_GPUS_PER_NODE, ...), SGE_HGR_gpu, CUDA_VISIBLE_DEVICES or nvidia-smi here; "
+            + fix)
 
 
 def count_nvidia_smi_gpus() -> int | None:
@@ -226,6 +279,14 @@ def count_nvidia_smi_gpus() -> int | None:
     return len(lines) if done.returncode == 0 and lines else None
 
 
+_OPTION_FIX = {
+    "nodes": "leave --nodes out to use every node of the allocation, or give 1 or more",
+    "gpus_per_node": "every worker needs a GPU; leave --gpus-per-node out to count the "
+                     "allocation's GPUs, or give 1 or more (for CPU-only work use "
+                     "distributed.LocalCluster or dask-jobqueue)",
+}
+
+
 def detect_allocation(
     env: Mapping[str, str] | None = None,
     *,
@@ -235,8 +296,10 @@ def detect_allocation(
 ) -> Allocation:
     """Read the allocation from the batch system's environment.
 
-    GPUs per node, first found: ``gpus_per_node``; SLURM's ``SLURM_GPUS_ON_NODE`` or
-    ``SLURM_JOB_GPUS``; SGE's ``SGE_HGR_gpu``; ``CUDA_VISIBLE_DEVICES``; ``nvidia-smi -L``.
+    GPUs per node, first found: ``gpus_per_node``; SLURM's variables
+    (:data:`SLURM_GPU_VARIABLES`, as sbatch, salloc and srun set them); SGE's
+    ``SGE_HGR_gpu``; ``CUDA_VISIBLE_DEVICES``; ``nvidia-smi -L`` (not in salloc's shell,
+    which runs on the login node).
 
     Examples
     --------
@@ -248,22 +311,23 @@ hosts=(), gpus_per_task=None, tasks=None, cpus_per_task=None, total=None)
     >>> detect_allocation({}, probe_gpus=lambda: None)
     Traceback (most recent call last):
     ...
-    ValueError: gpus_per_node is unknown: no SLURM_GPUS_ON_NODE, SGE_HGR_gpu, CUDA_VISIBLE_DEVICES \
-or nvidia-smi here; pass --gpus-per-node N (e.g. --gpus-per-node 4)
+    ValueError: gpus_per_node is unknown: no SLURM GPU variable (SLURM_GPUS_ON_NODE, \
+SLURM_GPUS_PER_NODE, ...), SGE_HGR_gpu, CUDA_VISIBLE_DEVICES or nvidia-smi here; pass \
+--gpus-per-node N (e.g. --gpus-per-node 4)
     """
     env = os.environ if env is None else env
     scheduler = _scheduler_of(env)
     job_id = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "lsf": "LSB_JOBID", "sge": "JOB_ID"}
     hosts, found_nodes, cpus = _hosts_and_cpus(scheduler, env)
-    gpus = gpus_per_node or _gpus_from_env(scheduler, env) or probe_gpus()
-    if not gpus:
-        raise ValueError(
-            "gpus_per_node is unknown: no SLURM_GPUS_ON_NODE, SGE_HGR_gpu, CUDA_VISIBLE_DEVICES "
-            "or nvidia-smi here; pass --gpus-per-node N (e.g. --gpus-per-node 4)"
-        )
-    for name, value in (("nodes", nodes), ("gpus_per_node", gpus)):
+    for name, value in (("nodes", nodes), ("gpus_per_node", gpus_per_node)):
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name}={value!r} must be a whole number of at least 1")
+            raise ValueError(f"{name}={value!r} must be a whole number of at least 1: "
+                             f"{_OPTION_FIX[name]}")
+    gpus = gpus_per_node or _gpus_from_env(scheduler, env)
+    if not gpus and not (scheduler == "slurm" and _in_salloc_shell(env)):
+        gpus = probe_gpus()
+    if not gpus:
+        raise ValueError(_unknown_gpus(scheduler, env))
     return Allocation(
         scheduler=scheduler,
         job_id=env.get(job_id[scheduler]) if scheduler else None,
@@ -279,7 +343,7 @@ def _slurm_tasks(scheduler: str | None, env: Mapping[str, str]) -> dict:
     """SLURM's binding of GPUs to tasks, cores per task and total GPU count, as asked for."""
     if scheduler != "slurm":
         return {}
-    per_task = _count(env.get("SLURM_GPUS_PER_TASK"))
+    per_task = _count(env.get("SLURM_GPUS_PER_TASK")) or _tres_gpus(env.get("SLURM_TRES_PER_TASK"))
     tasks = _int(env.get("SLURM_NTASKS")) or _int(env.get("SLURM_NPROCS"))
     return dict(gpus_per_task=per_task if per_task and tasks else None,
                 tasks=tasks if per_task else None,

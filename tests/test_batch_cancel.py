@@ -1,0 +1,47 @@
+"""``scancel`` of an ``hpcgpu run`` job on the real local SLURM (KillWait 5 s there).
+
+SLURM sends SIGTERM to every process of the job at once (the scheduler, the workers'
+srun, the script and ``hpcgpu run``), then SIGKILL after KillWait. ``hpcgpu run`` must be
+done before that: the job directory with the key files removed, and its own log saying it
+ends with status 143 (128 + SIGTERM). A SIGKILL shows as ``ExitCode 0:9``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from batchtools import CHECK, processes_with, sbatch_wrap, slurm_finished
+from conftest import wait_for
+
+pytestmark = pytest.mark.slurm
+
+RUN = f"{sys.executable} -m hpcgpu run --dashboard-address '' --timeout 240"
+
+
+def test_scancel_ends_within_killwait_and_removes_the_key_files(slurm, tmp_path):
+    work = tmp_path / "work"
+    command = f"{RUN} --work-dir {work} {CHECK} --marker {tmp_path}/started --sleep 300"
+    job_id = sbatch_wrap(tmp_path, ["-N1", "--ntasks-per-node=1", "--gpus-per-node=2"], command,
+                         name="hpcgpu-cancel-test")
+    try:
+        wait_for(lambda: (tmp_path / "started").exists() or slurm_finished(job_id), 240, 0.2,
+                 what="the script to start")
+        assert list(work.glob("*/key.pem")), "the run's key file is where the test looks"
+        started = time.monotonic()
+        subprocess.run(["scancel", job_id], check=True, timeout=60)
+        # slurmctld says CANCELLED at once; the job is gone when its last process is
+        marker = f"SLURM_JOB_ID={job_id}"
+        wait_for(lambda: processes_with(marker) == [], 60, 0.1, what=f"the processes of job {job_id} to go")
+        took = time.monotonic() - started
+        state = wait_for(lambda: slurm_finished(job_id), 60, 0.1, what=f"job {job_id} to end")
+    finally:
+        subprocess.run(["scancel", job_id], capture_output=True, timeout=60)
+    log = (tmp_path / f"{job_id}.out").read_text()
+    assert state[0] == "CANCELLED", (state, log[-4000:])
+    assert list(work.iterdir()) == [], log[-4000:]  # key.pem, cert.pem, ca.pem removed
+    assert "hpcgpu run: stopped by SIGTERM: exit status 143" in log, log[-4000:]
+    assert took < 5, (took, log[-4000:])  # SLURM's SIGKILL comes after KillWait (5 s here)
