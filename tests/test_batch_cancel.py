@@ -24,6 +24,7 @@ RUN = f"{sys.executable} -m hpcgpu run --dashboard-address '' --timeout 240"
 
 def test_scancel_ends_within_killwait_and_removes_the_key_files(slurm, tmp_path):
     work = tmp_path / "work"
+    work.mkdir()  # a work folder of the user's stays; the job's own directory in it goes
     command = f"{RUN} --work-dir {work} {CHECK} --marker {tmp_path}/started --sleep 300"
     job_id = sbatch_wrap(tmp_path, ["-N1", "--ntasks-per-node=1", "--gpus-per-node=2"], command,
                          name="hpcgpu-cancel-test")
@@ -44,4 +45,5 @@ def test_scancel_ends_within_killwait_and_removes_the_key_files(slurm, tmp_path)
     assert state[0] == "CANCELLED", (state, log[-4000:])
     assert list(work.iterdir()) == [], log[-4000:]  # key.pem, cert.pem, ca.pem removed
     assert "hpcgpu run: stopped by SIGTERM: exit status 143" in log, log[-4000:]
+    assert "distributed.client - ERROR" not in log, log[-4000:]  # no reconnect traceback
     assert took < 5, (took, log[-4000:])  # SLURM's SIGKILL comes after KillWait (5 s here)
