@@ -11,6 +11,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +49,24 @@ def test_scancel_ends_within_killwait_and_removes_the_key_files(slurm, tmp_path)
     assert "hpcgpu run: stopped by SIGTERM: exit status 143" in log, log[-4000:]
     assert "distributed.client - ERROR" not in log, log[-4000:]  # no reconnect traceback
     assert took < 5, (took, log[-4000:])  # SLURM's SIGKILL comes after KillWait (5 s here)
+
+
+def test_gpurunner_scancel_removes_its_key_files(slurm, tmp_path):
+    """scancel sends SIGTERM to every rank: rank 0 leaves its ``with`` block, closes the
+    cluster and removes the TLS directory next to the scheduler file. (A SIGTERM to srun
+    itself kills its tasks at once: nothing can remove anything then.)"""
+    script = Path(__file__).with_name("batch_user_script.py")
+    out, name = tmp_path / "out.json", f"hpcgpu-cancel-{uuid.uuid4().hex[:8]}"
+    argv = ["srun", "--ntasks=2", "--gpus-per-task=1", "--cpus-per-task=1", "--mem=2G", "--time=5",
+            f"--job-name={name}", sys.executable, str(script), str(out), "--runner", "--hold"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: Path(f"{out}.started").exists() or proc.poll() is not None, 240, 0.2,
+                 what="the script to start")
+        assert list(tmp_path.glob("*.tls/key.pem")), sorted(p.name for p in tmp_path.iterdir())
+        subprocess.run(["scancel", "--name", name], check=True, timeout=60)
+        log = proc.communicate(timeout=60)[0]
+    finally:
+        proc.kill()
+    assert not list(tmp_path.glob("*.tls")), log[-4000:]
+    assert "Traceback" not in log, log[-4000:]

@@ -24,16 +24,16 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.launchers import get_launcher
-from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
-                            resolve, worker_options)
+from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
 from hpcgpu.runner.allocation import Allocation, detect_allocation
-from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, dashboard_message
+from hpcgpu.runner.dashboard import dashboard_message
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
+from hpcgpu.runner.options import BatchOptions, network
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
@@ -54,62 +54,6 @@ WORKER_TAIL_LINES = 400
 #: Seconds the whole stop may take after SIGTERM: SLURM sends SIGKILL KillWait seconds
 #: later (30 by default, less at some sites), to the scheduler, workers and script as well.
 SIGTERM_BUDGET = 4.0
-
-
-@dataclass(frozen=True)
-class BatchOptions:
-    """What ``hpcgpu run`` was asked to do; see ``hpcgpu run --help`` for each field."""
-
-    script: str
-    args: tuple[str, ...] = ()
-    launcher: str | None = None
-    launcher_args: tuple[str, ...] = ()
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    min_workers: int | None = None
-    timeout: float = 300.0
-    tls: bool = True
-    protocol: str | None = None
-    interface: str | None = None
-    transports: str | None = None
-    fallback: str | None = None
-    dashboard_address: str | None = DEFAULT_DASHBOARD
-    nthreads: int = 1
-    memory_limit: str = "auto"
-    worker_args: tuple[str, ...] = ()
-    work_dir: str = ".hpcgpu"
-    keep_work_dir: bool = False
-    grace: float = 10.0
-    python: str = field(default_factory=lambda: sys.executable)
-
-    def protocol_name(self) -> str:
-        """``ucx``/``ucxx`` as asked (UCX carries no TLS); else ``tls`` with TLS on, or the
-        protocol asked for, ``tcp`` by default."""
-        if (self.protocol or "").lower() in UCX_PROTOCOLS:
-            return self.protocol.lower()
-        if self.tls:
-            if self.protocol not in (None, "tls"):
-                raise ValueError(f"protocol={self.protocol!r} does not carry TLS: "
-                                 "use --protocol tls, or --no-tls")
-            return "tls"
-        return self.protocol or "tcp"
-
-
-def network(options: BatchOptions) -> NetworkSettings:
-    """The run's :class:`~hpcgpu.network.NetworkSettings`, resolved (UCX missing raises,
-    or falls back with a warning when ``fallback`` is given).
-
-    Examples
-    --------
-    >>> network(BatchOptions("a.py", protocol="tcp", tls=False)).protocol
-    'tcp'
-    """
-    fallback = options.fallback
-    if fallback is not None and fallback.lower() in ("true", "yes", "1"):
-        fallback = "tls" if options.tls else "tcp"
-    net = NetworkSettings.create(options.protocol_name(), options.transports or "auto",
-                                 options.interface, fallback=fallback)
-    return resolve(net)
 
 
 def script_argv(python: str, script: str, args: tuple[str, ...]) -> list[str]:
