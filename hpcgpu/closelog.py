@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["ExpectedCloseFilter", "quiet_expected_close", "dask_setup"]
+__all__ = ["ExpectedCloseFilter", "CancelledTaskFilter", "quiet_expected_close", "dask_setup"]
 
 
 class ExpectedCloseFilter(logging.Filter):
@@ -39,11 +39,38 @@ class ExpectedCloseFilter(logging.Filter):
         return True
 
 
+class CancelledTaskFilter(logging.Filter):
+    """Drops the empty ERROR record, with its traceback, that distributed's ``log_errors``
+    writes when a client task is cancelled: a client closed while it was reconnecting to a
+    scheduler that had gone (the end of a run, or a cancelled job). Cancelling is how
+    closing works; it is not an error.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> record = logging.LogRecord("distributed.client", logging.ERROR, "", 0,
+    ...                            asyncio.CancelledError(), (), (asyncio.CancelledError, None, None))
+    >>> CancelledTaskFilter().filter(record)
+    False
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import asyncio
+
+        return not (record.exc_info and record.exc_info[0] is not None
+                    and issubclass(record.exc_info[0], asyncio.CancelledError))
+
+
+_FILTERS = {"distributed.batched": ExpectedCloseFilter, "distributed.client": CancelledTaskFilter}
+
+
 def quiet_expected_close() -> None:
-    """Install :class:`ExpectedCloseFilter` on ``distributed.batched`` (once)."""
-    logger = logging.getLogger("distributed.batched")
-    if not any(isinstance(f, ExpectedCloseFilter) for f in logger.filters):
-        logger.addFilter(ExpectedCloseFilter())
+    """Install :class:`ExpectedCloseFilter` on ``distributed.batched`` and
+    :class:`CancelledTaskFilter` on ``distributed.client`` (once each)."""
+    for name, kind in _FILTERS.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())
 
 
 def dask_setup(server) -> None:

@@ -103,8 +103,11 @@ BATCH_EXAMPLES: dict[str, tuple[str, str, str, dict, tuple[str, ...]]] = {
     "sge-1x4.sge": ("sge", "qsub", "direct", dict(nodes=1, gpus_per_node=4), ()),
 }
 
-#: Where each batch system starts the job, if not in the submission directory.
-_CHANGE_DIRECTORY = {"pbs": ('cd "${PBS_O_WORKDIR:-.}"',)}
+#: What each batch system does not do for the job that sbatch does: start it in the
+#: submission directory (PBS), give it the submitter's PATH, hence the python that has
+#: hpcgpu (Grid Engine passes it as SGE_O_PATH only).
+_CHANGE_DIRECTORY = {"pbs": ('cd "${PBS_O_WORKDIR:-.}"',),
+                     "sge": ('export PATH="${SGE_O_PATH:+$SGE_O_PATH:}$PATH"',)}
 
 
 def _batch_header(filename: str, submit: str, launcher: str, shape: GPUJobShape) -> tuple[str, ...]:

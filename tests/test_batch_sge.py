@@ -46,3 +46,21 @@ def test_qsub_runs_one_worker_per_granted_gpu(sge, tmp_path, request_, gpus):
     assert len({w["cuda_visible_devices"] for w in result["workers"].values()}) == gpus
     full = "".join(p.read_text() for p in tmp_path.glob("*.o*"))
     assert f"{gpus}/{gpus} worker(s) connected after" in full  # progress in the job's log
+
+
+def test_qsub_as_the_readme_says_finds_the_users_python(sge, tmp_path):
+    """``qsub jobscripts/sge-1x4.sge my_analysis.py`` from a shell whose PATH has the user's
+    environment first (an activated venv), nothing else: Grid Engine starts the job with
+    its own PATH (the system python3: "No module named 'click'"); the script puts the
+    submitter's (``SGE_O_PATH``) first."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HPCGPU_PYTHON", "PYTHONPATH")}
+    env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env['PATH']}"
+    argv = ["qsub", "-terse", "-pe", "smp", "1", "-l", "gpu=1", "-l", "h_rt=00:05:00",
+            "-o", str(tmp_path), "-wd", str(tmp_path), str(ROOT / "jobscripts" / "sge-1x4.sge"),
+            str(CHECK), "--expect", "1", "--exit-code", "5"]
+    job_id = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60,
+                            env=env).stdout.strip()
+    status = wait_for(lambda: sge_exit_status(job_id), 240, 0.5, what=f"SGE job {job_id}")
+    logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.o*"))
+    assert status == 5, logs  # the check script ran, under hpcgpu run, and said its code
+    assert "1/1 worker(s) connected after" in logs, logs

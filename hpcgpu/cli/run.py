@@ -36,8 +36,9 @@ __all__ = ["run"]
               help="UCX transports: auto (default) or some of infiniband,nvlink,rdmacm,tcp.")
 @click.option("--fallback", default=None,
               help="tcp/tls: use it, with a warning, when UCX cannot load (default: fail).")
-@click.option("--dashboard-address", default=":8787", show_default=True,
-              help="Dashboard address ('' turns it off).")
+@click.option("--dashboard-address", default="127.0.0.1:8787", show_default=True,
+              help="Dashboard address: this node only by default (the log says how to reach "
+                   "it with ssh -L); ':8787' for every interface (no password); '' turns it off.")
 @click.option("--nthreads", type=int, default=1, show_default=True, help="Threads per worker.")
 @click.option("--memory-limit", default="auto", show_default=True, help="Host memory per worker.")
 @click.option("--worker-args", default=None, metavar="'ARGS'",

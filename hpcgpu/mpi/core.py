@@ -24,12 +24,13 @@ import dask
 
 from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
+from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
 from hpcgpu.runner.security import temporary_tls
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
 from hpcgpu.worker_command import WorkerCommand
 
-__all__ = ["initialize", "shutdown", "node_placement", "check_gpus"]
+__all__ = ["initialize", "shutdown", "node_placement", "check_gpus", "mpi"]
 
 #: What rank 0 holds while the cluster runs (None elsewhere and before initialize()).
 _STATE: dict = {}
@@ -45,9 +46,21 @@ def node_placement(comm) -> tuple[int, int]:
     return node, local_rank
 
 
+def mpi():
+    """mpi4py's ``MPI`` module, or an ImportError that says which extra installs it."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError(
+            f"hpcgpu.mpi needs mpi4py ({exc}): pip install 'hpcgpu[mpi]', with the site's MPI "
+            "loaded first (module load ...) so that mpi4py is built against it"
+        ) from None
+    return MPI
+
+
 def _node_layout(comm) -> tuple[int, int, int]:
     """(node index, node-local rank, ranks on the node)."""
-    from mpi4py import MPI
+    MPI = mpi()
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     local_rank, local_size = local.Get_rank(), local.Get_size()
@@ -114,7 +127,7 @@ def _start_rank0(security, options: dict):
 
 
 def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="auto",
-               nanny=False, dashboard=True, dashboard_address=":8787", protocol=None,
+               nanny=False, dashboard=True, dashboard_address=DEFAULT_DASHBOARD, protocol=None,
                worker_class=ranks.GPU_WORKER, worker_options=None, comm=None, exit=True,
                security=True, wait_for_workers=300.0):
     """Make the ranks of this MPI job a Dask cluster with one worker per rank's GPU.
@@ -140,9 +153,7 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     >>> Client().submit(sum, [1, 2], resources={"GPU": 1}).result()  # doctest: +SKIP
     3
     """
-    from mpi4py import MPI
-
-    comm = comm or MPI.COMM_WORLD
+    comm = comm or mpi().COMM_WORLD
     node, local_rank, local_size = _node_layout(comm)
     check_gpus(comm, node, local_rank, local_size)
     rank = comm.Get_rank()
@@ -159,6 +170,9 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
         if rank == 0:
             loop_runner, scheduler = _start_rank0(sec, scheduler_options)
             address = scheduler.address
+            message = scheduler_dashboard_message(scheduler, dashboard and dashboard_address)
+            if message:
+                print(f"hpcgpu.mpi: {message}", file=sys.stderr, flush=True)
         address = comm.bcast(address, root=0)
         common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
         if rank == 0:
@@ -247,6 +261,7 @@ def shutdown(exit_code: int = 0) -> None:
     _STATE.clear()
     from distributed.utils import sync
 
+    ranks.close_clients_of(state["scheduler"].address)
     sync(state["loop_runner"].loop, close_workers_then_scheduler, state["scheduler"],
          "hpcgpu.mpi shutdown")
     worker = state["worker"]

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from hpcgpu.resources import GPUJobShape
+from hpcgpu.runner.slurm_env import (_count, _ids, _int, _min_cpus, _tres_gpus,  # noqa: F401
+                                     in_salloc_shell as _in_salloc_shell, slurm_gpus as _slurm_gpus,
+                                     slurm_tasks as _slurm_tasks)
 
 __all__ = ["Allocation", "detect_allocation", "count_nvidia_smi_gpus", "DEFAULT_LAUNCHERS"]
 
@@ -127,27 +130,6 @@ class Allocation:
                                   cpus_per_gpu=self.cpus_per_gpu)
 
 
-def _int(value: str | None) -> int | None:
-    head = (value or "").split("(")[0].split(",")[0].strip()
-    return int(head) if head.isdigit() else None
-
-
-def _count(value: str | None) -> int | None:
-    """A GPU count as SLURM writes it: ``2``, ``gpu:2``, ``h100:2``."""
-    return _int((value or "").split(",")[0].rsplit(":", 1)[-1])
-
-
-def _min_cpus(value: str | None) -> int | None:
-    """The smallest node of ``SLURM_JOB_CPUS_PER_NODE`` (``32``, ``2(x2)``, ``4,2(x3)``)."""
-    counts = [_int(part) for part in (value or "").split(",")]
-    return min((c for c in counts if c), default=None)
-
-
-def _ids(value: str | None) -> list[str]:
-    """GPU ids in ``CUDA_VISIBLE_DEVICES`` (comma) or ``SGE_HGR_gpu`` (space) form."""
-    return [v for v in (value or "").replace(",", " ").split() if v and v != "NoDevFiles"]
-
-
 def _unique_lines(path: str | None, column: int = 0) -> list[str]:
     if not path or not Path(path).is_file():
         return []
@@ -208,13 +190,23 @@ def _lsf_slots(env: Mapping[str, str]) -> list[tuple[str, int]]:
 
 def _gpus_from_env(scheduler: str | None, env: Mapping[str, str]) -> int | None:
     if scheduler == "slurm":
-        # SLURM_GPUS_ON_NODE: with --gpus-per-node/--gres; SLURM_JOB_GPUS: the batch node's ids
-        count = _int(env.get("SLURM_GPUS_ON_NODE")) or len(_ids(env.get("SLURM_JOB_GPUS")))
-        if count:
+        count = _slurm_gpus(env)
+        if count or _in_salloc_shell(env):  # salloc's shell runs on the login node: its GPUs are not the job's
             return count
     if scheduler == "sge" and _ids(env.get("SGE_HGR_gpu")):
         return len(_ids(env.get("SGE_HGR_gpu")))
     return len(_ids(env.get("CUDA_VISIBLE_DEVICES"))) or None
+
+
+def _unknown_gpus(scheduler: str | None, env: Mapping[str, str]) -> str:
+    fix = "pass --gpus-per-node N (e.g. --gpus-per-node 4)"
+    if scheduler == "slurm" and _in_salloc_shell(env):
+        return ("gpus_per_node is unknown: SLURM sets no GPU count in salloc's shell for --gres "
+                "or --exclusive (it does for --gpus-per-node, --gpus-per-task and --gpus); "
+                f"ask salloc for --gpus-per-node N, or {fix}")
+    return ("gpus_per_node is unknown: no SLURM GPU variable (SLURM_GPUS_ON_NODE, "
+            "SLURM_GPUS_PER_NODE, ...), SGE_HGR_gpu, CUDA_VISIBLE_DEVICES or nvidia-smi here; "
+            + fix)
 
 
 def count_nvidia_smi_gpus() -> int | None:
@@ -226,6 +218,14 @@ def count_nvidia_smi_gpus() -> int | None:
     return len(lines) if done.returncode == 0 and lines else None
 
 
+_OPTION_FIX = {
+    "nodes": "leave --nodes out to use every node of the allocation, or give 1 or more",
+    "gpus_per_node": "every worker needs a GPU; leave --gpus-per-node out to count the "
+                     "allocation's GPUs, or give 1 or more (for CPU-only work use "
+                     "distributed.LocalCluster or dask-jobqueue)",
+}
+
+
 def detect_allocation(
     env: Mapping[str, str] | None = None,
     *,
@@ -235,8 +235,10 @@ def detect_allocation(
 ) -> Allocation:
     """Read the allocation from the batch system's environment.
 
-    GPUs per node, first found: ``gpus_per_node``; SLURM's ``SLURM_GPUS_ON_NODE`` or
-    ``SLURM_JOB_GPUS``; SGE's ``SGE_HGR_gpu``; ``CUDA_VISIBLE_DEVICES``; ``nvidia-smi -L``.
+    GPUs per node, first found: ``gpus_per_node``; SLURM's variables
+    (:data:`~hpcgpu.runner.slurm_env.SLURM_GPU_VARIABLES`, as sbatch, salloc and srun set them); SGE's
+    ``SGE_HGR_gpu``; ``CUDA_VISIBLE_DEVICES``; ``nvidia-smi -L`` (not in salloc's shell,
+    which runs on the login node).
 
     Examples
     --------
@@ -248,22 +250,23 @@ hosts=(), gpus_per_task=None, tasks=None, cpus_per_task=None, total=None)
     >>> detect_allocation({}, probe_gpus=lambda: None)
     Traceback (most recent call last):
     ...
-    ValueError: gpus_per_node is unknown: no SLURM_GPUS_ON_NODE, SGE_HGR_gpu, CUDA_VISIBLE_DEVICES \
-or nvidia-smi here; pass --gpus-per-node N (e.g. --gpus-per-node 4)
+    ValueError: gpus_per_node is unknown: no SLURM GPU variable (SLURM_GPUS_ON_NODE, \
+SLURM_GPUS_PER_NODE, ...), SGE_HGR_gpu, CUDA_VISIBLE_DEVICES or nvidia-smi here; pass \
+--gpus-per-node N (e.g. --gpus-per-node 4)
     """
     env = os.environ if env is None else env
     scheduler = _scheduler_of(env)
     job_id = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "lsf": "LSB_JOBID", "sge": "JOB_ID"}
     hosts, found_nodes, cpus = _hosts_and_cpus(scheduler, env)
-    gpus = gpus_per_node or _gpus_from_env(scheduler, env) or probe_gpus()
-    if not gpus:
-        raise ValueError(
-            "gpus_per_node is unknown: no SLURM_GPUS_ON_NODE, SGE_HGR_gpu, CUDA_VISIBLE_DEVICES "
-            "or nvidia-smi here; pass --gpus-per-node N (e.g. --gpus-per-node 4)"
-        )
-    for name, value in (("nodes", nodes), ("gpus_per_node", gpus)):
+    for name, value in (("nodes", nodes), ("gpus_per_node", gpus_per_node)):
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name}={value!r} must be a whole number of at least 1")
+            raise ValueError(f"{name}={value!r} must be a whole number of at least 1: "
+                             f"{_OPTION_FIX[name]}")
+    gpus = gpus_per_node or _gpus_from_env(scheduler, env)
+    if not gpus and not (scheduler == "slurm" and _in_salloc_shell(env)):
+        gpus = probe_gpus()
+    if not gpus:
+        raise ValueError(_unknown_gpus(scheduler, env))
     return Allocation(
         scheduler=scheduler,
         job_id=env.get(job_id[scheduler]) if scheduler else None,
@@ -273,16 +276,3 @@ or nvidia-smi here; pass --gpus-per-node N (e.g. --gpus-per-node 4)
         hosts=tuple(hosts),
         **({} if gpus_per_node or nodes else _slurm_tasks(scheduler, env)),
     )
-
-
-def _slurm_tasks(scheduler: str | None, env: Mapping[str, str]) -> dict:
-    """SLURM's binding of GPUs to tasks, cores per task and total GPU count, as asked for."""
-    if scheduler != "slurm":
-        return {}
-    per_task = _count(env.get("SLURM_GPUS_PER_TASK"))
-    tasks = _int(env.get("SLURM_NTASKS")) or _int(env.get("SLURM_NPROCS"))
-    return dict(gpus_per_task=per_task if per_task and tasks else None,
-                tasks=tasks if per_task else None,
-                cpus_per_task=_int(env.get("SLURM_CPUS_PER_TASK")),
-                total=_count(env.get("SLURM_GPUS")))
-

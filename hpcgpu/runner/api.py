@@ -9,6 +9,7 @@ GPU and exits, with rank 0's exit code, when rank 0 leaves the ``with`` block.
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import signal
@@ -23,7 +24,8 @@ from distributed.security import Security
 
 from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
-from hpcgpu.runner.security import TLSFiles, write_tls_files
+from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
+from hpcgpu.runner.security import TLSFiles, make_private_directory, write_tls_files
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
 from hpcgpu.worker_command import WorkerCommand
@@ -95,6 +97,7 @@ class GPURunner(BaseRunner):
         self.security: Security | None = security if isinstance(security, Security) else None
         self.nthreads, self.memory_limit = nthreads, memory_limit
         self._own_worker = None
+        self._previous_sigterm = None
         self._scheduler = None
         self._place = None
         # every rank's worker is the GPU worker rank 0 starts (RMM pool, spilling, affinity)
@@ -105,6 +108,7 @@ class GPURunner(BaseRunner):
             code = ranks.RECORDED_EXIT_CODE[0] if ranks.RECORDED_EXIT_CODE else 1
             self._loop_runner.stop()
             sys.exit(code)
+        self._previous_sigterm = _sigterm_as_exit() if self.role == Role.client else None
 
     async def get_role(self):
         return Role.client if self.rank == 0 else Role.worker
@@ -148,16 +152,21 @@ class GPURunner(BaseRunner):
         tls = None
         if self._security_option is True:
             shutil.rmtree(self.tls_directory, ignore_errors=True)
-            self.tls_directory.mkdir(mode=0o700)
-            tls = write_tls_files(self.tls_directory)
+            # removed at exit however the script ends (the `with` block's end removes it first)
+            atexit.register(shutil.rmtree, self.tls_directory, ignore_errors=True)
+            tls = write_tls_files(make_private_directory(self.tls_directory))
             self.security = tls.security()
-        options = dict(port=0, dashboard_address=":8787", protocol="tls" if self.security else None)
+        options = dict(port=0, dashboard_address=DEFAULT_DASHBOARD, protocol="tls" if self.security else None)
         options.update(self.scheduler_options)
         # The TLS files exist before the scheduler file appears: workers read both.
         quiet_expected_close()
         self._scheduler = await Scheduler(scheduler_file=str(self.scheduler_file),
                                           security=self.security, **options)
         self.scheduler_address = self._scheduler.address
+        message = scheduler_dashboard_message(self._scheduler, options.get("dashboard_address")
+                                              if options.get("dashboard", True) else None)
+        if message:
+            print(f"hpcgpu GPURunner: {message}", file=sys.stderr, flush=True)
         # hpcgpu.get_client() and distributed.Client() in the client code find it all.
         dask.config.set({"scheduler-address": self.scheduler_address})
         if tls is not None:
@@ -193,13 +202,31 @@ class GPURunner(BaseRunner):
     def __exit__(self, typ, value, traceback):
         if self.role != Role.client or self._scheduler is None:
             return None
+        ranks.close_clients_of(self.scheduler_address)
         self.sync(self._close_cluster, ranks.exit_code_of(value))
         if self._own_worker is not None and not self._own_worker.wait_group(10):
             self._own_worker.stop(grace=5)
         shutil.rmtree(self.tls_directory, ignore_errors=True)
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
         self.status = Status.closed
         self._loop_runner.stop()
         return None  # the exception, if any, propagates: the script's own exit code
+
+
+def _sigterm_as_exit():
+    """On rank 0, make SIGTERM (a cancel, the walltime) end the client code with
+    ``SystemExit(143)``, so that leaving the ``with`` block closes the cluster and removes
+    the key files; by default SIGTERM ends the process at once. Returns the handler to
+    restore, or None where another one is set (the user's) or this is not the main thread."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        return None
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def _placements(dask_scheduler) -> dict:

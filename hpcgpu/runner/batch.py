@@ -11,23 +11,29 @@
 
 SIGTERM, SIGINT, SIGUSR1, SIGUSR2 and SIGHUP (what batch systems send at walltime or on
 cancel) are forwarded to the script; the cluster is then stopped the same way, and the
-exit code is ``128 + signal``.
+exit code is ``128 + signal``. After SIGTERM the batch system kills whatever is left a few
+seconds later (SLURM's KillWait), and it has signalled every process of the job already:
+the job directory goes first, and the shutdown ends within :data:`SIGTERM_BUDGET`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.launchers import get_launcher
-from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
-                            resolve, worker_options)
+from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
 from hpcgpu.runner.allocation import Allocation, detect_allocation
+from hpcgpu.runner.dashboard import dashboard_message
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
+from hpcgpu.runner.options import BatchOptions, network
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
@@ -45,62 +51,9 @@ SETUP_FAILED = 1
 PROGRESS_INTERVAL = 30.0
 #: lines of the launcher's output kept to say why it ended before its workers connected
 WORKER_TAIL_LINES = 400
-
-
-@dataclass(frozen=True)
-class BatchOptions:
-    """What ``hpcgpu run`` was asked to do; see ``hpcgpu run --help`` for each field."""
-
-    script: str
-    args: tuple[str, ...] = ()
-    launcher: str | None = None
-    launcher_args: tuple[str, ...] = ()
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    min_workers: int | None = None
-    timeout: float = 300.0
-    tls: bool = True
-    protocol: str | None = None
-    interface: str | None = None
-    transports: str | None = None
-    fallback: str | None = None
-    dashboard_address: str | None = ":8787"
-    nthreads: int = 1
-    memory_limit: str = "auto"
-    worker_args: tuple[str, ...] = ()
-    work_dir: str = ".hpcgpu"
-    keep_work_dir: bool = False
-    grace: float = 10.0
-    python: str = field(default_factory=lambda: sys.executable)
-
-    def protocol_name(self) -> str:
-        """``ucx``/``ucxx`` as asked (UCX carries no TLS); else ``tls`` with TLS on, or the
-        protocol asked for, ``tcp`` by default."""
-        if (self.protocol or "").lower() in UCX_PROTOCOLS:
-            return self.protocol.lower()
-        if self.tls:
-            if self.protocol not in (None, "tls"):
-                raise ValueError(f"protocol={self.protocol!r} does not carry TLS: "
-                                 "use --protocol tls, or --no-tls")
-            return "tls"
-        return self.protocol or "tcp"
-
-
-def network(options: BatchOptions) -> NetworkSettings:
-    """The run's :class:`~hpcgpu.network.NetworkSettings`, resolved (UCX missing raises,
-    or falls back with a warning when ``fallback`` is given).
-
-    Examples
-    --------
-    >>> network(BatchOptions("a.py", protocol="tcp", tls=False)).protocol
-    'tcp'
-    """
-    fallback = options.fallback
-    if fallback is not None and fallback.lower() in ("true", "yes", "1"):
-        fallback = "tls" if options.tls else "tcp"
-    net = NetworkSettings.create(options.protocol_name(), options.transports or "auto",
-                                 options.interface, fallback=fallback)
-    return resolve(net)
+#: Seconds the whole stop may take after SIGTERM: SLURM sends SIGKILL KillWait seconds
+#: later (30 by default, less at some sites), to the scheduler, workers and script as well.
+SIGTERM_BUDGET = 4.0
 
 
 def script_argv(python: str, script: str, args: tuple[str, ...]) -> list[str]:
@@ -125,6 +78,7 @@ class _Stop:
         self.signum: int | None = None
         self.script: Child | None = None
         self.forwarded = False
+        self.deadline = math.inf
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> "_Stop":
@@ -139,9 +93,15 @@ class _Stop:
     def _handle(self, signum: int, _frame) -> None:
         if self.signum is None:
             self.signum = signum
+        if signum == signal.SIGTERM:
+            self.deadline = min(self.deadline, time.monotonic() + SIGTERM_BUDGET)
         if self.script is not None and self.script.running():
             self.script.signal_group(signum)
             self.forwarded = True
+
+    def left(self, step: float) -> float:
+        """``step`` seconds, or what is left of the budget after SIGTERM if that is less."""
+        return max(0.1, min(step, self.deadline - time.monotonic()))
 
 
 def _role_env(net: NetworkSettings, role: str) -> dict[str, str]:
@@ -175,8 +135,9 @@ def _start_cluster(s: _Session) -> None:
                                         _role_env(net, "scheduler"))
     s.address = info["address"]
     dashboard = info.get("services", {}).get("dashboard") if o.dashboard_address else None
-    _say(f"scheduler {s.address} (pid {s.scheduler.pid})"
-         + (f", dashboard on port {dashboard}" if dashboard else ""))
+    _say(f"scheduler {s.address} (pid {s.scheduler.pid})")
+    if dashboard:
+        _say(dashboard_message(o.dashboard_address, dashboard))
     worker = WorkerCommand(
         scheduler=s.address, nthreads=o.nthreads, memory_limit=o.memory_limit,
         death_timeout=60, extra=o.worker_args, **worker_options(net),
@@ -233,37 +194,66 @@ def _run_script(s: _Session) -> int:
         if code is None and s.stop.signum is not None:
             # The handler forwarded the signal already, unless it came just before the start.
             first = 0 if s.stop.forwarded else s.stop.signum
-            code = s.stop.script.stop(grace=o.grace, first=first)
+            code = s.stop.script.stop(grace=s.stop.left(o.grace), first=first)
     _say(f"{o.script} exited with code {code}")
     return 128 - code if code < 0 else code
 
 
-def _stop_workers(client, grace: float) -> None:
+async def _close_cluster(client, grace: float) -> None:
     """Workers down through their nannies before the scheduler closes (no heartbeat into a
-    closed scheduler: :func:`~hpcgpu.worker.nannies.stop_through_nannies`)."""
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    nannies = [w["nanny"] for w in workers if w.get("nanny")]
-    args = client.security.get_connection_args("client")
-    client.sync(stop_through_nannies, nannies, args)
+    closed scheduler: :func:`~hpcgpu.worker.nannies.stop_through_nannies`), then the
+    scheduler; one coroutine, so that one timeout bounds it all."""
+    from distributed.comm.core import CommClosedError
+
+    identity = await client.scheduler.identity(n_workers=-1)
+    nannies = [w["nanny"] for w in identity["workers"].values() if w.get("nanny")]
+    await stop_through_nannies(nannies, client.security.get_connection_args("client"))
     deadline = time.monotonic() + grace
-    while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while (await client.scheduler.identity(n_workers=-1))["workers"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    try:
+        await client.scheduler.terminate()
+    except CommClosedError:  # it closed the connection while it closed: that is success
+        pass
+
+
+async def _while_running(child: Child, coroutine) -> None:
+    """Await ``coroutine`` unless ``child`` exits first (then nothing answers it any more:
+    a scheduler that the batch system signalled too closes by itself)."""
+    task = asyncio.ensure_future(coroutine)
+    while not task.done() and child.running():
+        await asyncio.wait([task], timeout=0.1)
+    if not task.done():
+        task.cancel()
+        return
+    task.result()
+
+
+def _close_client(client, s: _Session) -> None:
+    try:
+        if s.scheduler is not None and s.scheduler.running():
+            client.sync(_while_running, s.scheduler, _close_cluster(client, s.stop.left(s.options.grace)),
+                        callback_timeout=s.stop.left(2 * s.options.grace))
+    except Exception as exc:  # already gone: the launcher and scheduler are stopped below
+        _say(f"scheduler shutdown: {exc!r}")
+    try:
+        client.close(timeout=s.stop.left(s.options.grace))
+    except Exception:  # a client of a scheduler that is gone: nothing more to close
+        pass
 
 
 def _shutdown(s: _Session, client) -> None:
-    grace = s.options.grace
+    stop, grace = s.stop, s.options.grace
+    if stop.signum is not None and not s.options.keep_work_dir:
+        remove_job_directory(s.directory)  # first: a SIGKILL may cut the rest short
     if client is not None:
-        try:  # the nannies stop their workers, then the scheduler closes
-            _stop_workers(client, grace)
-            client.shutdown()
-        except Exception as exc:  # already gone: the launcher and scheduler are stopped below
-            _say(f"scheduler shutdown: {exc!r}")
+        _close_client(client, s)
     for child in (s.workers, s.scheduler):
         if child is None:
             continue
-        if not child.wait_group(grace):
+        if not child.wait_group(stop.left(grace)):
             _say(f"stopping the {child.name} (pid {child.pid}) with SIGTERM")
-            child.stop(grace=grace)
+            child.stop(grace=stop.left(grace))
     if not s.options.keep_work_dir:
         remove_job_directory(s.directory)
 
@@ -290,6 +280,7 @@ def run_batch(options: BatchOptions) -> int:
                          f"allocation's {allocation.total_gpus} GPU(s)")
     made_work_dir = not Path(options.work_dir).exists()  # ours to remove at the end, if empty
     directory = make_job_directory(options.work_dir, allocation.job_id)
+    quiet_expected_close()  # this process's client, when the scheduler went first
     with _Stop() as stop:
         session = _Session(options, allocation, directory, stop, net)
         client = None
@@ -309,11 +300,9 @@ def run_batch(options: BatchOptions) -> int:
             code = SETUP_FAILED
         finally:
             _shutdown(session, client)
-            if client is not None:
-                client.close()
     if made_work_dir and not options.keep_work_dir:
         _remove_if_empty(directory.parent)  # another job's directory may still be in it
     if stop.signum is not None:
-        _say(f"stopped by {signal.Signals(stop.signum).name}")
+        _say(f"stopped by {signal.Signals(stop.signum).name}: exit status {128 + stop.signum}")
         return 128 + stop.signum
     return code

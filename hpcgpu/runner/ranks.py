@@ -19,7 +19,7 @@ from hpcgpu.worker_command import WorkerCommand
 
 __all__ = [
     "rank_and_size", "pin_gpu", "worker_options", "start_own_worker", "exit_code_of",
-    "record_exit_code", "RECORDED_EXIT_CODE",
+    "record_exit_code", "RECORDED_EXIT_CODE", "close_clients_of",
 ]
 
 _SIZE_VARIABLES = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PALS_SIZE",
@@ -116,3 +116,18 @@ RECORDED_EXIT_CODE: list[int] = []
 def record_exit_code(code: int) -> None:
     """Run on every worker (``client.run``) just before rank 0 closes the cluster."""
     RECORDED_EXIT_CODE[:] = [code]
+
+
+def close_clients_of(address: str) -> None:
+    """Close every client of this process connected to ``address`` (the script's own, left
+    open as scripts do) before that scheduler closes: a client whose scheduler goes first
+    tries to reconnect, and its cancelled reconnect ends in the log as two tracebacks."""
+    from distributed import Client
+
+    for client in list(Client._instances):
+        scheduler = getattr(client, "scheduler", None)
+        if client.status in ("running", "connecting") and getattr(scheduler, "address", None) == address:
+            try:
+                client.close(timeout=10)
+            except Exception:  # noqa: BLE001 - the scheduler closes next in any case
+                pass

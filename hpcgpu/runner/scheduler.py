@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.security import TLSFiles
 
@@ -26,13 +27,13 @@ class SchedulerOptions:
     interface : str or None
         Network interface, e.g. ``ib0``.
     dashboard_address : str or None
-        Where the dashboard listens (``:8787``; another port is taken when that one is
-        in use); None turns it off.
+        Where the dashboard listens (``127.0.0.1:8787``: this node only; another port is
+        taken when that one is in use); None turns it off.
     """
 
     protocol: str = "tls"
     interface: str | None = None
-    dashboard_address: str | None = ":8787"
+    dashboard_address: str | None = DEFAULT_DASHBOARD
 
 
 def scheduler_argv(python: str, scheduler_file: str, options: SchedulerOptions,

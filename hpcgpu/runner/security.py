@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from distributed.security import Security
 
-__all__ = ["TLSFiles", "make_job_directory", "temporary_tls", "write_tls_files", "remove_job_directory"]
+__all__ = ["TLSFiles", "make_job_directory", "make_private_directory", "temporary_tls",
+           "write_tls_files", "remove_job_directory"]
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,33 @@ def make_job_directory(parent: str | os.PathLike, job_id: str | None) -> Path:
     """
     parent = Path(parent).resolve()  # workers on other nodes may start elsewhere
     parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = parent / f"{job_id or 'local'}-{secrets.token_hex(4)}"
+    return make_private_directory(parent / f"{job_id or 'local'}-{secrets.token_hex(4)}")
+
+
+def make_private_directory(path: str | os.PathLike) -> Path:
+    """Create ``path`` (it must not exist) with mode 0700, and check that it is this user's
+    own directory with that mode: another user who can write the parent must not have put
+    a link or a directory of theirs there in between.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> make_private_directory(tempfile.mkdtemp() + "/d").name
+    'd'
+    """
+    path = Path(path)
     path.mkdir(mode=0o700)  # fails if it exists: never reuse another run's directory
-    os.chmod(path, 0o700)  # the umask may have removed bits, never added: make it exact
+    os.chmod(path, 0o700, follow_symlinks=False)  # the umask may have removed bits: exact
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) != 0o700:
+        raise RuntimeError(f"{path} is not a directory of this user's with mode 0700 after it was "
+                           "made: another user can write its parent; use a --work-dir of your own")
     return path
 
 
 def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    # O_EXCL with O_NOFOLLOW: a new file of this user's, never through a link; 0600 from the start
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
 
@@ -116,8 +137,8 @@ def temporary_tls() -> TLSFiles:
         temporary = Security.temporary()
     except ImportError:
         raise ImportError(
-            "TLS needs the 'cryptography' package: pip install cryptography "
-            "(or 'hpcgpu[tls]'), or turn TLS off (hpcgpu run --no-tls)"
+            "TLS needs the 'cryptography' package: pip install cryptography, "
+            "or turn TLS off (hpcgpu run --no-tls)"
         ) from None
     return TLSFiles(temporary.tls_ca_file, temporary.tls_client_cert, temporary.tls_client_key)
 
