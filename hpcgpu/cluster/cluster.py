@@ -17,7 +17,7 @@ from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
-from hpcgpu.cluster._jobqueue import JobQueueCluster
+from hpcgpu._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.cpujob import cpu_job_class
