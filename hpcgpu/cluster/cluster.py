@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import warnings
 import weakref
 from typing import Any, ClassVar
 
@@ -17,6 +16,7 @@ from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
+from hpcgpu.tls import cluster_security
 from hpcgpu._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.adaptive import job_of_worker
@@ -306,13 +306,4 @@ def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
 
 
 def _security(security: Any) -> Security | None:
-    if security is None or security is True:
-        return Security.temporary()
-    if security is False:
-        warnings.warn(
-            "security=False: the scheduler and workers talk without TLS, and anyone who can "
-            "reach the scheduler's port can run code as you. Leave security on unless the "
-            "network is private to you.", UserWarning, stacklevel=3,
-        )
-        return None
-    return security
+    return cluster_security(security, default=True, warn_plain=True, stacklevel=4)
