@@ -35,6 +35,7 @@ from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, name_levels, pool_resource
                                   worker_groups)
 from hpcgpu.cluster.network import cluster_network, dashboard_host
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
+from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 
 __all__ = ["GPUCluster"]
@@ -185,9 +186,15 @@ fallback, ucx_environment
             )
         # UCX reads its configuration once per process, at the first UCX connection.
         with config_context(self.network, "scheduler"):
-            if self._setup.scheduler_in_job and self.scheduler is None:
-                self.scheduler = await JobScheduler(self)
-            await super()._start()
+            try:
+                if self._setup.scheduler_in_job and self.scheduler is None:
+                    self.scheduler = await JobScheduler(self)
+                await super()._start()
+            except Exception as error:
+                options = dict(scheduler_options=self._setup.scheduler_options,
+                               protocol=self.network.protocol,
+                               ucx_environment=dict(self.network.ucx_environment))
+                raise start_error(error, options) from root_cause(error)
         if self.network.client_protocol and not self._setup.scheduler_in_job:
             addresses = [listener.contact_address for listener in self.scheduler.listeners]
             self.scheduler_comm = rpc(client_address(addresses, self.network),
