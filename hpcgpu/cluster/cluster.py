@@ -280,9 +280,8 @@ fallback, ucx_environment
             self._created.add(job)
             self._submitted[name] = job
             self.workers[name] = job
-        failed = [e for e in results if isinstance(e, BaseException)]
-        if failed:
-            raise failed[0]
+        # A rejected submission is reported once, above (and in cluster.failures; waiting
+        # for workers raises it): raising here reached the event loop as a second traceback.
 
     @property
     def dashboard_link(self) -> str:
