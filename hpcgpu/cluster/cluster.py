@@ -27,7 +27,7 @@ from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
 from hpcgpu.cluster.expiry import WalltimeReplacement
 from hpcgpu.cluster.faults import cancel_together
-from hpcgpu.cluster.lifecycle import end_workers, watch
+from hpcgpu.cluster.lifecycle import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.scaling import JobScaling
 from hpcgpu.cluster.poolmixin import ClusterPools, job_options_for, prepare_pools
@@ -209,9 +209,16 @@ fallback, ucx_environment
             if poll is not None:
                 poll.stop()  # no status polls while closing (nor after the thread pool's end)
             try:
+                if scheduler_gone(self):
+                    raise ConnectionError("the scheduler has stopped")
                 await end_workers(self)
             except Exception as error:  # the scheduler may be gone: cancelling still works
-                logger.warning("stopping the workers before close: %r", error)
+                logger.warning("closing without the scheduler (%s): cancelling the jobs",
+                               str(error) or type(error).__name__)
+                if scheduler_gone(self):
+                    self.shutdown_scheduler = False  # nothing left to stop, nor to reach
+                else:  # one that does not answer: no 30 s connect in upstream's terminate
+                    self.scheduler_comm.timeout = SCHEDULER_ANSWER
         # Upstream's close scales to 0 through scale(0): the default pool only.
         for pool in getattr(self, "_pools", {}):
             self._targets[pool] = 0
