@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import warnings
 import weakref
 from typing import Any, ClassVar
 
@@ -17,7 +16,8 @@ from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
-from hpcgpu.cluster._jobqueue import JobQueueCluster
+from hpcgpu.tls import cluster_security
+from hpcgpu._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.cpujob import cpu_job_class
@@ -27,7 +27,7 @@ from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
 from hpcgpu.cluster.expiry import WalltimeReplacement
 from hpcgpu.cluster.faults import cancel_together
-from hpcgpu.cluster.lifecycle import end_workers, watch
+from hpcgpu.cluster.lifecycle import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.scaling import JobScaling
 from hpcgpu.cluster.poolmixin import ClusterPools, job_options_for, prepare_pools
@@ -35,6 +35,7 @@ from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, name_levels, pool_resource
                                   worker_groups)
 from hpcgpu.cluster.network import cluster_network, dashboard_host
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
+from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 from hpcgpu.scriptfields import shell_word
 
@@ -188,9 +189,15 @@ fallback, ucx_environment
             )
         # UCX reads its configuration once per process, at the first UCX connection.
         with config_context(self.network, "scheduler"):
-            if self._setup.scheduler_in_job and self.scheduler is None:
-                self.scheduler = await JobScheduler(self)
-            await super()._start()
+            try:
+                if self._setup.scheduler_in_job and self.scheduler is None:
+                    self.scheduler = await JobScheduler(self)
+                await super()._start()
+            except Exception as error:
+                options = dict(scheduler_options=self._setup.scheduler_options,
+                               protocol=self.network.protocol,
+                               ucx_environment=dict(self.network.ucx_environment))
+                raise start_error(error, options) from root_cause(error)
         if self.network.client_protocol and not self._setup.scheduler_in_job:
             addresses = [listener.contact_address for listener in self.scheduler.listeners]
             self.scheduler_comm = rpc(client_address(addresses, self.network),
@@ -205,9 +212,16 @@ fallback, ucx_environment
             if poll is not None:
                 poll.stop()  # no status polls while closing (nor after the thread pool's end)
             try:
+                if scheduler_gone(self):
+                    raise ConnectionError("the scheduler has stopped")
                 await end_workers(self)
             except Exception as error:  # the scheduler may be gone: cancelling still works
-                logger.warning("stopping the workers before close: %r", error)
+                logger.warning("closing without the scheduler (%s): cancelling the jobs",
+                               str(error) or type(error).__name__)
+                if scheduler_gone(self):
+                    self.shutdown_scheduler = False  # nothing left to stop, nor to reach
+                else:  # one that does not answer: no 30 s connect in upstream's terminate
+                    self.scheduler_comm.timeout = SCHEDULER_ANSWER
         # Upstream's close scales to 0 through scale(0): the default pool only.
         for pool in getattr(self, "_pools", {}):
             self._targets[pool] = 0
@@ -276,9 +290,8 @@ fallback, ucx_environment
             self._created.add(job)
             self._submitted[name] = job
             self.workers[name] = job
-        failed = [e for e in results if isinstance(e, BaseException)]
-        if failed:
-            raise failed[0]
+        # A rejected submission is reported once, above (and in cluster.failures; waiting
+        # for workers raises it): raising here reached the event loop as a second traceback.
 
     @property
     def dashboard_link(self) -> str:
@@ -309,13 +322,4 @@ def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
 
 
 def _security(security: Any) -> Security | None:
-    if security is None or security is True:
-        return Security.temporary()
-    if security is False:
-        warnings.warn(
-            "security=False: the scheduler and workers talk without TLS, and anyone who can "
-            "reach the scheduler's port can run code as you. Leave security on unless the "
-            "network is private to you.", UserWarning, stacklevel=3,
-        )
-        return None
-    return security
+    return cluster_security(security, default=True, warn_plain=True, stacklevel=4)

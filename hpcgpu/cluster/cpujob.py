@@ -20,7 +20,7 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu.cluster._jobqueue import Job
+from hpcgpu._jobqueue import Job
 from hpcgpu.cluster.job import HIDDEN, DialectSubmission, tls_settings
 from hpcgpu.dialects import Dialect, get_dialect
 

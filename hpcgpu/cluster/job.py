@@ -17,7 +17,7 @@ from typing import Any
 from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu import commands
-from hpcgpu.cluster._jobqueue import Job
+from hpcgpu._jobqueue import Job
 from hpcgpu.cluster.faults import submit_with_retries
 from hpcgpu.dialects import Dialect
 from hpcgpu.launchers import Launcher

@@ -32,7 +32,7 @@ from distributed.core import Status
 from hpcgpu import commands
 from hpcgpu.worker.nannies import stop_through_nannies
 
-__all__ = ["cancel_now", "end_workers", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
+__all__ = ["cancel_now", "end_workers", "scheduler_gone", "SCHEDULER_ANSWER", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -135,12 +135,23 @@ def _cancel_then_die(signum: int, _frame: Any) -> None:
     os.kill(os.getpid(), signum)  # die of the same signal, as without hpcgpu
 
 
+#: seconds a scheduler has to answer at close before it counts as gone (distributed's
+#: connect timeout, 30 s, retries a refused connection until it ends)
+SCHEDULER_ANSWER = 5.0
+
+
+def scheduler_gone(cluster: Any) -> bool:
+    """Whether the cluster's own scheduler object has stopped (closed or failed)."""
+    status = getattr(cluster.scheduler, "status", None)
+    return status in (Status.closing, Status.closed, Status.failed)
+
+
 async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
     """Stop every connected worker through its nanny
     (:func:`~hpcgpu.worker.nannies.stop_through_nannies`), and wait up to ``grace`` s for
     their jobs to leave the queue: a job cancelled while its workers close logs their
     broken connections as tracebacks."""
-    identity = await cluster.scheduler_comm.identity()
+    identity = await asyncio.wait_for(cluster.scheduler_comm.identity(), SCHEDULER_ANSWER)
     workers = identity.get("workers", {})
     if not workers:
         return

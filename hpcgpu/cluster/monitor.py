@@ -23,7 +23,7 @@ from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import (JobInfo, JobRecord, JobTable, failure_report, format_table,
                                  table_columns, table_rows, tail)
 from hpcgpu.dialects import JobStatus
-from hpcgpu.worker.startfailure import exception_lines
+from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["JobMonitor"]
 
@@ -122,11 +122,14 @@ class JobMonitor:
             record.exit_code = self._dialect.parse_exit_code(done.stdout)
         if record.exit_code not in (None, 0) and record.state == "completed":
             record.state = "failed"
-        if not record.fully_started:  # a job whose second GPU's worker failed is a failure too
-            log = self._error_log(record)
-            text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+        log = self._error_log(record)
+        text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+        storm = storm_lines(text)  # workers that connected, then died again and again
+        if not record.fully_started or storm:  # a job whose second GPU's worker failed too
+            record.state = "failed" if storm else record.state
             record.stderr_tail = "\n".join(text.splitlines()[-self._tail_lines:]) or "(empty)"
-            report = failure_report(record.info(), log, exception_lines(text))
+            report = failure_report(record.info(), log, storm or exception_lines(text),
+                                    *(["ended: its workers were restarted again and again"] * bool(storm)))
             self.failures.append(report)
             logger.error("%s", report)
         elif record.retiring:

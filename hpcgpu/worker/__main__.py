@@ -17,6 +17,7 @@ from hpcgpu.dialects.arrays import element_name
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
+from hpcgpu.worker.startfailure import with_restart_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
@@ -198,7 +199,10 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     gpu_workers = nworkers if gpus_per_node is not None else gpu_workers_on_host(os.environ)
     options["memory_limit"] = host_memory_limit(options["memory_limit"], gpu_workers)
     use_forkserver(multiprocessing_method, nworkers)
+    from distributed.cli import dask_worker as cli
     from distributed.cli.dask_worker import main as dask_worker
+
+    cli.Nanny = with_restart_limit(cli.Nanny)  # a restart storm ends the job, reported
 
     extra = tuple(ctx.args)
     if options["lifetime"] is None:
