@@ -12,7 +12,9 @@ from __future__ import annotations
 import atexit
 import json
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import dask
