@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import warnings
 from operator import add
 from pathlib import Path
 
@@ -55,8 +56,10 @@ def shared_logs(tmp_path_factory):
 
 # ---------------------------------------------------------------- the private directory
 def test_private_directory_is_the_users_with_mode_0700(tmp_path):
-    os.chmod(tmp_path, 0o2777)  # a shared setgid directory is a fine parent
-    made = user_directory(tmp_path)
+    os.chmod(tmp_path, 0o2775)  # a group's setgid project directory is a fine parent
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no warning either
+        made = user_directory(tmp_path)
     info = made.stat()
     assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (os.getuid(), 0o700)
     assert user_directory(tmp_path) == made  # used again as it is
@@ -177,6 +180,27 @@ def test_credentials_go_when_the_process_ends_without_close(tmp_path):
     assert made.startswith(str(tmp_path)) and not os.path.exists(made)  # removed at exit
 
 
+def test_credentials_go_on_sigterm(tmp_path):
+    code = (
+        "import os, sys\n"
+        "from hpcgpu import SLURMCluster\n"
+        f"c = SLURMCluster(gpus_per_node=1, log_directory={str(tmp_path)!r},\n"
+        "                 scheduler_options={'dashboard_address': 'localhost:0'})\n"
+        "print(c.private_directory.made, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        made = process.stdout.readline().strip()
+        assert made.startswith(str(tmp_path)) and os.path.isdir(made)
+        process.terminate()
+        assert process.wait(timeout=60) == -15  # died of the signal, as without hpcgpu
+    finally:
+        process.kill()
+    assert not os.path.exists(made)
+
+
 def test_cpu_jobs_log_into_the_log_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     cluster = SLURMCluster(cores=1, memory="1GB", poll_interval=3600,
@@ -214,7 +238,8 @@ def compute(cluster) -> None:
 
 @pytest.mark.sge
 def test_sge_spool_listing_and_credentials(sge, shared_logs):
-    cluster = SGECluster(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
+    with pytest.warns(UserWarning, match="writable by every user and has no sticky bit"):
+        cluster = SGECluster(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
     try:
         cluster.scale(jobs=1)
         cluster.wait_for_workers(1, timeout=600)  # other jobs may fill the queue
@@ -233,7 +258,8 @@ def test_sge_spool_listing_and_credentials(sge, shared_logs):
 
 @pytest.mark.slurm
 def test_slurm_listing_spool_and_credentials(slurm, shared_logs):
-    cluster = SLURMCluster(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
+    with pytest.warns(UserWarning, match="writable by every user and has no sticky bit"):
+        cluster = SLURMCluster(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
     try:
         cluster.scale(jobs=1)
         cluster.wait_for_workers(1, timeout=600)  # other jobs may fill the queue
@@ -242,10 +268,11 @@ def test_slurm_listing_spool_and_credentials(slurm, shared_logs):
         listing = as_nobody("scontrol", "-dd", "show", "job", job_id).stdout
         script = subprocess.run(["scontrol", "write", "batch_script", job_id, "-"],
                                 capture_output=True, text=True, timeout=60).stdout
-        spool = [Path(p).read_text(errors="ignore") for p in
-                 glob.glob(f"/var/lib/slurm/slurmd/*/job{int(job_id):05d}/slurm_script")
-                 + glob.glob(f"/var/lib/slurm/slurmctld/hash.*/job.{job_id}/*")]
-        assert script.startswith("#!") and spool
+        node = glob.glob(f"/var/lib/slurm/slurmd/*/job{int(job_id):05d}/slurm_script")
+        controller = glob.glob(f"/var/lib/slurm/slurmctld/hash.*/job.{job_id}/*")
+        assert node and {"script", "environment"} <= {Path(p).name for p in controller}
+        spool = [Path(p).read_text(errors="ignore") for p in node + controller]
+        assert script.startswith("#!")
         denied = as_nobody("scontrol", "write", "batch_script", job_id, "-")
         # SLURM gives it to its owner only (scontrol 22.05 still exits 0 then).
         assert not denied.stdout and "retrieval failed: Invalid user id" in denied.stderr

@@ -21,6 +21,7 @@ import re
 import shutil
 import stat
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,6 +46,7 @@ def user_directory(parent: str | os.PathLike, field: str = "log_directory") -> P
 credentials there (chmod 700 ...), or choose another log_directory
     """
     path = Path(parent) / f".hpcgpu-{os.getuid()}"
+    _warn_if_open(parent, field)
     try:
         os.mkdir(path, 0o700)
         os.chmod(path, 0o700)  # the umask may have removed bits, never added: make it exact
@@ -64,6 +66,21 @@ credentials there (chmod 700 ...), or choose another log_directory
             f"{field}={str(parent)!r}: {path} has mode {stat.S_IMODE(info.st_mode):04o}, not "
             f"0700: hpcgpu keeps credentials there (chmod 700 {path}), or choose another {field}")
     return path
+
+
+def _warn_if_open(parent: str | os.PathLike, field: str) -> None:
+    """Anyone may rename entries of a world-writable directory without the sticky bit:
+    the private directory too (its content stays private; a replacement is not the user's,
+    and the next cluster refuses it). Group-writable project directories are normal."""
+    try:
+        mode = os.stat(parent).st_mode
+    except OSError:
+        return
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        warnings.warn(
+            f"{field}={str(parent)!r} is writable by every user and has no sticky bit: others "
+            f"may rename what is in it, job logs included (chmod +t {parent}, or choose a "
+            f"{field} of your own; docs/security.md)", UserWarning, stacklevel=4)
 
 
 def write_private(path: str | os.PathLike, text: str) -> None:
