@@ -180,6 +180,22 @@ def test_credentials_go_when_the_process_ends_without_close(tmp_path):
     assert made.startswith(str(tmp_path)) and not os.path.exists(made)  # removed at exit
 
 
+def test_credentials_go_when_the_cluster_fails_to_start(tmp_path):
+    import gc
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(Exception):
+            SLURMCluster(gpus_per_node=1, log_directory=str(tmp_path),
+                         scheduler_options={"dashboard_address": "localhost:0",
+                                            "host": "127.0.0.1", "port": busy.getsockname()[1]})
+    gc.collect()
+    private = tmp_path / f".hpcgpu-{os.getuid()}"
+    assert private.is_dir() and not list(private.iterdir())
+
+
 def test_credentials_go_on_sigterm(tmp_path):
     code = (
         "import os, sys\n"

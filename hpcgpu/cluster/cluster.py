@@ -156,6 +156,8 @@ fallback, ucx_environment
             setup.shared_temp_directory, name or f"{kind}-cluster",
             "log_directory" if setup.shared_temp_directory == setup.log_directory
             else "shared_temp_directory")
+        # Also when the start below fails (hpcgpu.cluster.lifecycle.watch covers the rest).
+        weakref.finalize(self, self.private_directory.remove)
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
