@@ -165,6 +165,28 @@ def test_no_script_carries_key_material_and_none_is_a_file(scheduler, kind, tmp_
     assert not private.exists()  # the credentials go with the cluster
 
 
+def test_walltime_replacement_job_carries_no_key(tmp_path, fake_submit):
+    import time
+
+    cluster = SLURMCluster(gpus_per_node=1, walltime="00:10:00", log_directory=str(tmp_path),
+                           poll_interval=3600,
+                           scheduler_options={"dashboard_address": "localhost:0"})
+    try:
+        submits = lambda: [c for c in fake_submit if c[0][0] == "sbatch"]  # noqa: E731
+        cluster.scale(jobs=1)
+        wait_for(lambda: len(submits()) == 1 and cluster._records, 30, what="the first job")
+        (name,) = cluster.worker_spec
+        cluster._records[name].started = time.monotonic() - 3600  # as if near its walltime
+        cluster.loop.add_callback(cluster._replace_expiring)
+        wait_for(lambda: len(submits()) == 2, 30, what="the replacement job")
+        assert any("nears its walltime" in event for event in cluster.events)
+        argv, script = submits()[1]
+        assert argv == ["sbatch", "--parsable"] and not leaked(script, cluster)
+        assert f"--tls-key {cluster.private_directory.made}/key.pem" in script
+    finally:
+        cluster.close()
+
+
 def test_credentials_go_when_the_process_ends_without_close(tmp_path):
     code = (
         "import os\n"
