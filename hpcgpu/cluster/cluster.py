@@ -152,12 +152,7 @@ fallback, ucx_environment
         # Every job ever submitted, for the cancel at exit, collection or SIGTERM.
         self._submitted: dict[str, GPUJob] = {}
         #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
-        self.private_directory = PrivateDirectory(
-            setup.shared_temp_directory, name or f"{kind}-cluster",
-            "log_directory" if setup.shared_temp_directory == setup.log_directory
-            else "shared_temp_directory")
-        # Also when the start below fails (hpcgpu.cluster.lifecycle.watch covers the rest).
-        weakref.finalize(self, self.private_directory.remove)
+        self.private_directory = PrivateDirectory.of(self, setup, name or f"{kind}-cluster")
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(

@@ -22,6 +22,7 @@ import shutil
 import stat
 import tempfile
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -139,6 +140,18 @@ class PrivateDirectory:
         self.parent = os.path.abspath(os.path.expanduser(os.path.expandvars(parent)))
         self.name, self.field = re.sub(r"[^\w.-]", "_", name), field
         self._path: Path | None = None
+
+    @classmethod
+    def of(cls, owner: Any, setup: Any, name: str) -> PrivateDirectory:
+        """The directory of a cluster (``owner``) with ``setup``
+        (:class:`~hpcgpu.cluster.setup.ClusterSetup`), removed when ``owner`` is collected or
+        the interpreter exits, also when its start fails
+        (:func:`hpcgpu.cluster.lifecycle.watch` adds SIGTERM and SIGHUP)."""
+        field = ("log_directory" if setup.shared_temp_directory == setup.log_directory
+                 else "shared_temp_directory")
+        private = cls(setup.shared_temp_directory, name, field)
+        weakref.finalize(owner, private.remove)
+        return private
 
     @property
     def path(self) -> Path:
