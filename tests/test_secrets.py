@@ -41,17 +41,19 @@ def leaked(text: str, cluster) -> list[str]:
 
 
 @pytest.fixture
-def shared_logs(tmp_path_factory):
-    """A log directory every user may write (mode 0777), under a parent all may enter."""
-    base = Path(tmp_path_factory.mktemp("shared"))
+def shared_logs():
+    """A log directory every user may write (mode 0777), under a parent all may enter
+    (pytest's own temporary directories are root's, mode 0700)."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="hpcgpu-shared-", dir="/tmp"))
     os.chmod(base, 0o755)
-    for parent in base.parents:  # pytest's base directory is root's own (0700)
-        if str(parent).startswith("/tmp/") and parent != Path("/tmp"):
-            os.chmod(parent, stat.S_IMODE(parent.stat().st_mode) | 0o711)
     logs = base / "logs"
     logs.mkdir()
     os.chmod(logs, 0o777)
-    return logs
+    yield logs
+    shutil.rmtree(base, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- the private directory
