@@ -34,6 +34,7 @@ from hpcgpu.cluster.poolmixin import ClusterPools, job_options_for, prepare_pool
 from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, name_levels, pool_resources, with_resources,
                                   worker_groups)
 from hpcgpu.cluster.network import cluster_network, dashboard_host
+from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
 from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.cluster.setup import ClusterSetup, prepare
@@ -154,6 +155,8 @@ fallback, ucx_environment
         security = _security(security)
         # Every job ever submitted, for the cancel at exit, collection or SIGTERM.
         self._submitted: dict[str, GPUJob] = {}
+        #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
+        self.private_directory = PrivateDirectory.of(self, setup, name or f"{kind}-cluster")
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
@@ -177,7 +180,7 @@ fallback, ucx_environment
             self.new_spec["group"] = groups
         self._pools = {DEFAULT_POOL: Pool(DEFAULT_POOL, setup, self._retirement, self.new_spec)}
         self._add_pools(named)
-        self._finalizer = watch(self, self._dialect, self._submitted)
+        self._finalizer = watch(self, self._dialect, self._submitted, self.private_directory)
         if n_workers:
             self.scale(n_workers)
 
@@ -228,11 +231,13 @@ fallback, ucx_environment
             for job in self._jobs_of(pool):
                 del self.worker_spec[job]
         await super()._close()
+        self.private_directory.remove()  # the jobs are gone: their credentials go too
 
     def _get_worker_security(self, security):
-        """Keep the temporary certificate in memory: dask-jobqueue writes it into
-        ``shared_temp_directory``, where it outlives a killed client (GPUJob passes it on)."""
-        return security
+        """Write the temporary certificate to files in the private directory (dask-jobqueue
+        writes them into ``shared_temp_directory`` itself, readable as the umask allows, and
+        leaves them there): job scripts name the files, never carry the key."""
+        return worker_credentials(security, lambda: self.private_directory.path)
 
     @property
     def gpus_per_job(self) -> int:

@@ -81,10 +81,13 @@ def cancel_now(dialect: Any, jobs: dict[str, Any]) -> list[str]:
     return ids
 
 
-def watch(cluster: Any, dialect: Any, jobs: dict[str, Any]) -> weakref.finalize:
-    """Cancel ``jobs`` when ``cluster`` is collected, at interpreter exit, or on a deadly
-    signal, whichever comes first (once). ``jobs`` must not refer to ``cluster``."""
-    finalizer = weakref.finalize(cluster, cancel_now, dialect, jobs)
+def watch(cluster: Any, dialect: Any, jobs: dict[str, Any],
+          private: Any = None) -> weakref.finalize:
+    """Cancel ``jobs``, then remove the ``private`` directory
+    (:class:`~hpcgpu.cluster.private.PrivateDirectory`: the credentials), when ``cluster``
+    is collected, at interpreter exit, or on a deadly signal, whichever comes first (once).
+    ``jobs`` and ``private`` must not refer to ``cluster``."""
+    finalizer = weakref.finalize(cluster, _end, dialect, jobs, private)
     _clusters.add(cluster)
     if "atexit" not in _installed:
         # Registered now, after distributed's ``close_clusters``: atexit runs it first.
@@ -93,6 +96,12 @@ def watch(cluster: Any, dialect: Any, jobs: dict[str, Any]) -> weakref.finalize:
     _finalizers[:] = [f for f in _finalizers if f.alive] + [finalizer]
     _install_signal_handlers()
     return finalizer
+
+
+def _end(dialect: Any, jobs: dict[str, Any], private: Any) -> None:
+    cancel_now(dialect, jobs)
+    if private is not None:
+        private.remove()
 
 
 def _run_finalizers() -> None:
