@@ -68,9 +68,10 @@ class LocalGPUCluster(SpecCluster):
         ``127.0.0.1`` unless ``host`` or ``interface`` is given, the dashboard on
         ``localhost`` (``dashboard_address=":8787"``: every interface).
     security : bool or distributed.security.Security, optional
-        ``True``: TLS with a temporary certificate held in this process, as the batch
-        clusters make it (only clients given ``cluster.security`` connect); default: plain
-        TCP, which any user of this machine can reach on the loopback address.
+        TLS with a temporary certificate held in this process by default, as the batch
+        clusters make it: only clients given ``cluster.security`` connect (``Client(cluster)``
+        does). ``False``: plain TCP, which any user of this machine can reach on the
+        loopback address (warned).
     gpus : list of str, optional
         Which GPUs (indices or UUIDs); default :func:`visible_gpus`.
 
@@ -100,7 +101,7 @@ class LocalGPUCluster(SpecCluster):
         self._setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
                                device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
         memory_limit = host_memory_limit(memory_limit, n_workers if self.gpus else 0)
-        security = cluster_security(security, default=False)
+        security = cluster_security(security, default=True, warn_plain=True)
         if host is None and interface is None:
             host = "127.0.0.1"  # as distributed.LocalCluster: not reachable from other hosts
         self._dashboard_address = dashboard_address

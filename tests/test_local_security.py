@@ -42,7 +42,7 @@ def test_every_listener_and_the_dashboard_are_on_loopback():
         sockets = listening(cluster_pids())
         # scheduler, dashboard, nanny, worker
         assert len(sockets) >= 4 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
-        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        assert cluster.scheduler_address.startswith("tls://127.0.0.1:")  # TLS by default
         with urllib.request.urlopen(cluster.dashboard_link, timeout=30) as response:
             assert response.status == 200
         assert cluster.dashboard_link.startswith("http://localhost:"), cluster.dashboard_link
@@ -97,7 +97,7 @@ def test_another_user_is_refused_by_every_listener_of_a_tls_cluster():
 def refused_everywhere(tmp_path: Path) -> None:
     stranger = Security.temporary()  # a certificate of another CA, as another user could make
     files = {"cert": stranger.tls_client_cert, "key": stranger.tls_client_key}
-    with LocalGPUCluster(n_workers=1, gpus=[], security=True) as cluster, Client(cluster) as client:
+    with LocalGPUCluster(n_workers=1, gpus=[]) as cluster, Client(cluster) as client:  # TLS by default
         client.wait_for_workers(1, timeout=60)
         assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
         own = {"own-cert": cluster.security.tls_client_cert, "own-key": cluster.security.tls_client_key}
@@ -116,3 +116,9 @@ def refused_everywhere(tmp_path: Path) -> None:
         assert probe_as_nobody(split(cluster.scheduler_address),
                                [str(tmp_path / "own-cert.pem"), str(tmp_path / "own-key.pem")]) == "accepted"
         assert client.submit(sum, [1, 2]).result() == 3
+
+
+def test_plain_tcp_only_when_asked_and_warned():
+    with pytest.warns(UserWarning, match="security=False"):
+        with LocalGPUCluster(n_workers=1, gpus=[], security=False, dashboard_address=None) as cluster:
+            assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
