@@ -17,6 +17,7 @@ from distributed import Nanny, Scheduler
 from distributed.deploy.spec import SpecCluster
 from distributed.utils import format_dashboard_link
 
+from hpcgpu.cluster.colocate import CoLocateRoots
 from hpcgpu.tls import cluster_security
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.gpuworker import GPUWorker
@@ -110,7 +111,8 @@ class LocalGPUCluster(SpecCluster):
                                           security=security, dashboard_address=None)
         scheduler = {"cls": Scheduler, "options": dict(
             port=0, protocol=protocol, interface=interface, host=host, security=security,
-            dashboard=dashboard_address is not None, dashboard_address=dashboard_address)}
+            dashboard=dashboard_address is not None, dashboard_address=dashboard_address,
+            plugins=[CoLocateRoots()])}
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
         self._log_env: dict = {}
         if silence_logs is not None:

@@ -130,7 +130,7 @@ def get_workload(name: str, registry: dict[str, Workload] | None = None) -> Work
     >>> get_workload("array_sum")
     Traceback (most recent call last):
     ...
-    ValueError: workload 'array_sum' is unknown: choose from array-sum, bootstrap, groupby, many-fits, merge, noop, rolling, shuffle, svd, transpose-sum
+    ValueError: workload 'array_sum' is unknown: choose from array-sum, bootstrap, groupby, many-fits, matmul, merge, noop, rechunk, rolling, shuffle, svd, transpose-sum
     """
     registry = _loaded() if registry is None else registry
     if name not in registry:
@@ -154,6 +154,6 @@ def resolve_workloads(names: str | None, registry: dict[str, Workload] | None = 
 
 def _loaded() -> dict[str, Workload]:
     # The built-in workloads register themselves on import.
-    from hpcgpu.bench import workloads_array, workloads_frame  # noqa: F401
+    from hpcgpu.bench import workloads_array, workloads_comm, workloads_frame  # noqa: F401
 
     return REGISTRY

@@ -13,7 +13,7 @@ from itertools import combinations, cycle, islice
 
 from hpcgpu.bench.registry import RunContext, Size, Workload, register
 
-__all__ = ["random_array", "ARRAY_SUM", "TRANSPOSE_SUM", "SVD", "MANY_FITS", "NOOP", "BOOTSTRAP"]
+__all__ = ["random_array", "inputs", "ARRAY_SUM", "TRANSPOSE_SUM", "SVD", "MANY_FITS", "NOOP", "BOOTSTRAP"]
 
 # preset -> (n, chunk) of a square n x n array
 _SQUARE = {"tiny": (2000, 500), "small": (8000, 1000), "medium": (100000, 10000),
@@ -107,17 +107,29 @@ def _transpose_size(preset: str, gpus: int, scaling: str) -> Size:
     return Size(f"{n}x{n} chunk {chunk}", n * n * 8.0, "B", {"n": n, "chunk": chunk})
 
 
-def _transpose_prepare(ctx: RunContext, size: Size):
+def inputs(ctx: RunContext, size: Size, make):
+    """The workload's input ``make(ctx, size)``, persisted untimed, or ``None`` when
+    ``size.params["generated"]``: then the timed part builds it in its own graph."""
+    return None if size.params.get("generated") else ctx.persist(make(ctx, size))[0]
+
+
+def _square(ctx: RunContext, size: Size):
     n, chunk = size.params["n"], size.params["chunk"]
-    return ctx.persist(random_array(ctx, (n, n), (chunk, chunk), normal=False))[0]
+    return random_array(ctx, (n, n), (chunk, chunk), normal=False)
+
+
+def _transpose_prepare(ctx: RunContext, size: Size):
+    return inputs(ctx, size, _square)
 
 
 def _transpose_sum(ctx: RunContext, size: Size, x) -> float:
+    x = _square(ctx, size) if x is None else x
     return float(ctx.compute((x + x.T).sum())[0])
 
 
 TRANSPOSE_SUM = register(Workload(
-    "transpose-sum", "(x + x.T).sum() on a persisted array (dask-cuda local_cupy): communication",
+    "transpose-sum", "(x + x.T).sum() on a persisted array (dask-cuda local_cupy): communication; "
+    "params generated=True: x made in the same graph",
     "array", _transpose_size, _transpose_sum, _transpose_prepare))
 
 
@@ -128,9 +140,13 @@ def _svd_size(preset: str, gpus: int, scaling: str) -> Size:
                 {"shape": (rows, cols), "chunk": chunk})
 
 
-def _svd_prepare(ctx: RunContext, size: Size):
+def _tall(ctx: RunContext, size: Size):
     rows, cols = size.params["shape"]
-    return ctx.persist(random_array(ctx, (rows, cols), (size.params["chunk"], cols), normal=False))[0]
+    return random_array(ctx, (rows, cols), (size.params["chunk"], cols), normal=False)
+
+
+def _svd_prepare(ctx: RunContext, size: Size):
+    return inputs(ctx, size, _tall)
 
 
 def _svd(ctx: RunContext, size: Size, x) -> None:
@@ -139,6 +155,7 @@ def _svd(ctx: RunContext, size: Size, x) -> None:
     from hpcgpu.array import linalg
 
     # hpcgpu's svd merges row blocks to fit the cluster; plain Dask users call Dask's
+    x = _tall(ctx, size) if x is None else x
     u, s, v = (linalg.svd if ctx.library == "hpcgpu" else da.linalg.svd)(x)
     ctx.persist(u, s, v)  # results stay distributed, as in the RAPIDS notebook
 

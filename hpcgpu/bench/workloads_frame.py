@@ -61,18 +61,29 @@ def _timeseries_size(preset: str, gpus: int, scaling: str) -> Size:
     return Size(f"{days} days at {freq} ({rows} rows)", float(rows), "rows", {"days": days, "freq": freq})
 
 
+def _days(ctx: RunContext, size: Size):
+    return timeseries(ctx, size.params["days"], size.params["freq"])
+
+
 def _timeseries_prepare(ctx: RunContext, size: Size):
-    return ctx.persist(timeseries(ctx, size.params["days"], size.params["freq"]))[0]
+    return ctx.persist(_days(ctx, size))[0]
+
+
+def _groupby_prepare(ctx: RunContext, size: Size):
+    from hpcgpu.bench.workloads_array import inputs
+
+    return inputs(ctx, size, _days)
 
 
 def _groupby(ctx: RunContext, size: Size, frame) -> int:
+    frame = _days(ctx, size) if frame is None else frame
     result = frame.groupby(["id", "name"]).agg({"x": ["sum", "mean"]})
     return len(ctx.compute(result)[0])
 
 
 GROUPBY = register(Workload(
     "groupby", 'groupby(["id", "name"]).agg({"x": ["sum", "mean"]}) on persisted timeseries',
-    "dataframe", _timeseries_size, _groupby, _timeseries_prepare))
+    "dataframe", _timeseries_size, _groupby, _groupby_prepare))
 
 
 def _sorted_rolling(part):
