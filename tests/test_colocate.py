@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
-from distributed import Client
+from distributed import Client, wait
 
 import hpcgpu.array as ha
-from hpcgpu.cluster.colocate import CoLocateRoots, assign_groups, root_groups
+from hpcgpu.cluster.colocate import CoLocateRoots, assign_groups, holder, root_groups, shared_input_groups
 from hpcgpu.local import LocalGPUCluster
 
 
@@ -67,6 +67,38 @@ def test_workers_get_contiguous_shares_in_proportion_to_their_threads():
     assert all(where[f"{k}a"] == where[f"{k}b"] for k in range(6))
 
 
+class Chunk(Node):
+    """A chunk in memory on ``who_has``."""
+
+    def __init__(self, name: str, nbytes: int, *who_has):
+        super().__init__(name)
+        self.nbytes, self.who_has = nbytes, set(who_has)
+
+    def get_nbytes(self) -> int:
+        return self.nbytes
+
+
+class Worker:
+    def __init__(self, address: str):
+        self.address = address
+
+
+def test_tasks_reading_the_same_persisted_chunks_go_where_most_of_their_bytes_are():
+    a, b = Worker("a"), Worker("b")
+    x01, x10, x00 = Chunk("x01", 10, a), Chunk("x10", 30, b), Chunk("x00", 10, a)
+    tasks = [Node("s01", x01, x10), Node("s10", x10, x01), Node("s00", x00, x00)]
+    (group,) = shared_input_groups(tasks)
+    assert {t.name for t in group} == {"s01", "s10"}
+    assert holder(group[0].dependencies, {}) is b
+    even = [Chunk("y01", 10, a), Chunk("y10", 10, b)]
+    assert holder(even, {a: 1}) is b and holder(even, {b: 1}) is a  # equal bytes: the less loaded
+
+
+def test_inputs_not_yet_in_memory_are_not_grouped():
+    x, y = Chunk("x", 10), Chunk("y", 10, Worker("a"))
+    assert shared_input_groups([Node("s", x, y), Node("t", y, x)]) == []
+
+
 def _moved(dask_worker) -> int:
     return sum(e["total"] for e in dask_worker.transfer_incoming_log)
 
@@ -96,3 +128,17 @@ def test_a_local_cluster_moves_no_block_of_a_generated_transpose_sum_and_keeps_i
             assert moved < x.nbytes / 100, moved  # only partial sums cross between workers
             default, _ = _run(client, total, active=False)
             assert np.float64(placed).tobytes() == np.float64(default).tobytes()
+
+
+def test_a_persisted_transpose_sum_moves_one_copy_of_each_split_pair():
+    with LocalGPUCluster(n_workers=2, gpus=[], dashboard_address=None) as cluster, Client(cluster) as client:
+        x = client.persist(da.random.RandomState(0).random_sample((400, 400), chunks=100))
+        wait(x)
+        where = {k: set(v) for k, v in client.who_has(x).items()}
+        name, block = x.name, 100 * 100 * 8
+        split = sum(where[(name, i, j)] != where[(name, j, i)] for i in range(4) for j in range(i + 1, 4))
+        total = (x + x.T).sum()
+        placed, moved = _run(client, total, active=True)
+        assert moved < (split + 0.5) * block, (moved, split)  # one block per split pair, plus partial sums
+        default, _ = _run(client, total, active=False)
+        assert np.float64(placed).tobytes() == np.float64(default).tobytes()

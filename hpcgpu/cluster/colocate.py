@@ -14,6 +14,13 @@ every worker starts at once. Groups that would need more than a worker's share o
 roots (a matmul, where everything meets everything) are left to Dask, and so is every
 root that feeds one task only (a reduction: Dask already runs the consumer where its
 inputs are). The worker is a loose restriction: if it leaves, any worker may run the task.
+
+When the chunks are already in memory (persisted), their place is fixed, but tasks that
+combine the same chunks (``(i, j)`` and ``(j, i)`` of ``x + x.T``: both read the same two)
+are decided at once, before any transfer, and Dask sends each to whichever holder it
+prefers: two copies cross where one would do. Such tasks get one worker, the one already
+holding most of their inputs' bytes (:func:`shared_input_groups`).
+
 Results are the same bits: only where tasks run changes.
 """
 
@@ -21,7 +28,7 @@ from __future__ import annotations
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["CoLocateRoots", "root_groups", "assign_groups"]
+__all__ = ["CoLocateRoots", "root_groups", "assign_groups", "shared_input_groups", "holder"]
 
 
 def _origins(tasks: dict) -> dict:
@@ -110,8 +117,32 @@ def assign_groups(groups: list[list], slots: list[tuple[str, int]], priority) ->
     return where
 
 
+def shared_input_groups(tasks: list) -> list[list]:
+    """Groups of two or more new tasks whose two or more inputs are the same chunks, all in memory.
+
+    ``tasks``: objects with ``dependencies`` whose items have ``who_has`` (the workers
+    holding them, empty while not computed).
+    """
+    groups: dict = {}
+    for ts in tasks:
+        deps = ts.dependencies
+        if len(deps) > 1 and all(d.who_has for d in deps):
+            groups.setdefault(frozenset(deps), []).append(ts)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def holder(deps, load: dict):
+    """The worker holding most bytes of ``deps``, the least loaded (``load``) among equals."""
+    held: dict = {}
+    for d in deps:
+        for ws in d.who_has:
+            held[ws] = held.get(ws, 0) + d.get_nbytes()
+    return max(held, key=lambda ws: (held[ws], -load.get(ws, 0), ws.address))
+
+
 class CoLocateRoots(SchedulerPlugin):
-    """A scheduler plugin giving each group of :func:`root_groups` one worker.
+    """A scheduler plugin giving each group of :func:`root_groups` one worker, and each
+    group of :func:`shared_input_groups` the worker that holds most of its inputs.
 
     ``active`` (default True) turns it on and off at run time (the scaling proxy,
     ``benchmarks/scaleout_proxy.py``, compares both on one cluster).
@@ -131,9 +162,19 @@ class CoLocateRoots(SchedulerPlugin):
                                                     or ts.resource_restrictions)]
         roots = sum(1 for ts in new if not ts.dependencies)
         groups = root_groups(new, cap=max(2, roots // len(workers)))
-        if not groups:
-            return
-        slots = sorted((ws.address, ws.nthreads) for ws in workers)
-        for ts, address in assign_groups(groups, slots, lambda t: t.priority or ()).items():
-            ts.worker_restrictions = {address}
-            ts.loose_restrictions = True
+        if groups:
+            slots = sorted((ws.address, ws.nthreads) for ws in workers)
+            for ts, address in assign_groups(groups, slots, lambda t: t.priority or ()).items():
+                _restrict(ts, address)
+        load: dict = {}
+        for group in shared_input_groups(new):
+            ws = holder(group[0].dependencies, load)
+            load[ws] = load.get(ws, 0) + len(group)
+            for ts in group:
+                _restrict(ts, ws.address)
+
+
+def _restrict(ts, address: str) -> None:
+    """Run ``ts`` on ``address``, or anywhere if that worker leaves."""
+    ts.worker_restrictions = {address}
+    ts.loose_restrictions = True
