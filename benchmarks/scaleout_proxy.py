@@ -78,14 +78,14 @@ def cases(workloads: list[str], libraries: list[str], workers: int, exclude=()) 
     Examples
     --------
     >>> [(c["inputs"], c["placement"]) for c in cases(["svd"], ["hpcgpu", "dask"], 2, ["svd:dask"])]
-    [('generated', 'dask'), ('generated', 'colocate'), ('persisted', 'dask')]
+    [('generated', 'dask'), ('generated', 'colocate'), ('persisted', 'dask'), ('persisted', 'colocate')]
     """
     out = []
     for name in workloads:
         for library in [lib for lib in libraries if f"{name}:{lib}" not in exclude]:
             modes = ("generated",) if name == "array-sum" else ("generated", "persisted")
             for mode in modes:
-                places = ("dask", "colocate") if mode == "generated" and workers > 1 else ("dask",)
+                places = ("dask", "colocate") if workers > 1 else ("dask",)
                 out += [dict(workload=name, inputs=mode, library=library, placement=p) for p in places]
     return out
 
@@ -176,24 +176,27 @@ def start_clusters(stack: ExitStack, transport: str, counts: list[int]) -> dict:
     return clients
 
 
-def measure(args) -> dict:
-    """Every transport: bandwidth, then ``--repeats`` interleaved rounds of every case."""
-    params = sizes(args.scale)
-    runs, links = [], {}
-    for transport in args.transports:
-        with ExitStack() as stack:
-            clients = start_clusters(stack, transport, args.workers)
-            largest = clients[max(args.workers)]
-            links[transport] = bandwidth(largest, int(args.link_mb * MB))
-            for repeat in range(args.warmup + args.repeats):
+def measure(args, save=None) -> dict:
+    """Bandwidth per transport, then ``--warmup`` + ``--repeats`` rounds, each over every
+    transport, worker count and case; ``save(data)`` after each counted round."""
+    params, warm = sizes(args.scale), sizes(args.scale / 10)  # warm-up: first-call costs, not the size
+    data = {"params": {k: params[k] for k in args.workloads}, "bandwidth": {}, "runs": []}
+    with ExitStack() as stack:
+        clusters = {t: start_clusters(stack, t, args.workers) for t in args.transports}
+        for transport, clients in clusters.items():
+            data["bandwidth"][transport] = bandwidth(clients[max(args.workers)], int(args.link_mb * MB))
+        for repeat in range(args.warmup + args.repeats):
+            for transport, clients in clusters.items():
                 for n, client in clients.items():
                     for case in cases(args.workloads, args.libraries, n, args.exclude):
-                        record = run_case(client, case, params[case["workload"]])
+                        record = run_case(client, case, (params if repeat >= args.warmup else warm)[case["workload"]])
                         if repeat >= args.warmup:
-                            runs.append(dict(record, transport=transport, workers=n, repeat=repeat))
+                            data["runs"].append(dict(record, transport=transport, workers=n, repeat=repeat))
                         print(f"{transport} {n} {case} {record['seconds']:.3f} s {record['bytes'] / MB:.1f} MB",
                               file=sys.stderr, flush=True)
-    return {"params": {k: params[k] for k in args.workloads}, "bandwidth": links, "runs": runs}
+            if save and repeat >= args.warmup:
+                save(data)
+    return data
 
 
 def summarise(data: dict) -> list[dict]:
@@ -225,7 +228,7 @@ def render(rows: list[dict], data: dict) -> str:
     head = ["# Scale-out proxy: CPU workers on one host", "", doc[1].replace("\n", " "), "",
             doc[2].replace("\n", " "), "", f"Machine: {data['machine']}. Loopback bandwidth (one chunk of "
             f"{data['args']['link_mb']:g} MB between two workers, median): {links}. Scale {data['args']['scale']:g}, "
-            f"median of {data['args']['repeats']} interleaved repeats. Command: `{data['command']}`", "",
+            f"median of {data['repeats_done']} interleaved repeats. Command: `{data['command']}`", "",
             "| workload | inputs | library | placement | transport | workers | median s | speed-up vs 1 | "
             "MB moved | bound s | time / bound |", "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
@@ -248,7 +251,7 @@ def _parse(argv=None):
     parser.add_argument("--exclude", type=split, default=[], help="workload:library pairs to leave out")
     parser.add_argument("--scale", type=float, default=0.1, help="every side of the reference sizes times this")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first at a tenth of the scale, not counted")
     parser.add_argument("--link-mb", type=float, default=32.0, help="chunk size of the bandwidth measurement")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 and 2 workers, one repeat")
     parser.add_argument("--out", type=Path, default=None)
@@ -259,22 +262,27 @@ def _parse(argv=None):
     return args
 
 
-def main(argv=None) -> int:
-    args = _parse(argv)
-    load = os.getloadavg()
-    data = measure(args)
+def write(data: dict, args, load: tuple, argv) -> str:
+    """Summarise ``data`` and write the JSON and markdown records (when ``--out``)."""
     data.update(args={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                 command="python benchmarks/scaleout_proxy.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                machine=f"{os.cpu_count()} cores, load average {load[0]:.1f} before and "
-                        f"{os.getloadavg()[0]:.1f} after (1 min)")
-    rows = summarise(data)
-    data["rows"] = rows
-    table = render(rows, data)
-    print(table)
+                machine=f"{os.cpu_count()} cores, load average {load[0]:.1f} at the start and "
+                        f"{os.getloadavg()[0]:.1f} at the end (1 min)",
+                repeats_done=len({r["repeat"] for r in data["runs"]}))
+    data["rows"] = summarise(data)
+    table = render(data["rows"], data)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "scaleout_proxy.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
         (args.out / "scaleout_proxy.md").write_text(table)
+    return table
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    load = os.getloadavg()
+    data = measure(args, save=lambda d: write(d, args, load, argv))
+    print(write(data, args, load, argv))
     return 0
 
 

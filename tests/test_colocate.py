@@ -142,3 +142,13 @@ def test_a_persisted_transpose_sum_moves_one_copy_of_each_split_pair():
         assert moved < (split + 0.5) * block, (moved, split)  # one block per split pair, plus partial sums
         default, _ = _run(client, total, active=False)
         assert np.float64(placed).tobytes() == np.float64(default).tobytes()
+
+
+def test_the_dask_config_key_turns_it_off():
+    import dask
+
+    import hpcgpu.config  # noqa: F401  (registers hpcgpu.yaml's defaults)
+
+    assert CoLocateRoots().active is True
+    with dask.config.set({"hpcgpu.colocate": False}):
+        assert CoLocateRoots().active is False

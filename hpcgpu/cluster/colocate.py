@@ -26,6 +26,7 @@ Results are the same bits: only where tasks run changes.
 
 from __future__ import annotations
 
+import dask
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 __all__ = ["CoLocateRoots", "root_groups", "assign_groups", "shared_input_groups", "holder"]
@@ -144,14 +145,15 @@ class CoLocateRoots(SchedulerPlugin):
     """A scheduler plugin giving each group of :func:`root_groups` one worker, and each
     group of :func:`shared_input_groups` the worker that holds most of its inputs.
 
-    ``active`` (default True) turns it on and off at run time (the scaling proxy,
-    ``benchmarks/scaleout_proxy.py``, compares both on one cluster).
+    ``active`` (default: the dask config key ``hpcgpu.colocate``, true) turns it on and
+    off, also at run time (the scaling proxy, ``benchmarks/scaleout_proxy.py``, compares
+    both on one cluster).
     """
 
     name = "hpcgpu-colocate-roots"
 
-    def __init__(self, active: bool = True):
-        self.active = active
+    def __init__(self, active: bool | None = None):
+        self.active = bool(dask.config.get("hpcgpu.colocate", True)) if active is None else active
 
     def update_graph(self, scheduler, *, tasks=(), **kwargs) -> None:
         workers = [ws for ws in scheduler.running if ws.nthreads]

@@ -30,6 +30,8 @@ async def _serve(args: argparse.Namespace) -> None:
     from distributed import Scheduler
     from distributed.security import Security
 
+    from hpcgpu.cluster.colocate import CoLocateRoots
+
     split = lambda v: v.split(",") if v else None  # noqa: E731
     protocols = split(args.protocol)
     security = Security(tls_ca_file=args.tls_ca_file, tls_scheduler_cert=args.tls_cert,
@@ -39,7 +41,7 @@ async def _serve(args: argparse.Namespace) -> None:
                          port=[0] * len(protocols) if len(protocols) > 1 else 0,
                          interface=interface if interface and len(interface) > 1 else args.interface,
                          scheduler_file=args.scheduler_file, dashboard=False,
-                         security=security) as scheduler:
+                         security=security, plugins=[CoLocateRoots()]) as scheduler:
         write_listeners(args.scheduler_file + ".listeners",
                         [listener.contact_address for listener in scheduler.listeners])
         await scheduler.finished()

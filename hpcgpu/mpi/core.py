@@ -114,13 +114,15 @@ def _start_rank0(security, options: dict):
     from distributed import Scheduler
     from distributed.utils import LoopRunner, sync
 
+    from hpcgpu.cluster.colocate import CoLocateRoots
+
     loop_runner = LoopRunner(asynchronous=False)
     loop_runner.start()
 
     quiet_expected_close()
 
     async def start():
-        return await Scheduler(security=security, **options)
+        return await Scheduler(security=security, **{"plugins": [CoLocateRoots()], **options})
 
     scheduler = sync(loop_runner.loop, start)
     return loop_runner, scheduler

@@ -24,6 +24,7 @@ from distributed.security import Security
 
 from hpcgpu._jobqueue import BaseRunner, Role  # without dask_jobqueue's SIGINT handler
 from hpcgpu.closelog import quiet_expected_close
+from hpcgpu.cluster.colocate import CoLocateRoots
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
 from hpcgpu.runner.security import TLSFiles, make_private_directory, write_tls_files
@@ -146,7 +147,8 @@ class GPURunner(BaseRunner):
             atexit.register(shutil.rmtree, self.tls_directory, ignore_errors=True)
             tls = write_tls_files(make_private_directory(self.tls_directory))
             self.security = tls.security()
-        options = dict(port=0, dashboard_address=DEFAULT_DASHBOARD, protocol="tls" if self.security else None)
+        options = dict(port=0, dashboard_address=DEFAULT_DASHBOARD, protocol="tls" if self.security else None,
+                       plugins=[CoLocateRoots()])
         options.update(self.scheduler_options)
         # The TLS files exist before the scheduler file appears: workers read both.
         quiet_expected_close()
