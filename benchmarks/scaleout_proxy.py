@@ -200,24 +200,22 @@ def measure(args, save=None) -> dict:
 
 
 def summarise(data: dict) -> list[dict]:
-    """One row per case, transport and worker count: medians, bound, speed-up over 1 worker."""
+    """One row per case, transport and worker count: medians, bound, speed-up over the
+    same case on 1 worker (Dask's placement there: with one worker there is no other)."""
     groups: dict = {}
     for r in data["runs"]:
-        key = (r["workload"], r["inputs"], r["library"], r["placement"], r["transport"], r["workers"])
+        key = (r["workload"], r["inputs"], r["library"], r["transport"], r["workers"], r["placement"])
         groups.setdefault(key, []).append(r)
-    rows, single = [], {}
-    for key, rs in sorted(groups.items(), key=lambda kv: (kv[0][:5], kv[0][5])):
-        seconds = statistics.median(r["seconds"] for r in rs)
+    median = {key: statistics.median(r["seconds"] for r in rs) for key, rs in groups.items()}
+    rows = []
+    for key in sorted(groups, key=lambda k: (*k[:5], k[5] != "dask")):
+        rs, base = groups[key], median.get((*key[:4], 1, "dask"))
         moved = statistics.median(r["bytes"] for r in rs)
-        link = data["bandwidth"].get(key[4])
-        bound = moved / link if link else 0.0
-        base = key[:3] + key[4:5]
-        if key[5] == 1:
-            single[base] = seconds
-        results = {r["result"] for r in rs if r["result"] is not None}
-        rows.append(dict(zip(("workload", "inputs", "library", "placement", "transport", "workers"), key),
-                         seconds=seconds, runs=len(rs), mb_moved=moved / MB, bound_s=bound,
-                         speedup=single[base] / seconds if base in single else None, results=sorted(results)))
+        link = data["bandwidth"].get(key[3])
+        rows.append(dict(zip(("workload", "inputs", "library", "transport", "workers", "placement"), key),
+                         seconds=median[key], runs=len(rs), mb_moved=moved / MB,
+                         bound_s=moved / link if link else 0.0, speedup=base / median[key] if base else None,
+                         results=sorted({r["result"] for r in rs if r["result"] is not None})))
     return rows
 
 
@@ -225,17 +223,19 @@ def render(rows: list[dict], data: dict) -> str:
     """The markdown table, its header saying what the proxy stands for and what it cannot show."""
     doc = __doc__.split("\n\n")
     links = ", ".join(f"{t} {bw / 1e9:.2f} GB/s" for t, bw in data["bandwidth"].items() if bw)
+    machine = (f"Machine: {data['machine']}. Loopback bandwidth (one chunk of {data['args']['link_mb']:g} MB "
+               f"between two workers, median): {links}. Scale {data['args']['scale']:g}, median of "
+               f"{data['repeats_done']} interleaved repeats. Command: `{data['command']}`")
     head = ["# Scale-out proxy: CPU workers on one host", "", doc[1].replace("\n", " "), "",
-            doc[2].replace("\n", " "), "", f"Machine: {data['machine']}. Loopback bandwidth (one chunk of "
-            f"{data['args']['link_mb']:g} MB between two workers, median): {links}. Scale {data['args']['scale']:g}, "
-            f"median of {data['repeats_done']} interleaved repeats. Command: `{data['command']}`", "",
-            "| workload | inputs | library | placement | transport | workers | median s | speed-up vs 1 | "
-            "MB moved | bound s | time / bound |", "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            doc[2].replace("\n", " "), "", machine, "",
+            "| workload | inputs | library | transport | workers | placement | median s | speed-up vs 1 | "
+            "MB moved | bound s | time / bound |",
+            "| --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         ratio = f"{r['seconds'] / r['bound_s']:.1f}" if r["bound_s"] >= 1e-3 else "–"  # nothing to bound
         speedup = f"{r['speedup']:.2f}" if r["speedup"] else "–"
-        head.append(f"| {r['workload']} | {r['inputs']} | {r['library']} | {r['placement']} | {r['transport']} | "
-                    f"{r['workers']} | {r['seconds']:.3f} | {speedup} | {r['mb_moved']:.1f} | {r['bound_s']:.3f} | "
+        head.append(f"| {r['workload']} | {r['inputs']} | {r['library']} | {r['transport']} | {r['workers']} | "
+                    f"{r['placement']} | {r['seconds']:.3f} | {speedup} | {r['mb_moved']:.1f} | {r['bound_s']:.3f} | "
                     f"{ratio} |")
     return "\n".join(head) + "\n"
 
@@ -255,6 +255,7 @@ def _parse(argv=None):
     parser.add_argument("--link-mb", type=float, default=32.0, help="chunk size of the bandwidth measurement")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 and 2 workers, one repeat")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--from-json", type=Path, default=None, help="re-render a record's table, run nothing")
     args = parser.parse_args(argv)
     if args.smoke:
         args.scale, args.repeats, args.warmup, args.link_mb = 0.01, 1, 0, 4.0
@@ -280,6 +281,11 @@ def write(data: dict, args, load: tuple, argv) -> str:
 
 def main(argv=None) -> int:
     args = _parse(argv)
+    if args.from_json:
+        data = json.loads(args.from_json.read_text())
+        data["rows"] = summarise(data)
+        print(render(data["rows"], data))
+        return 0
     load = os.getloadavg()
     data = measure(args, save=lambda d: write(d, args, load, argv))
     print(write(data, args, load, argv))
