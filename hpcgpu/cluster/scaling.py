@@ -36,6 +36,8 @@ class JobScaling:
         ``pool``: the pool to scale (default: the default pool, the cluster's own
         arguments); the other pools keep their jobs.
         """
+        if pool is None and not hasattr(self, "_pools"):
+            return None  # upstream's close after a failed start: no job was submitted
         the_pool = self._pool(pool)
         workers = n if gpus is None else gpus
         per_job = the_pool.workers_per_job
