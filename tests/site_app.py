@@ -1,0 +1,50 @@
+"""Run on the site's login host by tests/test_site_*.py: ``python site_app.py MODE OPTIONS``.
+
+OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments) and
+``_workers`` (how many to wait for). MODE ``compute``: the workers' hosts and addresses and a
+checked result; ``fault``: the error the user sees and how long it took; ``serve``: print the
+scheduler's address, then keep the cluster until a line arrives on stdin. The last line of
+output is JSON.
+"""
+
+import json
+import socket
+import sys
+import time
+
+from distributed import Client
+
+from hpcgpu import SLURMCluster
+
+
+def square(x):
+    return x * x
+
+
+def compute(cluster, scale, workers):
+    cluster.scale(**scale)
+    cluster.wait_for_workers(workers, timeout=90)
+    with Client(cluster) as client:
+        hosts = client.run(socket.gethostname)
+        total = sum(client.gather(client.map(square, range(200))))
+    return {"scheduler": cluster.scheduler_address, "hosts": hosts, "result": total}
+
+
+def main(mode, options):
+    scale, workers = options.pop("_scale", {"jobs": 1}), options.pop("_workers", 1)
+    start = time.monotonic()
+    try:
+        with SLURMCluster(**options) as cluster:
+            if mode == "serve":
+                print(json.dumps({"scheduler": cluster.scheduler_address}), flush=True)
+                sys.stdin.readline()
+                return {"served": True}
+            return compute(cluster, scale, workers)
+    except Exception as error:
+        if mode != "fault":
+            raise
+        return {"error": f"{type(error).__name__}: {error}", "seconds": time.monotonic() - start}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], json.loads(sys.argv[2]))), flush=True)
