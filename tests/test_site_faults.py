@@ -1,0 +1,63 @@
+"""The network faults of real sites, on the site in a box: each a clear error within 15 s that
+names the host, the address and the fix (docs/sites.md), with no job or process left."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from site_helpers import on_host, run_on_login, site  # noqa: F401
+
+pytestmark = [pytest.mark.site, pytest.mark.slurm]
+
+ONE_PER_HOST = {"gpus_per_node": 1, "exclusive": True, "_scale": {"jobs": 2}, "_workers": 2}
+
+
+def fault(tmp_path, **options) -> str:
+    out = run_on_login(tmp_path, "fault", {**ONE_PER_HOST, **options})
+    assert "error" in out, out
+    assert out["seconds"] < 15, out
+    assert "Traceback" not in out["error"] and "TimeoutError" not in out["error"], out["error"]
+    return out["error"]
+
+
+def test_an_interface_only_the_login_host_has(site, tmp_path):
+    error = fault(tmp_path, interface="ext0")
+    assert re.search(r"interface 'ext0' does not exist on host node[12] \(its interfaces: "
+                     r"eth0 10\.77\.0\.1[12], ib0 10\.78\.0\.1[12]\)", error), error
+    assert "interface='ib0'" in error and "worker_interface=" in error, error
+
+
+def test_an_interface_that_exists_nowhere_fails_before_anything_is_submitted(site, tmp_path):
+    error = fault(tmp_path, interface="ib1")
+    assert error.startswith("ValueError: interface 'ib1' does not exist on host login, where the "
+                            "scheduler runs (its interfaces: eth0 10.77.0.10, ext0 10.79.0.10, "
+                            "ib0 10.78.0.10)"), error
+    assert "scheduler_interface=" in error and not list((tmp_path / "logs").glob("*.err"))
+
+
+def test_a_scheduler_address_the_compute_hosts_cannot_route_to(site, tmp_path):
+    error = fault(tmp_path, scheduler_interface="ext0", worker_interface="ib0")
+    assert re.search(r"host node[12] cannot reach the scheduler at 10\.79\.0\.10:\d+ \(Network is "
+                     r"unreachable; its networks: eth0 10\.77\.0\.1[12], ib0 10\.78\.0\.1[12]\)", error), error
+    assert "interface='ib0'" in error and "hpcgpu doctor" in error, error
+
+
+@pytest.fixture
+def login_drops_port_8786(site):
+    rule = ("add table inet hpcgpu_test; add chain inet hpcgpu_test input "
+            "{ type filter hook input priority 0; }; "
+            "add rule inet hpcgpu_test input iifname != \"lo\" tcp dport 8786 drop")
+    done = on_host("login", "nft", rule, timeout=30)
+    assert done.returncode == 0, done.stderr
+    yield
+    on_host("login", "nft", "delete table inet hpcgpu_test", timeout=30)
+
+
+def test_the_login_host_dropping_the_schedulers_port(login_drops_port_8786, tmp_path):
+    error = fault(tmp_path, interface="ib0",
+                  scheduler_options={"port": 8786, "dashboard_address": "localhost:0"})
+    assert re.search(r"host node[12] got no answer from the scheduler at 10\.78\.0\.10:8786 within "
+                     r"5 s \(packets dropped, as a firewall does\): open TCP port 8786", error), error
+    assert "scheduler_options={'port': N}" in error and "'--worker-port', 'A:B'" in error, error
