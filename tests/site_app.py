@@ -2,7 +2,8 @@
 
 OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments) and
 ``_workers`` (how many to wait for). MODE ``compute``: the workers' hosts and addresses and a
-checked result; ``fault``: the error the user sees and how long it took; ``serve``: print the
+checked result; ``fault``: the error the user sees and how long it took; ``cut``: results held on every
+worker, then (after a line on stdin, once a link is cut) the checked result; ``serve``: print the
 scheduler's address, then keep the cluster until a line arrives on stdin. The last line of
 output is JSON.
 """
@@ -12,7 +13,7 @@ import socket
 import sys
 import time
 
-from distributed import Client
+from distributed import Client, as_completed
 
 from hpcgpu import SLURMCluster
 
@@ -30,6 +31,29 @@ def compute(cluster, scale, workers):
     return {"scheduler": cluster.scheduler_address, "hosts": hosts, "result": total}
 
 
+def slow_square(x):
+    time.sleep(0.25)
+    return x * x
+
+
+def cut(cluster, scale, workers):
+    """Hold results on every worker, say so, wait for the test to cut a link, then finish."""
+    cluster.scale(**scale)
+    cluster.wait_for_workers(workers, timeout=90)
+    with Client(cluster) as client:
+        hosts = client.run(socket.gethostname)
+        futures = client.map(slow_square, range(60))
+        for done, _ in enumerate(as_completed(futures), 1):
+            if done == 6:
+                break
+        print(json.dumps({"ready": hosts}), flush=True)
+        sys.stdin.readline()
+        start = time.monotonic()
+        total = sum(client.gather(futures))
+        return {"result": total, "seconds": time.monotonic() - start, "hosts": hosts,
+                "workers_after": client.run(socket.gethostname)}
+
+
 def main(mode, options):
     scale, workers = options.pop("_scale", {"jobs": 1}), options.pop("_workers", 1)
     start = time.monotonic()
@@ -39,7 +63,7 @@ def main(mode, options):
                 print(json.dumps({"scheduler": cluster.scheduler_address}), flush=True)
                 sys.stdin.readline()
                 return {"served": True}
-            return compute(cluster, scale, workers)
+            return (cut if mode == "cut" else compute)(cluster, scale, workers)
     except Exception as error:
         if mode != "fault":
             raise

@@ -3,11 +3,14 @@ names the host, the address and the fix (docs/sites.md), with no job or process 
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 
 import pytest
 
-from site_helpers import on_host, run_on_login, site  # noqa: F401
+from site_helpers import (APP, FAST, PYTHON, ROOT, assert_nothing_left, on_host, run_on_login,  # noqa: F401
+                          site)
 
 pytestmark = [pytest.mark.site, pytest.mark.slurm]
 
@@ -61,3 +64,25 @@ def test_the_login_host_dropping_the_schedulers_port(login_drops_port_8786, tmp_
     assert re.search(r"host node[12] got no answer from the scheduler at 10\.78\.0\.10:8786 within "
                      r"5 s \(packets dropped, as a firewall does\): open TCP port 8786", error), error
     assert "scheduler_options={'port': N}" in error and "'--worker-port', 'A:B'" in error, error
+
+
+def test_a_compute_hosts_link_cut_mid_computation(site, tmp_path):
+    options = {**FAST, "log_directory": str(tmp_path / "logs"), "interface": "ib0", **ONE_PER_HOST}
+    run = subprocess.Popen(["bash", str(ROOT / "scripts" / "site-exec"), "login", PYTHON, str(APP),
+                            "cut", json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        ready = json.loads(run.stdout.readline() or "{}")
+        assert sorted(ready.get("ready", {}).values()) == ["node1", "node2"], run.stderr.read()
+        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "down", timeout=30)
+        out, err = run.communicate("go\n", timeout=120)
+    finally:
+        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "up", timeout=30)
+        if run.poll() is None:
+            run.kill()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["result"] == sum(x * x for x in range(60)), result
+    # distributed notices the silent host when its TCP timeout (30 s) ends the connection
+    assert result["seconds"] < 90, result
+    assert list(result["workers_after"].values()) == ["node1"], result
+    assert_nothing_left(60)
