@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,8 +23,8 @@ SITE = Path("/run/site")
 COMPUTE = ("node1", "node2")
 PYTHON = sys.executable
 #: cluster options every site test uses: small, quick to notice a failed job
-FAST = dict(walltime="00:05:00", death_timeout=30, poll_interval=0.5,
-            scheduler_options={"dashboard_address": "localhost:0"})
+FAST = {"walltime": "00:05:00", "death_timeout": 30, "poll_interval": 0.5,
+        "scheduler_options": {"dashboard_address": "localhost:0"}}
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +36,7 @@ def site():
         pytest.skip("the site in a box needs root on Linux (scripts/setup-site)")
     built_here = not (SITE / "compute-hosts").exists()
     done = subprocess.run(["bash", str(ROOT / "scripts" / "setup-site")], capture_output=True,
-                          text=True, timeout=180)
+                          text=True, timeout=180, check=False)
     if done.returncode != 0:
         reason = f"scripts/setup-site failed:\n{done.stderr[-3000:]}"
         if os.environ.get("CI") == "true" or "SLURM is not installed" not in done.stderr:
@@ -45,14 +44,14 @@ def site():
         pytest.skip(reason)
     yield
     if built_here:
-        subprocess.run(["bash", str(ROOT / "scripts" / "setup-site"), "--down"], timeout=120)
+        subprocess.run(["bash", str(ROOT / "scripts" / "setup-site"), "--down"], timeout=120, check=False)
 
 
 def on_host(host: str, *argv: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
     """``argv`` run on a site host (scripts/site-exec), its output captured as text."""
     kwargs.setdefault("cwd", ROOT)
     return subprocess.run(["bash", str(ROOT / "scripts" / "site-exec"), host, *argv],
-                          capture_output=True, text=True, timeout=timeout, **kwargs)
+                          capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
 
 
 APP = Path(__file__).with_name("site_app.py")
@@ -86,7 +85,7 @@ def leftovers() -> dict[str, list[str]]:
     for host in COMPUTE:
         slurmd = (SITE / "slurm" / f"slurmd-{host}.pid").read_text().strip()
         pids = subprocess.run(["ip", "netns", "pids", f"site-{host}"], capture_output=True,
-                              text=True, timeout=30).stdout.split()
+                              text=True, timeout=30, check=False).stdout.split()
         for pid in pids:
             if pid == slurmd:
                 continue

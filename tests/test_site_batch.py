@@ -7,11 +7,10 @@ import json
 import re
 
 import pytest
-
 from conftest import wait_for
 from site_helpers import PYTHON, ROOT, assert_nothing_left, on_host, site  # noqa: F401
 
-pytestmark = [pytest.mark.site, pytest.mark.slurm]
+pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site")]
 
 CHECK = ROOT / "examples" / "check_gpu_workers.py"
 
@@ -38,7 +37,7 @@ def logs(tmp_path, job_id: str) -> str:
     return "".join(p.read_text()[-3000:] for p in sorted(tmp_path.glob(f"{job_id}.*")))
 
 
-def test_hpcgpu_run_over_two_hosts(site, tmp_path):
+def test_hpcgpu_run_over_two_hosts(tmp_path):
     job_id = submit(tmp_path, "--expect", "2", "--json", "result.json")
     state = wait_for(lambda: finished(job_id), 120, 0.5, what=f"site job {job_id}")
     assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)
@@ -48,7 +47,7 @@ def test_hpcgpu_run_over_two_hosts(site, tmp_path):
     assert_nothing_left()
 
 
-def test_the_scripts_exit_code_is_the_jobs(site, tmp_path):
+def test_the_scripts_exit_code_is_the_jobs(tmp_path):
     job_id = submit(tmp_path, "--expect", "2", "--exit-code", "3")
     state = wait_for(lambda: finished(job_id), 120, 0.5, what=f"site job {job_id}")
     assert state == ("FAILED", "3:0"), logs(tmp_path, job_id)

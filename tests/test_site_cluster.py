@@ -8,10 +8,9 @@ import json
 import subprocess
 
 import pytest
-
 from site_helpers import PYTHON, ROOT, assert_nothing_left, on_host, run_on_login, site  # noqa: F401
 
-pytestmark = [pytest.mark.site, pytest.mark.slurm]
+pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site")]
 
 FAST_NET = ipaddress.ip_network("10.78.0.0/24")
 MANAGEMENT = ipaddress.ip_network("10.77.0.0/24")
@@ -22,7 +21,7 @@ def _host_of(address: str) -> ipaddress.IPv4Address:
     return ipaddress.ip_address(address.split("://")[1].rsplit(":", 1)[0])
 
 
-def test_interface_ib0_puts_workers_of_both_hosts_on_the_fast_network(site, tmp_path):
+def test_interface_ib0_puts_workers_of_both_hosts_on_the_fast_network(tmp_path):
     out = run_on_login(tmp_path, "compute", {"interface": "ib0", "gpus_per_node": 2,
                                              "exclusive": True, "_scale": {"gpus": 4}, "_workers": 4})
     assert out["result"] == RESULT
@@ -37,7 +36,7 @@ def test_interface_ib0_puts_workers_of_both_hosts_on_the_fast_network(site, tmp_
                        "node2": {ipaddress.ip_address("10.78.0.12")}}, hosts
 
 
-def test_no_interface_works_over_the_hosts_names(site, tmp_path):
+def test_no_interface_works_over_the_hosts_names(tmp_path):
     # No default route on a site host: distributed falls back to the hostname, which
     # /etc/hosts maps to the management network (as sites do).
     out = run_on_login(tmp_path, "compute", {"gpus_per_node": 1, "exclusive": True,
@@ -48,7 +47,7 @@ def test_no_interface_works_over_the_hosts_names(site, tmp_path):
     assert all(_host_of(a) in MANAGEMENT for a in out["hosts"]), out["hosts"]
 
 
-def test_a_client_without_the_clusters_credentials_is_refused_from_another_host(site, tmp_path):
+def test_a_client_without_the_clusters_credentials_is_refused_from_another_host(tmp_path):
     options = {"interface": "ib0", "log_directory": str(tmp_path / "logs"),
                "walltime": "00:05:00", "scheduler_options": {"dashboard_address": "localhost:0"}}
     serve = subprocess.Popen(["bash", str(ROOT / "scripts" / "site-exec"), "login", PYTHON,

@@ -8,11 +8,18 @@ import re
 import subprocess
 
 import pytest
+from site_helpers import (  # noqa: F401
+    APP,
+    FAST,
+    PYTHON,
+    ROOT,
+    assert_nothing_left,
+    on_host,
+    run_on_login,
+    site,
+)
 
-from site_helpers import (APP, FAST, PYTHON, ROOT, assert_nothing_left, on_host, run_on_login,  # noqa: F401
-                          site)
-
-pytestmark = [pytest.mark.site, pytest.mark.slurm]
+pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site")]
 
 ONE_PER_HOST = {"gpus_per_node": 1, "exclusive": True, "_scale": {"jobs": 2}, "_workers": 2}
 
@@ -25,14 +32,14 @@ def fault(tmp_path, **options) -> str:
     return out["error"]
 
 
-def test_an_interface_only_the_login_host_has(site, tmp_path):
+def test_an_interface_only_the_login_host_has(tmp_path):
     error = fault(tmp_path, interface="ext0")
     assert re.search(r"interface 'ext0' does not exist on host node[12] \(its interfaces: "
                      r"eth0 10\.77\.0\.1[12], ib0 10\.78\.0\.1[12]\)", error), error
     assert "interface='ib0'" in error and "worker_interface=" in error, error
 
 
-def test_an_interface_that_exists_nowhere_fails_before_anything_is_submitted(site, tmp_path):
+def test_an_interface_that_exists_nowhere_fails_before_anything_is_submitted(tmp_path):
     error = fault(tmp_path, interface="ib1")
     assert error.startswith("ValueError: interface 'ib1' does not exist on host login, where the "
                             "scheduler runs (its interfaces: eth0 10.77.0.10, ext0 10.79.0.10, "
@@ -40,7 +47,7 @@ def test_an_interface_that_exists_nowhere_fails_before_anything_is_submitted(sit
     assert "scheduler_interface=" in error and not list((tmp_path / "logs").glob("*.err"))
 
 
-def test_a_scheduler_address_the_compute_hosts_cannot_route_to(site, tmp_path):
+def test_a_scheduler_address_the_compute_hosts_cannot_route_to(tmp_path):
     error = fault(tmp_path, scheduler_interface="ext0", worker_interface="ib0")
     assert re.search(r"host node[12] cannot reach the scheduler at 10\.79\.0\.10:\d+ \(Network is "
                      r"unreachable; its networks: eth0 10\.77\.0\.1[12], ib0 10\.78\.0\.1[12]\)", error), error
@@ -48,7 +55,7 @@ def test_a_scheduler_address_the_compute_hosts_cannot_route_to(site, tmp_path):
 
 
 @pytest.fixture
-def login_drops_port_8786(site):
+def login_drops_port_8786():
     rule = ("add table inet hpcgpu_test; add chain inet hpcgpu_test input "
             "{ type filter hook input priority 0; }; "
             "add rule inet hpcgpu_test input iifname != \"lo\" tcp dport 8786 drop")
@@ -66,7 +73,7 @@ def test_the_login_host_dropping_the_schedulers_port(login_drops_port_8786, tmp_
     assert "scheduler_options={'port': N}" in error and "'--worker-port', 'A:B'" in error, error
 
 
-def test_a_compute_hosts_link_cut_mid_computation(site, tmp_path):
+def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
     options = {**FAST, "log_directory": str(tmp_path / "logs"), "interface": "ib0", **ONE_PER_HOST}
     run = subprocess.Popen(["bash", str(ROOT / "scripts" / "site-exec"), "login", PYTHON, str(APP),
                             "cut", json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -75,7 +82,7 @@ def test_a_compute_hosts_link_cut_mid_computation(site, tmp_path):
         ready = json.loads(run.stdout.readline() or "{}")
         assert sorted(ready.get("ready", {}).values()) == ["node1", "node2"], run.stderr.read()
         on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "down", timeout=30)
-        out, err = run.communicate("go\n", timeout=120)
+        out, _ = run.communicate("go\n", timeout=120)
     finally:
         on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "up", timeout=30)
         if run.poll() is None:

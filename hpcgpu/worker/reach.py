@@ -14,15 +14,15 @@ import errno
 import socket
 import ssl
 
-__all__ = ["NetworkCheckError", "check_worker_network", "interface_problem", "connect_problem",
-           "host_interfaces"]
+__all__ = ["NetworkCheckError", "check_worker_network", "connect_problem", "host_interfaces",
+           "interface_problem"]
 
 #: fixes named in the messages (docs/sites.md has them too)
 INTERFACE_FIX = ("pass an interface every compute host has, e.g. interface='ib0' (or "
                  "worker_interface= for the workers alone); `hpcgpu doctor` on a compute host lists them")
 ROUTE_FIX = ("start the scheduler on a network the compute hosts share: interface='ib0' (or "
              "scheduler_interface=) naming an interface whose network they are on; "
-             "`hpcgpu doctor --scheduler ADDRESS` on a compute host shows which of its interfaces reach it")
+             "`hpcgpu doctor --local --scheduler-address ADDRESS` on a compute host shows which of its interfaces reach it")
 PORT_FIX = ("open TCP port {port} on the scheduler's host to the compute hosts, or choose a port its "
             "firewall allows with scheduler_options={{'port': N}}; the workers' own ports, which the "
             "scheduler and client connect back to, are set with worker_extra_args=['--worker-port', "
