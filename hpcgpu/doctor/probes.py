@@ -272,7 +272,7 @@ def probe_routes(address: str | None) -> dict[str, str]:
         return {}
     try:
         target = ipaddress.ip_address(socket.gethostbyname(get_address_host_port(address)[0]))
-    except Exception:
+    except (OSError, ValueError):  # not an address, or a name that does not resolve here
         return {}
     code, text = _run(["ip", "-o", "route", "get", str(target)], timeout=5)
     routed = text.split(" dev ", 1)[1].split()[0] if code == 0 and " dev " in text else None
