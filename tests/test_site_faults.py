@@ -8,11 +8,13 @@ import re
 import subprocess
 
 import pytest
+from conftest import wait_for
 from site_helpers import (  # noqa: F401
     APP,
     FAST,
     PYTHON,
     ROOT,
+    SITE,
     assert_nothing_left,
     on_host,
     run_on_login,
@@ -73,7 +75,8 @@ def test_the_login_host_dropping_the_schedulers_port(login_drops_port_8786, tmp_
     assert "scheduler_options={'port': N}" in error and "'--worker-port', 'A:B'" in error, error
 
 
-def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
+def hold_results_then(tmp_path, fault) -> dict:
+    """Start a cluster on login holding results on both hosts, run ``fault()``, finish: its result."""
     options = {**FAST, "log_directory": str(tmp_path / "logs"), "interface": "ib0", **ONE_PER_HOST}
     run = subprocess.Popen(["bash", str(ROOT / "scripts" / "site-exec"), "login", PYTHON, str(APP),
                             "cut", json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -81,15 +84,47 @@ def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
     try:
         ready = json.loads(run.stdout.readline() or "{}")
         assert sorted(ready.get("ready", {}).values()) == ["node1", "node2"], run.stderr.read()
-        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "down", timeout=30)
-        out, _ = run.communicate("go\n", timeout=120)
+        fault()
+        out, _ = run.communicate("go\n", timeout=150)
     finally:
-        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "up", timeout=30)
         if run.poll() is None:
             run.kill()
     result = json.loads(out.strip().splitlines()[-1])
     assert result["result"] == sum(x * x for x in range(60)), result
+    return result
+
+
+def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
+    def cut():
+        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "down", timeout=30)
+
+    try:
+        result = hold_results_then(tmp_path, cut)
+    finally:
+        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "up", timeout=30)
     # distributed notices the silent host when its TCP timeout (30 s) ends the connection
     assert result["seconds"] < 90, result
     assert list(result["workers_after"].values()) == ["node1"], result
+    assert_nothing_left(60)
+
+
+def node_state(host: str) -> str:
+    return on_host("login", "sinfo", "-h", "-n", host, "-o", "%T", timeout=30).stdout.split("\n")[0].strip()
+
+
+def test_a_compute_host_killed_mid_computation(tmp_path):
+    def kill():
+        for pid in subprocess.run(["ip", "netns", "pids", "site-node2"], capture_output=True,
+                                  text=True, check=True).stdout.split():
+            subprocess.run(["kill", "-9", pid], check=False)
+
+    try:
+        result = hold_results_then(tmp_path, kill)
+        # its workers' connections closed with their processes: recomputed at once
+        assert result["seconds"] < 30, result
+        assert list(result["workers_after"].values()) == ["node1"], result
+        wait_for(lambda: node_state("node2").startswith("down"), 60, 1, what="SLURM to mark node2 down")
+    finally:
+        on_host("node2", "slurmd", "-f", str(SITE / "slurm" / "slurm.conf"), timeout=30)
+        wait_for(lambda: node_state("node2") == "idle", 60, 0.5, what="node2 back")
     assert_nothing_left(60)
