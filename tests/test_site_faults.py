@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import wait_for
@@ -127,4 +128,19 @@ def test_a_compute_host_killed_mid_computation(tmp_path):
     finally:
         on_host("node2", "slurmd", "-f", str(SITE / "slurm" / "slurm.conf"), timeout=30)
         wait_for(lambda: node_state("node2") == "idle", 60, 0.5, what="node2 back")
+    assert_nothing_left(60)
+
+
+def test_slurmctld_restarted_mid_computation(tmp_path):
+    pid_file = SITE / "slurm" / "slurmctld.pid"
+
+    def restart():
+        pid = int(pid_file.read_text())
+        subprocess.run(["kill", str(pid)], check=True)
+        wait_for(lambda: not Path(f"/proc/{pid}").exists(), 30, 0.2, what="slurmctld to stop")
+        done = on_host("login", "slurmctld", "-f", str(SITE / "slurm" / "slurm.conf"), timeout=30)
+        assert done.returncode == 0, done.stderr
+
+    result = hold_results_then(tmp_path, restart)
+    assert sorted(result["workers_after"].values()) == ["node1", "node2"], result
     assert_nothing_left(60)
