@@ -22,14 +22,17 @@ def _host_of(address: str) -> ipaddress.IPv4Address:
 
 
 def test_interface_ib0_puts_workers_of_both_hosts_on_the_fast_network(tmp_path):
-    out = run_on_login(tmp_path, "compute", {"interface": "ib0", "gpus_per_node": 2,
-                                             "exclusive": True, "_scale": {"gpus": 4}, "_workers": 4})
+    # the workers' ports in the ranges docs/sites.md tells a firewalled site to open
+    ports = ["--worker-port", "9000:9100", "--nanny-port", "9100:9200"]
+    out = run_on_login(tmp_path, "compute", {"interface": "ib0", "gpus_per_node": 2, "exclusive": True,
+                                             "worker_extra_args": ports, "_scale": {"gpus": 4}, "_workers": 4})
     assert out["result"] == RESULT
     assert _host_of(out["scheduler"]) == ipaddress.ip_address("10.78.0.10")
     hosts = out["hosts"]
     assert sorted(hosts.values()) == ["node1", "node1", "node2", "node2"], hosts
     addresses = {address: _host_of(address) for address in hosts}
     assert all(ip in FAST_NET for ip in addresses.values()), hosts
+    assert all(9000 <= int(a.rsplit(":", 1)[1]) <= 9100 for a in hosts), hosts
     # each host's workers listen on its own ib0 address
     by_host = {name: {addresses[a] for a, h in hosts.items() if h == name} for name in ("node1", "node2")}
     assert by_host == {"node1": {ipaddress.ip_address("10.78.0.11")},
