@@ -9,6 +9,7 @@ output is JSON.
 """
 
 import json
+import os
 import socket
 import sys
 import time
@@ -27,8 +28,14 @@ def compute(cluster, scale, workers):
     cluster.wait_for_workers(workers, timeout=90)
     with Client(cluster) as client:
         hosts = client.run(socket.gethostname)
-        total = sum(client.gather(client.map(square, range(200))))
-    return {"scheduler": cluster.scheduler_address, "hosts": hosts, "result": total}
+        squares = client.map(square, range(200))
+        total = sum(client.gather(squares))
+        # one worker sums them all: the other host's results travel between the workers
+        summed = client.submit(sum, squares).result()
+        transfers = sum(client.run(lambda dask_worker: dask_worker.state.transfer_incoming_count_total).values())
+        ucx_tls = sorted(set(client.run(lambda: os.environ.get("UCX_TLS")).values()), key=str)
+    return {"scheduler": cluster.scheduler_address, "hosts": hosts, "result": total, "summed": summed,
+            "transfers": transfers, "ucx_tls": ucx_tls}
 
 
 def slow_square(x):

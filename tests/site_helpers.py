@@ -57,11 +57,13 @@ def on_host(host: str, *argv: str, timeout: float = 120, **kwargs) -> subprocess
 APP = Path(__file__).with_name("site_app.py")
 
 
-def run_on_login(tmp_path: Path, mode: str, options: dict, timeout: float = 150) -> dict:
+def run_on_login(tmp_path: Path, mode: str, options: dict, timeout: float = 150,
+                 env: dict | None = None) -> dict:
     """Run tests/site_app.py on the login host (``mode`` and the cluster's ``options``); the
     JSON of its last output line (its whole output is in the assertion message otherwise)."""
     options = {**FAST, "log_directory": str(tmp_path / "logs"), **options}
-    done = on_host("login", PYTHON, str(APP), mode, json.dumps(options), timeout=timeout, cwd=tmp_path)
+    done = on_host("login", PYTHON, str(APP), mode, json.dumps(options), timeout=timeout, cwd=tmp_path,
+                   env={**os.environ, **(env or {})})
     lines = done.stdout.strip().splitlines()
     try:
         result = json.loads(lines[-1])

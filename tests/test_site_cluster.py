@@ -26,7 +26,7 @@ def test_interface_ib0_puts_workers_of_both_hosts_on_the_fast_network(tmp_path):
     ports = ["--worker-port", "9000:9100", "--nanny-port", "9100:9200"]
     out = run_on_login(tmp_path, "compute", {"interface": "ib0", "gpus_per_node": 2, "exclusive": True,
                                              "worker_extra_args": ports, "_scale": {"gpus": 4}, "_workers": 4})
-    assert out["result"] == RESULT
+    assert out["result"] == out["summed"] == RESULT
     assert _host_of(out["scheduler"]) == ipaddress.ip_address("10.78.0.10")
     hosts = out["hosts"]
     assert sorted(hosts.values()) == ["node1", "node1", "node2", "node2"], hosts
@@ -70,3 +70,20 @@ def test_a_client_without_the_clusters_credentials_is_refused_from_another_host(
         serve.communicate("done\n", timeout=60)
     assert serve.returncode == 0
     assert_nothing_left()
+
+
+def test_ucx_over_tcp_between_the_hosts(tmp_path):
+    """protocol="ucx" with the site's interface, as a site with InfiniBand sets it; UCX_TLS=tcp
+    forced, since the hosts share one kernel (shared memory would otherwise carry it)."""
+    from hpcgpu.network import ucx_unavailable_reason
+
+    if (reason := ucx_unavailable_reason()) is not None:
+        pytest.skip(f"needs distributed-ucxx (pip install 'hpcgpu[ucx]'): {reason}")
+    out = run_on_login(tmp_path, "compute", {"protocol": "ucx", "interface": "ib0", "gpus_per_node": 1,
+                                             "exclusive": True, "_scale": {"jobs": 2}, "_workers": 2},
+                       env={"UCX_TLS": "tcp"})
+    assert out["scheduler"].startswith("ucx://10.78.0.10:"), out
+    assert sorted(out["hosts"].values()) == ["node1", "node2"], out
+    assert all(a.startswith(("ucx://10.78.0.11:", "ucx://10.78.0.12:")) for a in out["hosts"]), out
+    assert out["ucx_tls"] == ["tcp"], out
+    assert out["result"] == out["summed"] == RESULT and out["transfers"] > 0, out
