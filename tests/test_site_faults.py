@@ -144,3 +144,23 @@ def test_slurmctld_restarted_mid_computation(tmp_path):
     result = hold_results_then(tmp_path, restart)
     assert sorted(result["workers_after"].values()) == ["node1", "node2"], result
     assert_nothing_left(60)
+
+
+@pytest.fixture
+def name_only_login_resolves():
+    hosts = Path("/etc/netns/site-login/hosts")
+    before = hosts.read_text()
+    hosts.write_text(before + "10.78.0.10 login-ib\n")
+    yield "login-ib"
+    hosts.write_text(before)
+
+
+def test_a_scheduler_name_that_resolves_on_the_login_host_only(name_only_login_resolves):
+    name = name_only_login_resolves
+    assert on_host("login", "getent", "hosts", name, timeout=30).stdout.startswith("10.78.0.10")
+    done = on_host("node1", PYTHON, "-m", "hpcgpu.worker", f"tls://{name}:8786", "--death-timeout", "60",
+                   timeout=15)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert (f"NetworkCheckError: host node1 cannot resolve the scheduler's host name {name!r}"
+            in done.stderr), done.stderr[-3000:]
+    assert "interface='ib0'" in done.stderr
