@@ -52,3 +52,20 @@ def test_the_scripts_exit_code_is_the_jobs(tmp_path):
     state = wait_for(lambda: finished(job_id), 120, 0.5, what=f"site job {job_id}")
     assert state == ("FAILED", "3:0"), logs(tmp_path, job_id)
     assert_nothing_left()
+
+
+def test_hpcgpu_mpi_under_srun_over_two_hosts(tmp_path):
+    command = (f"srun --mpi=pmix {PYTHON} -m hpcgpu.mpi --dashboard-address '' {CHECK} "
+               "--expect 2 --json result.json")
+    done = on_host("login", "sbatch", "--parsable", "-N2", "--ntasks-per-node=1", "--gpus-per-task=1",
+                   "--mem=2G", "--time=5", f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out",
+                   "--export=ALL,OMPI_ALLOW_RUN_AS_ROOT=1,OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                   "--wrap", command, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    state = wait_for(lambda: finished(job_id), 120, 0.5, what=f"site job {job_id}")
+    assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert all(result["checks"].values()), result
+    assert sorted(w["hostname"] for w in result["workers"].values()) == ["node1", "node2"], result
+    assert_nothing_left()
