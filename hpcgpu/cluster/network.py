@@ -57,8 +57,26 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
             "security (a Security with certificates, or the default security=None/True): pass "
             f"security=True or {'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tcp'"
         )
+    if not scheduler_in_job:
+        _check_scheduler_interface(net.scheduler_interface)
     # With the scheduler in a job and a second listener, this process never speaks UCX.
     return resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+
+
+def _check_scheduler_interface(interface: str | None) -> None:
+    """The scheduler starts in this process: its interface must be here (else distributed's
+    ValueError comes from deep inside the cluster's start)."""
+    import socket
+
+    from hpcgpu.worker.reach import host_interfaces, interface_problem
+
+    problem = interface_problem(
+        interface, socket.gethostname(), host_interfaces(), role=", where the scheduler runs",
+        fix="pass interface= naming a network this host and the compute hosts share (e.g. "
+            "interface='ib0'), or scheduler_interface= for the scheduler alone; `hpcgpu doctor` "
+            "on a compute host lists its interfaces")
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def dashboard_host(dashboard_address: Any, scheduler_host: str) -> str:

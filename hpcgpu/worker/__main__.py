@@ -111,6 +111,18 @@ def _require_ucx(protocol: str) -> None:
                 dask.config.set({f"distributed-ucxx.{key}": False})
 
 
+def _check_network(scheduler: str | None, options: dict) -> None:
+    """Exit now, naming host, address and fix, when this host cannot reach the scheduler
+    (rather than after ``--death-timeout`` with a Dask timeout)."""
+    from hpcgpu.worker.reach import NetworkCheckError, check_worker_network
+
+    try:
+        check_worker_network(scheduler, options["interface"], security_args=options)
+    except NetworkCheckError as error:
+        print(f"NetworkCheckError: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
 class _GPUCount(click.ParamType):
     """A whole number of at least 1, or ``all`` (every GPU this task sees)."""
 
@@ -207,6 +219,7 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     extra = tuple(ctx.args)
     if options["lifetime"] is None:
         extra += tuple(lifetime_options(walltime, retire_before, lifetime_stagger, extra))
+    _check_network(scheduler, options)
     forward_drain_to_children()
     dask_worker.main(args=_dask_worker_argv(scheduler, options, name, nworkers, extra),
                      prog_name="hpcgpu.worker")
