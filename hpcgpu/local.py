@@ -16,6 +16,7 @@ import socket
 from distributed import Nanny, Scheduler
 from distributed.deploy.spec import SpecCluster
 
+from hpcgpu.network.advice import local_protocol
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.worker.hostmemory import host_memory_limit
@@ -92,6 +93,7 @@ class LocalGPUCluster(SpecCluster):
         self._setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
                                device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
         memory_limit = host_memory_limit(memory_limit, n_workers if self.gpus else 0)
+        protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
         self._worker_options: dict = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
                                     protocol=protocol, interface=interface, security=security,
                                     dashboard_address=None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpcgpu.network import NetworkSettings, resolve
+from hpcgpu.network.advice import log_ucx_hint
 
 __all__ = ["cluster_network", "dashboard_host"]
 
@@ -58,7 +59,9 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
             f"security=True or {'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tcp'"
         )
     # With the scheduler in a job and a second listener, this process never speaks UCX.
-    return resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+    net = resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+    log_ucx_hint(net.protocol, "protocol='ucx'")
+    return net
 
 
 def dashboard_host(dashboard_address: Any, scheduler_host: str) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
                             resolve, worker_options)
+from hpcgpu.network.advice import log_ucx_hint
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
 from hpcgpu.runner.processes import Child, start_child
@@ -100,7 +101,9 @@ def network(options: BatchOptions) -> NetworkSettings:
         fallback = "tls" if options.tls else "tcp"
     net = NetworkSettings.create(options.protocol_name(), options.transports or "auto",
                                  options.interface, fallback=fallback)
-    return resolve(net)
+    net = resolve(net)
+    log_ucx_hint(net.protocol, "--protocol ucx", say=_say)
+    return net
 
 
 def script_argv(python: str, script: str, args: tuple[str, ...]) -> list[str]:
