@@ -175,7 +175,7 @@ def test_scheduler_workers_and_client_compute_over_authenticated_ucx(key):
     assert all(w.startswith("ucx+auth://") for w in workers) and len(workers) == 2
 
 
-def test_plain_ucx_and_a_wrong_key_are_refused_before_any_message_is_read(key):
+def test_plain_ucx_and_a_wrong_key_are_refused_before_any_message_is_read(key, caplog):
     from distributed.comm import connect, listen
     from distributed_ucxx.ucxx import UCXX
 
@@ -205,10 +205,12 @@ def test_plain_ucx_and_a_wrong_key_are_refused_before_any_message_is_read(key):
 
     UCXX.read = spy_read
     try:
-        refused_after = asyncio.run(main())
+        with caplog.at_level("WARNING", logger="hpcgpu.network"):
+            refused_after = asyncio.run(main())
     finally:
         UCXX.read = original_read
     assert refused_after < 5  # fails fast (FatalCommClosedError), not after the connect timeout
     assert len(handled) == 1  # only the connection with the key reached distributed
     # The listener read one Dask message: the handshake of the connection with the key.
     assert read_by.count("listener") == 1
+    assert caplog.text.count("connection refused: ucx+auth: a peer did not prove") == 2

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import shutil
@@ -36,13 +37,14 @@ from typing import Iterator
 import dask.config
 from distributed.comm.core import CommClosedError, FatalCommClosedError
 
-__all__ = ["SCHEME", "CONFIG_KEY", "read_key", "write_key_file", "temporary_key", "register",
+__all__ = ["SCHEME", "CONFIG_KEY", "read_key", "write_key_file", "temporary_key", "key_for", "register",
            "client_proof", "server_proof", "UCXAuthBackend"]
 
 SCHEME = "ucx+auth"
 CONFIG_KEY = "hpcgpu.ucx-auth.key-file"
 #: seconds a new connection has to complete the exchange
 HANDSHAKE_TIMEOUT = 10.0
+logger = logging.getLogger("hpcgpu.network")
 MAGIC = b"HPCGUA01"  # protocol name and version, first bytes of both challenge frames
 NONCE = 32
 MAC = 32
@@ -114,6 +116,20 @@ def temporary_key(directory: str | os.PathLike | None = None) -> Iterator[Path]:
         else:
             os.environ[env] = previous
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def key_for(protocol: str | None, directory: str | os.PathLike | None = None):
+    """:func:`temporary_key` in ``directory`` when ``protocol`` is ``ucx+auth``; else nothing.
+
+    Examples
+    --------
+    >>> with key_for("tls") as path:
+    ...     path is None
+    True
+    """
+    if (protocol or "").lower().split("://")[0] != SCHEME:
+        return contextlib.nullcontext()
+    return temporary_key(directory)
 
 
 def client_proof(key: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
@@ -216,7 +232,11 @@ def _classes():
             await super().start()
 
         async def on_connection(self, comm, handshake_overrides=None):
-            await _bounded(authenticate_listener_side(comm.ep, self._key), comm, "a new connection's proof")
+            try:
+                await _bounded(authenticate_listener_side(comm.ep, self._key), comm, "a new connection's proof")
+            except CommClosedError as exc:  # distributed-ucxx drops it silently: say so once
+                logger.warning("%s: connection refused: %s", self.address, exc)
+                raise
             await super().on_connection(comm, handshake_overrides)
 
     UCXAuthListener.prefix = prefix

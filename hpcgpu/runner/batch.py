@@ -27,6 +27,7 @@ from hpcgpu.launchers import get_launcher
 from hpcgpu.network import (UCX_PROTOCOLS, NetworkSettings, config_context, job_environment,
                             resolve, worker_options)
 from hpcgpu.network.advice import log_ucx_hint
+from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
 from hpcgpu.runner.processes import Child, start_child
@@ -293,7 +294,8 @@ def run_batch(options: BatchOptions) -> int:
                          f"allocation's {allocation.total_gpus} GPU(s)")
     made_work_dir = not Path(options.work_dir).exists()  # ours to remove at the end, if empty
     directory = make_job_directory(options.work_dir, allocation.job_id)
-    with _Stop() as stop:
+    # ucx+auth: a key in the job's 0700 directory, its path in every role's environment
+    with _Stop() as stop, key_for(net.protocol, directory):
         session = _Session(options, allocation, directory, stop, net)
         client = None
         try:
