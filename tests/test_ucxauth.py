@@ -214,3 +214,18 @@ def test_plain_ucx_and_a_wrong_key_are_refused_before_any_message_is_read(key, c
     # The listener read one Dask message: the handshake of the connection with the key.
     assert read_by.count("listener") == 1
     assert caplog.text.count("connection refused: ucx+auth: a peer did not prove") == 2
+
+
+def test_local_gpu_cluster_over_ucx_auth(key):
+    """``LocalGPUCluster(protocol="ucx+auth")`` inside :func:`temporary_key`: the nanny's
+    worker processes get the key file's path with the dask config."""
+    from distributed import Client
+
+    from hpcgpu.local import LocalGPUCluster
+
+    with LocalGPUCluster(n_workers=2, gpus=[], protocol="ucx+auth", interface="lo",
+                         dashboard_address=None) as cluster, Client(cluster) as client:
+        assert cluster.scheduler_address.startswith("ucx+auth://127.0.0.1:")
+        a, b = sorted(client.nthreads())
+        x = client.submit(lambda: 20, workers=[a], pure=False)
+        assert client.submit(_add, x, 22, workers=[b]).result(timeout=60) == 42
