@@ -115,6 +115,24 @@ def test_a_listener_that_does_not_know_the_key_is_not_trusted():
     asyncio.run(impostor())
 
 
+def test_a_silent_peer_is_cut_off_after_the_time_limit(monkeypatch):
+    monkeypatch.setattr(ucxauth, "HANDSHAKE_TIMEOUT", 0.2)
+    aborted = []
+
+    class Comm:
+        def abort(self):
+            aborted.append(True)
+
+    async def silent_peer():
+        server_ep, _ = _pair()
+        with pytest.raises(ucxauth.CommClosedError, match="did not complete within 0.2 s"):
+            await ucxauth._bounded(ucxauth.authenticate_listener_side(server_ep, b"k" * 32), Comm(), "proof")
+
+    started = time.monotonic()
+    asyncio.run(silent_peer())
+    assert aborted == [True] and time.monotonic() - started < 5
+
+
 def test_key_file_rules(tmp_path, monkeypatch):
     monkeypatch.delenv("DASK_HPCGPU__UCX_AUTH__KEY_FILE", raising=False)
     with pytest.raises(ValueError, match="needs the cluster's secret: set dask config 'hpcgpu.ucx-auth.key-file'"):

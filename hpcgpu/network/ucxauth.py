@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import logging
@@ -193,6 +194,7 @@ async def _bounded(coroutine, comm, what: str) -> None:
         raise CommClosedError(f"{SCHEME}: {what} failed ({type(exc).__name__}: {exc})") from exc
 
 
+@functools.lru_cache(maxsize=1)
 def _classes():
     """The backend classes, built on distributed-ucxx's only when the scheme is used."""
     from distributed_ucxx.ucxx import UCXX, UCXXBackend, UCXXConnector, UCXXListener
@@ -217,7 +219,6 @@ def _classes():
         async def connect(self, address, deserialize=True, **connection_args):
             key = read_key()
             comm = await super().connect(address, deserialize=deserialize, **connection_args)
-            comm._peer_addr = prefix + address
             await _bounded(authenticate_connector_side(comm.ep, key, prefix + address), comm,
                            f"authenticating to {prefix + address}")
             return comm
