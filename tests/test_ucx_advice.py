@@ -93,3 +93,10 @@ def test_local_gpu_cluster_with_ucx_that_cannot_start_runs_over_tls(monkeypatch,
         assert cluster.scheduler_address.startswith("tls://")
         assert client.submit(sum, [1, 2]).result() == 3
     assert "protocol='ucx' cannot start: no ucxx here; using tls instead" in caplog.text
+
+
+def test_cluster_mode_refuses_ucx_auth_before_submitting():
+    from hpcgpu.cluster.network import cluster_network
+
+    with pytest.raises(ValueError, match="protocol='ucx\\+auth' is not available in cluster mode yet"):
+        cluster_network({"protocol": "ucx+auth"}, security=object())

@@ -52,6 +52,10 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
         client_protocol=client_protocol, fallback=fallback,
         ucx_environment=options.get("ucx_environment") or None,
     )
+    if net.protocol == "ucx+auth":
+        raise ValueError("protocol='ucx+auth' is not available in cluster mode yet (its jobs get no "
+                         "key file): use protocol='tls' (default) or 'ucx'; hpcgpu run and "
+                         "LocalGPUCluster take 'ucx+auth' (docs/networking.md)")
     if "tls" in (net.protocol, net.client_protocol) and not security:
         raise ValueError(
             f"{'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tls' needs "
