@@ -17,6 +17,7 @@ from distributed import Nanny, Scheduler
 from distributed.deploy.spec import SpecCluster
 from distributed.utils import format_dashboard_link
 
+from hpcgpu.network.advice import local_protocol
 from hpcgpu.tls import cluster_security
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.gpuworker import GPUWorker
@@ -105,6 +106,7 @@ class LocalGPUCluster(SpecCluster):
         if host is None and interface is None:
             host = "127.0.0.1"  # as distributed.LocalCluster: not reachable from other hosts
         self._dashboard_address = dashboard_address
+        protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
         self._worker_options: dict = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
                                           protocol=protocol, interface=interface, host=host,
                                           security=security, dashboard_address=None)

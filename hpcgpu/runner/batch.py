@@ -30,6 +30,8 @@ from pathlib import Path
 from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
+from hpcgpu.network.advice import log_ucx_hint
+from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.dashboard import dashboard_message
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
@@ -275,13 +277,15 @@ def run_batch(options: BatchOptions) -> int:
     launcher.validate(allocation.shape())
     launcher_environment(allocation, launcher, {})  # a layout it cannot start fails here
     net = network(options)  # before anything starts: UCX missing fails here
+    log_ucx_hint(net.protocol, "--protocol ucx", say=_say)
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
         raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "
                          f"allocation's {allocation.total_gpus} GPU(s)")
     made_work_dir = not Path(options.work_dir).exists()  # ours to remove at the end, if empty
     directory = make_job_directory(options.work_dir, allocation.job_id)
     quiet_expected_close()  # this process's client, when the scheduler went first
-    with _Stop() as stop:
+    # ucx+auth: a key in the job's 0700 directory, its path in every role's environment
+    with _Stop() as stop, key_for(net.protocol, directory):
         session = _Session(options, allocation, directory, stop, net)
         client = None
         try:
