@@ -30,7 +30,6 @@ from pathlib import Path
 from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
-from hpcgpu.network.advice import log_ucx_hint
 from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.dashboard import dashboard_message
@@ -277,7 +276,6 @@ def run_batch(options: BatchOptions) -> int:
     launcher.validate(allocation.shape())
     launcher_environment(allocation, launcher, {})  # a layout it cannot start fails here
     net = network(options)  # before anything starts: UCX missing fails here
-    log_ucx_hint(net.protocol, "--protocol ucx", say=_say)
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
         raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "
                          f"allocation's {allocation.total_gpus} GPU(s)")
