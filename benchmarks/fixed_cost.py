@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -210,11 +211,13 @@ def main(argv=None) -> None:
     if args.smoke:
         sizes, args.repeats = {"fused": 16, "plain": (2,)}, 2
     args.protocols = args.protocols or ("tls" if args.smoke else "tls,tcp")
+    load_before = os.getloadavg()[0]  # the machine may be shared: say how busy it was
     results = run(tuple(args.protocols.split(",")), sizes, args.repeats)
     print(render(results), flush=True)
     if args.json:
         record = dict(command=" ".join([sys.argv[0], *(argv or sys.argv[1:])]), machine=platform.node(),
-                      cpus=__import__("os").cpu_count(), python=platform.python_version(),
+                      cpus=os.cpu_count(), load_average=[load_before, os.getloadavg()[0]],
+                      python=platform.python_version(),
                       dask=dask.__version__, repeats=args.repeats, unit="ms, median", rows=results)
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
