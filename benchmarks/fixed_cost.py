@@ -110,7 +110,8 @@ def measure(row: Row) -> dict:
         row.client.compute(collection).result()
         opt, ser = client_side(collection)
     m = scheduler_update(row.client, t1)
-    start, materialised = m["start_timestamp_seconds"], m["start_timestamp_seconds"] + m["materialization_duration_seconds"]
+    start = m["start_timestamp_seconds"]
+    materialised = start + m["materialization_duration_seconds"]
     done = start + m["duration_seconds"]
     first = first_start(row.client, t1)
     return dict(build=t1 - t0, submit=start - t1, opt=opt, ser=ser, mat=materialised - start,
@@ -200,13 +201,50 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
+def pieces(blocks: int, repeats: int = 7) -> dict:
+    """CPU milliseconds (median) of each per-key step of the fused array-sum, alone in this
+    process: Dask's (build, pickle, unpickle, blockwise fusion and culling) and hpcgpu's
+    (lazy blocks, tree fusion). ``--pieces`` prints them."""
+    import pickle
+
+    from dask.blockwise import fuse_roots, optimize_blockwise
+
+    from hpcgpu.array.lazy_blocks import lazy_graph
+    from hpcgpu.array.optimization import auto_width, fuse_generated_trees
+
+    y = hpcgpu_sum(blocks)
+    keys = list(dask.core.flatten(y.__dask_keys__()))
+    data = pickle.dumps(y.__dask_graph__())
+    culled = fuse_roots(optimize_blockwise(y.__dask_graph__(), keys=keys), keys=keys).cull(set(keys))
+    lazy = lazy_graph(culled)
+    steps = {"build": lambda: hpcgpu_sum(blocks), "pickle": lambda: pickle.dumps(y.__dask_graph__()),
+             "unpickle": lambda: pickle.loads(data),
+             "dask blockwise+cull": lambda: fuse_roots(optimize_blockwise(y.__dask_graph__(), keys=keys),
+                                                       keys=keys).cull(set(keys)),
+             "hpcgpu lazy blocks": lambda: lazy_graph(culled),
+             "hpcgpu tree fusion": lambda: fuse_generated_trees(lazy, keys, auto_width(blocks * blocks, 1), True, 256)}
+    out = {}
+    for name, step in steps.items():
+        times = []
+        for _ in range(repeats):
+            start = time.process_time()
+            step()
+            times.append(time.process_time() - start)
+        out[name] = round(statistics.median(times) * 1e3, 1)
+    return out
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--protocols", help="comma-separated; default tls,tcp (tls with --smoke)")
     parser.add_argument("--json", help="write the medians and the machine here")
     parser.add_argument("--smoke", action="store_true", help="tiny graphs, 2 repeats")
+    parser.add_argument("--pieces", action="store_true", help="only the CPU ms of the fused array-sum's steps")
     args = parser.parse_args(argv)
+    if args.pieces:
+        print(json.dumps(pieces(16 if args.smoke else 50)))
+        return
     sizes = {"fused": 50, "plain": (5, 11)}
     if args.smoke:
         sizes, args.repeats = {"fused": 16, "plain": (2,)}, 2

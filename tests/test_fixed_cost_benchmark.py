@@ -26,3 +26,13 @@ def test_fixed_cost_benchmark_writes_all_rows(tmp_path):
             assert set(row) >= {"build", "submit", "opt", "ser", "mat", "state", "dispatch", "compute"}
             assert 0 < row["compute"] <= row["total"] and row["mat"] > 0, (name, row)
     assert "hpcgpu tls array-sum 16x16 blocks" in done.stdout  # the table
+
+
+def test_fixed_cost_pieces_names_each_step():
+    argv = [sys.executable, str(ROOT / "benchmarks" / "fixed_cost.py"), "--pieces", "--smoke"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pieces = json.loads(done.stdout)
+    assert set(pieces) == {"build", "pickle", "unpickle", "dask blockwise+cull", "hpcgpu lazy blocks",
+                           "hpcgpu tree fusion"}
+    assert all(ms >= 0 for ms in pieces.values())
