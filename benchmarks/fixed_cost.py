@@ -18,13 +18,14 @@ Rows: hpcgpu.array on a :class:`~hpcgpu.local.LocalGPUCluster` (CPU mode) and da
 on distributed's ``LocalCluster``, one worker process with one thread each, the same
 transport (TLS with a temporary certificate, and TCP); graphs with the same number of
 tasks after optimisation (hpcgpu fuses the array-sum's 2,500 generated blocks into about
-60 tasks, plain Dask gets as many blocks as gives the same count); and distributed's
-one-task round trip (``submit(...).result()``) as the floor. All clusters are open at
-once and the rows are measured interleaved, so load from other processes falls on all
-of them alike. Prints a table; ``--json`` writes the medians::
+60 tasks; the same expression on 5 x 5 and 11 x 11 blocks on both gives 62 and about 290);
+and distributed's one-task round trip (``submit(...).result()``) as the floor. All clusters
+are open at once and the rows are measured interleaved, so load from other processes falls
+on all of them alike. Prints a table; ``--json`` writes the medians::
 
     python benchmarks/fixed_cost.py --repeats 30 --json benchmarks/results/cpu/fixed_cost.json
     python benchmarks/fixed_cost.py --smoke
+    python benchmarks/fixed_cost.py --pieces   # CPU ms of the fused array-sum's per-key steps
 """
 
 from __future__ import annotations
