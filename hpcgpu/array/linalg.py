@@ -10,7 +10,8 @@ at least two, none larger than ``hpcgpu.array.linalg.max-block``, default 4 GiB)
 Dask's own TSQR on them: the same algorithm and results, on blocks a GPU can use. A
 short-and-fat array goes through its transpose (``svd``) or into column blocks at least
 as wide as it is tall (``qr``, as Dask's QR of such arrays needs); any other array goes to
-Dask unchanged.
+Dask unchanged. Every other name of :mod:`dask.array.linalg` (``cholesky``, ``lstsq``,
+``solve``, ``tsqr``, ...) is Dask's own object here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import dask
 import dask.array as da
 from dask.utils import parse_bytes
 
+from hpcgpu.reexport import fallback
+
 __all__ = ["svd", "qr", "row_blocks", "tall_and_skinny"]
+__getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.array.linalg")
 
 
 def row_blocks(shape: tuple, itemsize: int, threads: int, max_block: int) -> int:
@@ -84,6 +88,8 @@ def qr(a: da.Array):
         return da.linalg.qr(tall_and_skinny(a))
     blocks = max(1, min(len(tall_and_skinny(a.T).chunks[0]), cols // rows))
     return da.linalg.qr(a.rechunk(((rows,), _even(cols, blocks))))
+
+
 def svd(a: da.Array, coerce_signs: bool = True):
     """``u, s, v = svd(a)``: :func:`dask.array.linalg.svd` of :func:`tall_and_skinny`
     ``a`` (of its transpose for a short-and-fat ``a``).

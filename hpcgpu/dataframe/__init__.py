@@ -5,6 +5,9 @@ registers that backend); moves are ``DataFrame.to_backend``. The results are pla
 DataFrames, so groupby-aggregate, merge, shuffle, ``map_partitions`` and rolling windows
 inside partitions work as dask-cudf does them.
 
+A superset of :mod:`dask.dataframe`: ``import hpcgpu.dataframe as dd`` runs code written
+for ``dask.dataframe``; the names not defined here are Dask's own objects.
+
 Examples
 --------
 >>> import hpcgpu.dataframe as hd
@@ -21,6 +24,7 @@ from typing import Any
 import dask
 import dask.dataframe as dd
 
+from hpcgpu.reexport import fallback
 from hpcgpu.backends import library_of, moved_to, resolve_backend
 
 __all__ = ["from_pandas", "read_csv", "read_parquet", "timeseries", "gpu_partition_freq", "asgpu", "ascpu", "backend_of"]
@@ -123,3 +127,7 @@ def gpu_partition_freq(start, end, freq: str) -> str:
     while rows % parts:  # the nearest smaller count that divides the rows evenly
         parts -= 1
     return to_offset(step * (rows // parts)).freqstr
+
+
+# every other name of dask.dataframe (merge, concat, to_datetime, DataFrame, ...): Dask's own
+__getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.dataframe")
