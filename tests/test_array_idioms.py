@@ -149,6 +149,20 @@ def test_blog_code_takes_hpcgpus_path_when_the_backend_applies(numpy_fused):
     assert not np.array_equal(rs.normal(10, 1, size=(400, 300), chunks=(100, 100)).compute(), values)
 
 
+def test_blog_code_reaches_the_fused_kernels(numpy_fused, monkeypatch):
+    from hpcgpu.array import random as hrandom
+
+    drawn = []
+    original = hrandom.lazy_random_block
+    monkeypatch.setattr(hrandom, "lazy_random_block", lambda *a: drawn.append(original(*a)) or drawn[-1])
+    rs = ha.random.RandomState(42, RandomState=np.random.RandomState)
+    x = rs.normal(10, 1, size=(64, 64), chunks=(4, 4))  # 256 blocks: fused tasks
+    with dask.config.set({"hpcgpu.array.fused-kernels": True, "scheduler": "sync"}):
+        total = (x + 1)[::2, ::2].sum().compute()
+    assert drawn and all(d is not None for d in drawn)  # each draw lazy, inside a fused step
+    assert abs(total - 11 * 32 * 32) < 6 * 32
+
+
 def test_other_randomstate_methods_match_numpys_statistics(numpy_fused):
     rs = ha.random.RandomState(1, RandomState=np.random.RandomState)
     u, s = rs.uniform(2, 5, size=20000, chunks=5000), rs.random_sample(size=20000, chunks=5000)

@@ -23,11 +23,16 @@ __all__ = ["ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "a
 __getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.array.creation")
 
 
+def _mark(x):
+    # Dask's array_plugins may turn a new array into anything (a computed one, say)
+    return mark(x) if isinstance(x, da.Array) else x
+
+
 def _with_backend(func: str, backend: str | None, /, *args: Any, **kwargs: Any) -> da.Array:
     if kwargs.get("like") is not None:  # Dask's NEP-35 dispatch picks the library itself
         return getattr(da, func)(*args, **kwargs)
     with dask.config.set({"array.backend": resolve_backend("array", backend)}):
-        return mark(getattr(da, func)(*args, **kwargs))
+        return _mark(getattr(da, func)(*args, **kwargs))
 
 
 def ones(*args, backend: str | None = None, **kwargs) -> da.Array:
@@ -83,7 +88,8 @@ def from_array(x, chunks="auto", *args: Any, backend: str | None = None, **kwarg
     >>> from_array(np.arange(6), chunks=3, backend="cpu").sum().compute().item()
     15
     """
-    return mark(moved_to("array", da.from_array(x, chunks, *args, **kwargs), resolve_backend("array", backend)))
+    made = da.from_array(x, chunks, *args, **kwargs)
+    return _mark(moved_to("array", made, resolve_backend("array", backend)) if isinstance(made, da.Array) else made)
 
 
 def backend_of(x: da.Array) -> str:

@@ -68,6 +68,12 @@ def _even(total: int, blocks: int) -> tuple:
     return tuple(total // blocks + (1 if i < total % blocks else 0) for i in range(blocks))
 
 
+def _dasks(a: da.Array) -> bool:
+    """Whether ``a`` goes to Dask unchanged: not 2-D, or chunks of unknown size (which
+    cannot be merged; Dask's TSQR handles them)."""
+    return a.ndim != 2 or any(c != c for dim in a.chunks for c in dim)
+
+
 def qr(a: da.Array):
     """``q, r = qr(a)``: :func:`dask.array.linalg.qr` of :func:`tall_and_skinny` ``a``;
     a short-and-fat ``a`` in one row block and column blocks at least as wide as it is
@@ -81,7 +87,7 @@ def qr(a: da.Array):
     >>> bool(np.allclose((q @ r).compute(), x.compute()))
     True
     """
-    if a.ndim != 2:
+    if _dasks(a):
         return da.linalg.qr(a)
     rows, cols = a.shape
     if rows >= cols:
@@ -90,7 +96,7 @@ def qr(a: da.Array):
     return da.linalg.qr(a.rechunk(((rows,), _even(cols, blocks))))
 
 
-def svd(a: da.Array, coerce_signs: bool = True):
+def svd(a: da.Array, coerce_signs: bool = True, full_matrices: bool = False):
     """``u, s, v = svd(a)``: :func:`dask.array.linalg.svd` of :func:`tall_and_skinny`
     ``a`` (of its transpose for a short-and-fat ``a``).
 
@@ -102,8 +108,8 @@ def svd(a: da.Array, coerce_signs: bool = True):
     >>> bool(np.allclose(s.compute(), np.linalg.svd(x.compute(), compute_uv=False)))
     True
     """
-    if a.ndim != 2:
-        return da.linalg.svd(a, coerce_signs=coerce_signs)
+    if _dasks(a) or full_matrices:  # Dask's own answer (full_matrices: its NotImplementedError)
+        return da.linalg.svd(a, coerce_signs=coerce_signs, full_matrices=full_matrices)
     if a.shape[0] < a.shape[1]:
         v, s, u = svd(a.T, coerce_signs=coerce_signs)
         return u.T, s, v.T

@@ -209,7 +209,8 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     name = f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}"
     index = tuple(range(len(shape)))
     layer = blockwise(make, name, index, RandomBlocks(chunks), index, numblocks={})
-    return mark(da.Array(layer, name, chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype)))
+    made = da.Array(layer, name, chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype))
+    return mark(made) if isinstance(made, da.Array) else made  # array_plugins may return anything
 
 
 def _dasks(name, params, size, seed, backend) -> bool:

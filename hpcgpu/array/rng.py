@@ -168,6 +168,12 @@ class Generator(_dask_random.Generator):
         return out
 
 
+for _cls in (RandomState, Generator):  # Dask's docstrings on the methods drawn here
+    for _name, _method in list(vars(_cls).items()):
+        if callable(_method) and not _name.startswith("_"):
+            _method.__doc__ = getattr(_cls.__mro__[1], _name).__doc__
+
+
 def default_rng(seed=None) -> Generator:
     """:func:`dask.array.random.default_rng`, as this module's :class:`Generator`.
 

@@ -52,7 +52,7 @@ def ascpu(df):
     return moved_to("dataframe", df, "pandas")
 
 
-def from_pandas(data, npartitions: int | None = None, *, backend: str | None = None, **kwargs: Any):
+def from_pandas(data, npartitions: int | None = None, *args: Any, backend: str | None = None, **kwargs: Any):
     """A Dask DataFrame from an in-memory pandas (or cuDF) frame, on ``backend``.
 
     Examples
@@ -63,23 +63,23 @@ def from_pandas(data, npartitions: int | None = None, *, backend: str | None = N
     >>> df.groupby("k").v.sum().compute().to_dict()
     {1: 3.0, 2: 3.0}
     """
-    return moved_to("dataframe", dd.from_pandas(data, npartitions=npartitions, **kwargs),
+    return moved_to("dataframe", dd.from_pandas(data, npartitions, *args, **kwargs),
                     resolve_backend("dataframe", backend))
 
 
-def _read(reader: str, backend: str | None, *args: Any, **kwargs: Any):
+def _read(reader: str, backend: str | None, /, *args: Any, **kwargs: Any):
     with dask.config.set({"dataframe.backend": resolve_backend("dataframe", backend)}):
         return getattr(dd, reader)(*args, **kwargs)
 
 
-def read_csv(path, *, backend: str | None = None, **kwargs: Any):
+def read_csv(path, *args: Any, backend: str | None = None, **kwargs: Any):
     """``dask.dataframe.read_csv`` on ``backend`` (cuDF's reader on a GPU)."""
-    return _read("read_csv", backend, path, **kwargs)
+    return _read("read_csv", backend, path, *args, **kwargs)
 
 
-def read_parquet(path, *, backend: str | None = None, **kwargs: Any):
+def read_parquet(path=None, *args: Any, backend: str | None = None, **kwargs: Any):
     """``dask.dataframe.read_parquet`` on ``backend`` (cuDF's reader on a GPU)."""
-    return _read("read_parquet", backend, path, **kwargs)
+    return _read("read_parquet", backend, path, *args, **kwargs)
 
 
 #: rows per partition that ``timeseries`` aims at on a GPU when no ``partition_freq`` is given
