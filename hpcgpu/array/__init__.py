@@ -28,8 +28,8 @@ from hpcgpu.array import (fft, gufunc, image, lib, linalg, ma, optimization, ove
                           utils)
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
-from hpcgpu.reexport import fallback
 from hpcgpu.backends import resolve_backend
+from hpcgpu.reexport import fallback
 
 # Fewer tasks for reductions over generated data (see hpcgpu.array.optimization); a user's
 # own array_optimize wins, and hpcgpu.array.fuse-width=0 turns the pass off.
