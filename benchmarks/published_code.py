@@ -25,10 +25,11 @@ import time
 import types
 from pathlib import Path
 
-import numpy
-
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+from published_checks import (check_allocator, check_blog, check_cluster, check_dataframe,  # noqa: E402
+                              check_fits, check_persist, check_spill)
 STEPS_FILE = HERE / "published_steps.py"
 FLAVORS = ("dask-cuda", "hpcgpu")
 STEPS = ("cluster", "allocator", "persist", "spill", "dataframe", "model_fits", "blog")
@@ -96,82 +97,6 @@ def sizes_for(name: str, gpus: str | None = None) -> dict:
     return dict(SIZES[name], gpus=gpus or "")
 
 
-# -- checks: each step's result against NumPy/pandas --------------------------------------
-
-def _worker_state(cupy, dask_worker=None):
-    name = getattr(cupy.cuda.get_allocator(), "__name__", repr(cupy.cuda.get_allocator()))
-    data = getattr(dask_worker, "data", None)
-    spilled = len(getattr(data, "host", None) or ()) + len(getattr(data, "disk", None) or ())
-    return dict(allocator=name, spilled=spilled, store=type(data).__name__)
-
-
-def check_cluster(client, s: dict, gpu: bool) -> str:
-    workers = client.scheduler_info()["workers"]
-    want = [g for g in s["gpus"].split(",") if g] if gpu else [None]
-    assert len(workers) == len(want), f"{len(workers)} workers for CUDA_VISIBLE_DEVICES={s['gpus']!r}"
-    if gpu:
-        got = sorted(client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]).values())
-        assert got == sorted(want), f"workers' first GPUs {got}, asked {want}"
-    return f"{len(workers)} workers"
-
-
-def check_allocator(client, cupy) -> str:
-    names = {v["allocator"] for v in client.run(_worker_state, cupy).values()}
-    assert names == {"rmm_cupy_allocator"}, f"workers' CuPy allocators: {names}"
-    return "rmm_cupy_allocator on every worker"
-
-
-def _uniform_sum_ok(total: float, size: int) -> None:
-    sigma = (size / 12) ** 0.5
-    assert abs(total - size / 2) < 10 * sigma, f"sum {total} of {size} uniforms: expected {size / 2} +- {10 * sigma}"
-
-
-def check_persist(x, total, asnumpy, gather_limit: float) -> str:
-    _uniform_sum_ok(float(total) / 2, x.size)
-    if x.nbytes > gather_limit:
-        return "statistics only (not gathered)"
-    h = x.map_blocks(asnumpy, dtype=x.dtype).compute()
-    numpy.testing.assert_allclose(float(total), numpy.sum(h + h.T), rtol=1e-9)
-    return "equals NumPy's (x + x.T).sum() of the gathered array"
-
-
-def check_spill(client, x, total, cupy, gpu: bool) -> str:
-    _uniform_sum_ok(float(total), x.size)
-    if not gpu:
-        return "sum checked; no device limit on CPU"
-    state = client.run(_worker_state, cupy)
-    spilled = sum(v["spilled"] for v in state.values())
-    assert spilled > 0, f"nothing spilled past device_memory_limit: {state}"
-    return f"{spilled} chunks spilled to host"
-
-
-def check_dataframe(df, means, rolled, window: int) -> str:
-    pdf = df.compute(scheduler="sync")  # the same frame, by pandas in this process
-    _pandas = lambda obj: obj.to_pandas() if hasattr(obj, "to_pandas") else obj  # noqa: E731 cuDF's or pandas'
-    ref, got = pdf.groupby("name").x.mean().sort_index(), _pandas(means).sort_index()
-    assert list(got.index) == list(ref.index), (list(got.index), list(ref.index))
-    numpy.testing.assert_allclose(got.to_numpy(), ref.to_numpy(), rtol=1e-9)
-    ref, got = pdf.x.rolling(window).mean(), _pandas(rolled)
-    assert (got.index == ref.index).all() and len(got) == len(pdf)
-    numpy.testing.assert_allclose(got.to_numpy(dtype=float, na_value=numpy.nan), ref.to_numpy(), rtol=1e-6,
-                                  atol=1e-9, equal_nan=True)
-    return f"groupby and rolling({window}) equal pandas' on {len(pdf)} rows"
-
-
-def check_fits(fits, problem, s: dict) -> str:
-    assert len(fits) == s["models"], len(fits)
-    for i, coef in enumerate(fits):
-        X, y = problem(numpy, i, s["rows"], s["features"])
-        numpy.testing.assert_allclose(coef, numpy.linalg.lstsq(X, y, rcond=None)[0], rtol=1e-7, atol=1e-9)
-    return f"{len(fits)} fits equal NumPy's lstsq"
-
-
-def check_blog(total, s: dict) -> str:
-    m = ((s["blog_n"] + 1) // 2) ** 2  # elements of x[::2, ::2], each N(11, 1)
-    assert abs(float(total) - 11 * m) < 10 * m**0.5, f"{float(total)} vs {11 * m} +- {10 * m ** 0.5}"
-    return f"sum of {m} N(11,1) within 10 sigma"
-
-
 # -- running and timing ----------------------------------------------------------------------
 
 def run_once(steps, s: dict, gpu: bool, gather_limit: float) -> dict:
@@ -182,13 +107,11 @@ def run_once(steps, s: dict, gpu: bool, gather_limit: float) -> dict:
         start = time.perf_counter()
         try:
             value = func()
-        except ModuleNotFoundError as error:
-            if error.name not in ("cudf", "dask_cudf"):
-                raise
-            out[name] = dict(seconds=None, skipped=f"cuDF is not installed ({error.name})")
-            return None
         except Exception as error:  # recorded: the other steps and flavor still run
-            out[name] = dict(seconds=None, error=f"{type(error).__name__}: {error}"[:600])
+            if isinstance(error, ModuleNotFoundError) and error.name in ("cudf", "dask_cudf"):
+                out[name] = dict(seconds=None, skipped=f"cuDF is not installed ({error.name})")
+            else:
+                out[name] = dict(seconds=None, error=f"{type(error).__name__}: {error}"[:600])
             return None
         seconds = time.perf_counter() - start
         try:
@@ -272,28 +195,37 @@ def main(argv=None) -> int:
     s, gpu, flavors = sizes_for(name, args.gpus), not args.cpu, args.flavors.split(",")
     # workers (spawned) import published_cpu/published_code by name when functions come by reference
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
-    steps = {f: load_steps(f, cpu=args.cpu) for f in flavors}
-    runs = []
+    steps, runs, out = {}, [], Path(args.out)
+    for flavor in flavors:
+        try:
+            steps[flavor] = load_steps(flavor, cpu=args.cpu)
+        except Exception as error:  # e.g. dask-cuda not installed: that side is recorded as failed
+            print(f"{flavor}: {type(error).__name__}: {error}", flush=True)
+    meta = dict(mode="cpu" if args.cpu else "gpu", sizes_name=name, sizes=s, device=device_name(args.cpu),
+                repeats=args.repeats, warmup=args.warmup, imports=IMPORTS, flavors=flavors,
+                array_module={f: m.da.__name__ for f, m in steps.items()})
     for r in range(args.warmup + args.repeats):
         for flavor in (flavors if r % 2 == 0 else flavors[::-1]):
             print(f"repeat {r} {flavor} ...", flush=True)
-            got = run_once(steps[flavor], s, gpu, args.gather_limit)
+            got = (run_once(steps[flavor], s, gpu, args.gather_limit) if flavor in steps
+                   else {n: dict(seconds=None, error="the steps did not import") for n in STEPS})
             runs.append(dict(repeat=r, flavor=flavor, warmup=r < args.warmup, steps=got))
             for step_name, value in got.items():
                 print(f"  {step_name:<10} {value}", flush=True)
-    table = summarize(runs, flavors)
-    result = dict(mode="cpu" if args.cpu else "gpu", sizes_name=name, sizes=s, device=device_name(args.cpu),
-                  repeats=args.repeats, warmup=args.warmup, imports=IMPORTS, flavors=flavors,
-                  array_module={f: steps[f].da.__name__ for f in flavors}, steps=table, runs=runs,
-                  slower=[n for n, row in table.items() if row["ratio"] is not None and row["ratio"] > 1],
-                  failed=[f"{n}/{f}" for n, row in table.items() for f in flavors if row[f]["failed"]])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "published_code.json").write_text(json.dumps(result, indent=1, default=str))
-    (out / "published_code.md").write_text(markdown(result))
+            result = write(out, meta, runs, flavors)  # after every run: a killed run leaves its record
     print(markdown(result))
     return 1 if result["failed"] else 0
 
+
+def write(out: Path, meta: dict, runs: list, flavors) -> dict:
+    table = summarize(runs, flavors)
+    result = dict(meta, steps=table, runs=runs,
+                  slower=[n for n, row in table.items() if row["ratio"] is not None and row["ratio"] > 1],
+                  failed=[f"{n}/{f}" for n, row in table.items() for f in flavors if row[f]["failed"]])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "published_code.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "published_code.md").write_text(markdown(result))
+    return result
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,7 @@ Arrays, first steps" (https://blog.dask.org/2019/01/03/dask-array-gpus-first-ste
     from dask_cuda import LocalCUDACluster  ->  from hpcgpu import LocalGPUCluster as LocalCUDACluster
     import dask.array as da                 ->  import hpcgpu.array as da
 
-Each step's result is checked against NumPy/pandas (``published_code.check_*``) at the
+Each step's result is checked against NumPy/pandas (``published_checks.py``) at the
 sizes of ``published_code.SIZES["test"]`` (scaled down to stay short; each size says so).
 The same steps are timed beside dask-cuda by ``benchmarks/published_code.py``.
 """
@@ -27,6 +27,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import published_checks as check  # noqa: E402
 import published_code as pc  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -56,35 +57,35 @@ def session(steps, sizes):
 
 
 def test_cluster_one_worker_per_gpu_named_in_cuda_visible_devices(session, sizes):
-    pc.check_cluster(session[1], sizes, gpu=True)
+    check.check_cluster(session[1], sizes, gpu=True)
 
 
 def test_client_run_sets_rmms_cupy_allocator_on_every_worker(session, steps):
     steps.set_allocator(session[1])
-    pc.check_allocator(session[1], steps.cupy)
+    check.check_allocator(session[1], steps.cupy)
 
 
 def test_cupy_arrays_through_dask_array_persisted(session, steps, sizes):
     x, total = steps.persist_array(sizes)
-    pc.check_persist(x, total, steps.cupy.asnumpy, gather_limit=float("inf"))
+    check.check_persist(x, total, steps.cupy.asnumpy, gather_limit=float("inf"))
 
 
 def test_arrays_larger_than_device_memory_limit_spill_and_complete(session, steps, sizes):
     x, total = steps.spill_array(sizes)
     assert x.nbytes > 1e9  # device_memory_limit="1GB"
-    pc.check_spill(session[1], x, total, steps.cupy, gpu=True)
+    check.check_spill(session[1], x, total, steps.cupy, gpu=True)
 
 
 def test_dask_cudf_timeseries_groupby_and_rolling(session, steps, sizes):
     pytest.importorskip("cudf", reason="cuDF is not installed: the notebook's dask_cudf step needs it")
     pytest.importorskip("dask_cudf", reason="dask-cudf is not installed: the notebook's dask_cudf step needs it")
     df, means, rolled = steps.dataframe(sizes)
-    pc.check_dataframe(df, means, rolled, sizes["window"])
+    check.check_dataframe(df, means, rolled, sizes["window"])
 
 
 def test_many_small_model_fits_through_dask_delayed(session, steps, sizes):
-    pc.check_fits(steps.model_fits(sizes), steps.problem, sizes)
+    check.check_fits(steps.model_fits(sizes), steps.problem, sizes)
 
 
 def test_the_2019_blog_code(session, steps, sizes):
-    pc.check_blog(steps.blog(sizes), sizes)
+    check.check_blog(steps.blog(sizes), sizes)
