@@ -116,8 +116,8 @@ def run_once(steps, s: dict, gpu: bool, gather_limit: float) -> dict:
         seconds = time.perf_counter() - start
         try:
             out[name] = dict(seconds=seconds, check=check(value))
-        except AssertionError as error:
-            out[name] = dict(seconds=seconds, error=f"check failed: {error}"[:600])
+        except Exception as error:  # AssertionError: a wrong result; others: a result of another shape
+            out[name] = dict(seconds=seconds, error=f"check failed: {type(error).__name__}: {error}"[:600])
         return value
 
     started = step("cluster", lambda: steps.start_cluster(s), lambda v: check_cluster(v[1], s, gpu))
