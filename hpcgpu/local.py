@@ -112,7 +112,9 @@ class LocalGPUCluster(SpecCluster):
                                           security=security, dashboard_address=None)
         scheduler = {"cls": Scheduler, "options": dict(
             port=0, protocol=protocol, interface=interface, host=host, security=security,
-            dashboard=dashboard_address is not None, dashboard_address=dashboard_address)}
+            dashboard=dashboard_address is not None,
+            # without a dashboard the scheduler still serves /health and metrics: on loopback too
+            dashboard_address=dashboard_address or "localhost:0")}
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
         self._log_env: dict = {}
         if silence_logs is not None:
