@@ -7,12 +7,11 @@ they are tested without a batch system. An explicit option always wins.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
 from hpcgpu.resources import GPUJobShape
 
 __all__ = ["Allocation", "detect_allocation", "count_nvidia_smi_gpus", "DEFAULT_LAUNCHERS"]
@@ -215,15 +214,6 @@ def _gpus_from_env(scheduler: str | None, env: Mapping[str, str]) -> int | None:
     if scheduler == "sge" and _ids(env.get("SGE_HGR_gpu")):
         return len(_ids(env.get("SGE_HGR_gpu")))
     return len(_ids(env.get("CUDA_VISIBLE_DEVICES"))) or None
-
-
-def count_nvidia_smi_gpus() -> int | None:
-    """GPUs ``nvidia-smi -L`` lists on this node, or None without nvidia-smi."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("GPU ")]
-    return len(lines) if done.returncode == 0 and lines else None
 
 
 def detect_allocation(
