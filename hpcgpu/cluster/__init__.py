@@ -1,15 +1,29 @@
 """Cluster mode: Dask on a batch scheduler from a notebook, one worker per GPU.
 
 ``SLURMCluster(gpus_per_node=4, ...)``, ``cluster.scale(gpus=8)``, ``cluster.adapt(...)``;
-see docs/cluster.md.
+see docs/cluster.md. Names are imported lazily, so that ``LocalGPUCluster`` does not load
+dask-jobqueue.
 """
 
 from __future__ import annotations
 
-from hpcgpu.cluster.cluster import GPUCluster
-from hpcgpu.cluster.job import GPUJob
-from hpcgpu.cluster.jobs import JobInfo
-from hpcgpu.cluster.schedulers import LSFCluster, PBSCluster, SGECluster, SLURMCluster
+import importlib
 
-__all__ = ["GPUCluster", "GPUJob", "JobInfo", "SLURMCluster", "PBSCluster", "LSFCluster",
-           "SGECluster"]
+#: public name -> module that defines it
+_EXPORTS = {
+    "GPUCluster": "hpcgpu.cluster.cluster",
+    "GPUJob": "hpcgpu.cluster.job",
+    "JobInfo": "hpcgpu.cluster.jobs",
+    "SLURMCluster": "hpcgpu.cluster.schedulers",
+    "PBSCluster": "hpcgpu.cluster.schedulers",
+    "LSFCluster": "hpcgpu.cluster.schedulers",
+    "SGECluster": "hpcgpu.cluster.schedulers",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'hpcgpu.cluster' has no attribute {name!r}")
