@@ -94,8 +94,8 @@ def describe(client, workers: list[str], cluster: str, path: str, protocol: str)
         cluster=cluster, path=path, protocol=protocol, nodes=nodes,
         gpus_per_node=math.ceil(len(workers) / nodes), hostname=socket.gethostname(),
         gpu_model=first.get("gpu_model"), driver=first.get("driver"),
-        backend=f"{array}/{frame}", hpcgpu_version=_version("hpcgpu"), dask_version=dask._version("hpcgpu"),
-        distributed_version=distributed._version("hpcgpu"), python_version=platform.python_version(),
+        backend=f"{array}/{frame}", hpcgpu_version=_version("hpcgpu"), dask_version=dask.__version__,
+        distributed_version=distributed.__version__, python_version=platform.python_version(),
         versions=tuple(versions.items()),
     )
     return env, facts
