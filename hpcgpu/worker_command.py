@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hpcgpu.scriptfields import check_fields, single_line
+from hpcgpu.units import parse_device_bytes
 
 __all__ = ["WorkerCommand", "split_resources"]
 
@@ -111,10 +112,10 @@ class WorkerCommand:
         check_fields(self, single_line)
         if self.nthreads < 1:
             raise ValueError(f"nthreads={self.nthreads!r} must be at least 1")
-        from hpcgpu.worker.gpusetup import GPUSetup  # validates the two sizes
-
-        GPUSetup(rmm_pool_size=self.rmm_pool_size or "auto",
-                 device_memory_limit=self.device_memory_limit or "auto")
+        for name in ("rmm_pool_size", "device_memory_limit"):
+            value = getattr(self, name)
+            if value not in (None, "auto"):
+                parse_device_bytes(value, 1 << 40, name)
 
     def argv(self, python: str) -> list[str]:
         """The full argv, starting with the ``python`` executable."""
