@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from hpcgpu.units import parse_device_bytes
+from hpcgpu.jobspec.units import parse_device_bytes
 
 __all__ = ["GPUSetup", "parse_device_bytes", "unpack_bitmask", "choose_cores",
            "apply_cpu_affinity", "setup_rmm", "device_data"]
@@ -71,7 +71,7 @@ class GPUSetup:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "GPUSetup":
-        """The set-up the entry point (or :class:`~hpcgpu.local.LocalGPUCluster`) asked for."""
+        """The set-up the entry point (or :class:`~hpcgpu.cluster.local.LocalGPUCluster`) asked for."""
         env = os.environ if env is None else env
         return cls(rmm_pool_size=env.get("HPCGPU_RMM_POOL_SIZE", "auto"),
                    rmm_async=env.get("HPCGPU_RMM_ASYNC", "0") == "1",
