@@ -19,7 +19,7 @@ times scale); array-sum's tree 500000^2 in 10000^2 (sides times scale / 10: its 
 moves, only its tree). Each with its input generated in the timed graph and persisted
 before it; hpcgpu's collections (``hpcgpu.array``, ``hpcgpu.dataframe``) and plain Dask on
 the same cluster; with ``placement`` ``dask`` (distributed's own) and ``colocate``
-(:class:`hpcgpu.cluster.colocate.CoLocateRoots`) for generated inputs. Repeats are
+(:class:`hpcgpu.network.colocate.CoLocateRoots`) for generated inputs. Repeats are
 interleaved over worker counts and cases; the table gives medians.
 
     python benchmarks/scaleout_proxy.py --out benchmarks/results/cpu   # record
@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hpcgpu.bench.registry import RunContext, Size, get_workload  # noqa: E402
-from hpcgpu.cluster.colocate import CoLocateRoots  # noqa: E402
+from hpcgpu.network.colocate import CoLocateRoots  # noqa: E402
 
 MB = 1e6
 
@@ -162,7 +162,7 @@ def start_clusters(stack: ExitStack, transport: str, counts: list[int]) -> dict:
     so that repeats interleave over counts."""
     from distributed import Client
 
-    from hpcgpu.local import LocalGPUCluster
+    from hpcgpu.cluster.local import LocalGPUCluster
 
     clients = {}
     for n in counts:

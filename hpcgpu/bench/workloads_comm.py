@@ -8,10 +8,10 @@ would take it.
 
 from __future__ import annotations
 
-from hpcgpu.bench.registry import RunContext, Size, Workload, register
+from hpcgpu.bench.workload import RunContext, Size, Workload
 from hpcgpu.bench.workloads_array import _check, inputs, random_array
 
-__all__ = ["RECHUNK", "MATMUL"]
+__all__ = ["RECHUNK", "MATMUL", "WORKLOADS"]
 
 # preset -> (n, chunk) of an n x n array; issue 29's references: rechunk 40000^2, matmul 20000^2
 _RECHUNK = {"tiny": (2000, 500), "small": (8000, 1000), "medium": (20000, 5000),
@@ -38,9 +38,9 @@ def _rechunk(ctx: RunContext, size: Size, x) -> None:
     ctx.persist(x.rechunk((x.shape[0], size.params["chunk"])))  # row blocks -> column blocks
 
 
-RECHUNK = register(Workload(
+RECHUNK = Workload(
     "rechunk", "row blocks -> column blocks of a persisted array (all-to-all); generated=True: made in the graph",
-    "array", _size(_RECHUNK), _rechunk, lambda ctx, size: inputs(ctx, size, _rows)))
+    "array", _size(_RECHUNK), _rechunk, lambda ctx, size: inputs(ctx, size, _rows))
 
 
 def _pair(ctx: RunContext, size: Size):
@@ -59,6 +59,9 @@ def _matmul(ctx: RunContext, size: Size, pair) -> None:
     ctx.persist(x @ y)
 
 
-MATMUL = register(Workload(
+MATMUL = Workload(
     "matmul", "x @ y of two persisted square arrays; generated=True: made in the graph",
-    "array", _size(_MATMUL), _matmul, _matmul_prepare))
+    "array", _size(_MATMUL), _matmul, _matmul_prepare)
+
+#: The workloads this module defines (the registry lists them by name).
+WORKLOADS = (RECHUNK, MATMUL)

@@ -17,12 +17,12 @@ import time
 from distributed.core import Status
 from distributed.objects import SchedulerInfo
 
-from hpcgpu import commands
+from hpcgpu.system import commands
 from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import (JobInfo, JobRecord, JobTable, failure_report, format_table,
                                  table_columns, table_rows, tail)
-from hpcgpu.dialects import JobStatus
+from hpcgpu.jobspec.dialects import JobStatus
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["JobMonitor"]
@@ -208,7 +208,7 @@ class JobMonitor:
                     return
                 planned = sum(self._job_pool(job).workers_per_job for job in self.worker_spec
                               if pool is None or self._job_pool(job).name == pool)
-                if self.failures and planned < wanted:
+                if self.failures and (planned < wanted or running == 0 and _network_only(self.failures)):
                     raise RuntimeError(
                         f"{wanted} workers cannot connect: jobs ended before their "
                         "workers connected:\n" + "\n".join(self.failures)
@@ -221,6 +221,13 @@ class JobMonitor:
                 await asyncio.sleep(0.2)
         finally:
             show.close()
+
+
+def _network_only(failures: list[str]) -> bool:
+    """Every failed job's workers found the network unusable from their host (their interface
+    missing, the scheduler unreachable): replacements would meet the same, so waiting for them
+    only delays the error (hpcgpu.worker.reach)."""
+    return all("NetworkCheckError:" in report for report in failures)
 
 
 class _Progress:

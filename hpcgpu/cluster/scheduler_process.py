@@ -30,7 +30,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from distributed import Scheduler
     from distributed.security import Security
 
-    from hpcgpu.cluster.colocate import CoLocateRoots
+    from hpcgpu.network.colocate import CoLocateRoots
 
     split = lambda v: v.split(",") if v else None  # noqa: E731
     protocols = split(args.protocol)

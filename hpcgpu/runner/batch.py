@@ -27,9 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcgpu.closelog import quiet_expected_close
-from hpcgpu.launchers import get_launcher
+from hpcgpu.system.closelog import quiet_expected_close
+from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
+from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.dashboard import dashboard_message
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
@@ -39,7 +40,7 @@ from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
 from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker.startfailure import start_error
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"]
 
@@ -281,7 +282,8 @@ def run_batch(options: BatchOptions) -> int:
     made_work_dir = not Path(options.work_dir).exists()  # ours to remove at the end, if empty
     directory = make_job_directory(options.work_dir, allocation.job_id)
     quiet_expected_close()  # this process's client, when the scheduler went first
-    with _Stop() as stop:
+    # ucx+auth: a key in the job's 0700 directory, its path in every role's environment
+    with _Stop() as stop, key_for(net.protocol, directory):
         session = _Session(options, allocation, directory, stop, net)
         client = None
         try:

@@ -1,6 +1,6 @@
 """``python -m hpcgpu.worker <scheduler> [options]``: one Dask worker (with a nanny) per GPU.
 
-The options are those :class:`hpcgpu.worker_command.WorkerCommand` renders; anything else
+The options are those :class:`hpcgpu.jobspec.worker_command.WorkerCommand` renders; anything else
 is passed to ``dask worker`` unchanged.
 """
 
@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from hpcgpu.dialects.arrays import element_name
+from hpcgpu.jobspec.dialects.arrays import element_name
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
@@ -21,7 +21,7 @@ from hpcgpu.worker.startfailure import with_restart_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
-from hpcgpu.worker_command import split_resources
+from hpcgpu.jobspec.worker_command import split_resources
 
 __all__ = ["main", "merged_resources"]
 
@@ -109,6 +109,18 @@ def _require_ucx(protocol: str) -> None:
         for key in ("create-cuda-context", "cuda-copy", "nvlink"):
             if dask.config.get(f"distributed-ucxx.{key}", None):
                 dask.config.set({f"distributed-ucxx.{key}": False})
+
+
+def _check_network(scheduler: str | None, options: dict) -> None:
+    """Exit now, naming host, address and fix, when this host cannot reach the scheduler
+    (rather than after ``--death-timeout`` with a Dask timeout)."""
+    from hpcgpu.worker.reach import NetworkCheckError, check_worker_network
+
+    try:
+        check_worker_network(scheduler, options["interface"], security_args=options)
+    except NetworkCheckError as error:
+        print(f"NetworkCheckError: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 class _GPUCount(click.ParamType):
@@ -207,6 +219,7 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     extra = tuple(ctx.args)
     if options["lifetime"] is None:
         extra += tuple(lifetime_options(walltime, retire_before, lifetime_stagger, extra))
+    _check_network(scheduler, options)
     forward_drain_to_children()
     dask_worker.main(args=_dask_worker_argv(scheduler, options, name, nworkers, extra),
                      prog_name="hpcgpu.worker")
