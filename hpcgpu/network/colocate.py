@@ -32,10 +32,11 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 __all__ = ["CoLocateRoots", "root_groups", "assign_groups", "shared_input_groups", "holder"]
 
 
-def _origins(tasks: dict) -> dict:
-    """``{task: root}`` for each new task reached from a root through single-input tasks."""
+def _origins(tasks: list) -> dict:
+    """``{task: root}`` for each task reached from a root through single-input tasks
+    (``tasks`` in dependency order)."""
     origin: dict = {}
-    for ts in tasks:  # dependencies first: the scheduler receives tasks in graph order
+    for ts in tasks:
         deps = ts.dependencies
         if not deps:
             origin[ts] = ts
@@ -57,9 +58,8 @@ def root_groups(tasks: list, cap: int) -> list[list]:
     """Groups of at least two shared roots that new tasks combine, each of at most ``cap``.
 
     ``tasks`` are the scheduler's :class:`~distributed.scheduler.TaskState` objects of a
-    new graph (or any objects with ``dependencies`` and ``dependents`` sets), dependencies
-    before dependents. A root is shared when the end of its single-input chain feeds two
-    or more tasks.
+    new graph (or any objects with ``dependencies`` and ``dependents`` sets), in any order.
+    A root is shared when a task of its single-input chain feeds two or more tasks.
     """
     new = dict.fromkeys(tasks)
     origin = _origins(_in_order(new))
