@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from distributed import Client, wait
 
 import hpcgpu.array as ha
@@ -152,3 +154,18 @@ def test_the_dask_config_key_turns_it_off():
     assert CoLocateRoots().active is True
     with dask.config.set({"hpcgpu.colocate": False}):
         assert CoLocateRoots().active is False
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 12), st.lists(st.lists(st.integers(0, 11), min_size=1, max_size=4), max_size=20),
+       st.integers(2, 6))
+def test_groups_are_disjoint_shared_roots_within_the_cap(n_roots, combines, cap):
+    roots = [Node(f"r{i}") for i in range(n_roots)]
+    tasks = [Node(f"c{k}", *(roots[i % n_roots] for i in deps)) for k, deps in enumerate(combines)]
+    groups = root_groups([*tasks, *roots], cap)  # any order
+    members = [r for g in groups for r in g]
+    assert len(members) == len(set(members))
+    assert all(2 <= len(g) <= cap for g in groups)
+    assert all(not r.dependencies and len(r.dependents) > 1 for r in members)
+    for group in groups:  # each member is combined with another member of its group
+        assert all(any(r in t.dependencies and len(t.dependencies & set(group)) > 1 for t in tasks) for r in group)
