@@ -16,7 +16,7 @@ import socket
 from distributed import Nanny, Scheduler
 from distributed.deploy.spec import SpecCluster
 
-from hpcgpu.worker.gpusetup import GPUSetup
+from hpcgpu.worker.options import GPUWorkerOptions
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.worker.hostmemory import host_memory_limit
 
@@ -60,7 +60,7 @@ class LocalGPUCluster(SpecCluster):
         memory less 5 % headroom, divided by the number of GPU workers (as dask-cuda);
         without GPUs, Dask's share per thread.
     rmm_pool_size, rmm_async, device_memory_limit, cpu_affinity
-        As the worker entry point's options (:class:`~hpcgpu.worker.gpusetup.GPUSetup`).
+        As the worker entry point's options (:class:`~hpcgpu.worker.options.GPUWorkerOptions`).
     protocol, interface, dashboard_address, security
         As :class:`distributed.LocalCluster`.
     gpus : list of str, optional
@@ -89,8 +89,8 @@ class LocalGPUCluster(SpecCluster):
         if self.gpus and n_workers > len(self.gpus):
             raise ValueError(f"n_workers={n_workers} but only {len(self.gpus)} GPUs are visible "
                              f"({','.join(self.gpus)}): ask for at most {len(self.gpus)}")
-        self._setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
-                               device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
+        self._setup = GPUWorkerOptions(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
+                                       device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
         memory_limit = host_memory_limit(memory_limit, n_workers if self.gpus else 0)
         self._worker_options: dict = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
                                     protocol=protocol, interface=interface, security=security,

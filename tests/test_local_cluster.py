@@ -106,8 +106,8 @@ def test_cupy_keeps_its_free_blocks_until_rmm_needs_them():
     (as cuDF or UCX makes) that finds the GPU full gets those blocks back."""
     code = """
 import cupy, rmm
-from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
-print(setup_rmm(GPUSetup(rmm_pool_size="2GiB"), cupy.cuda.Device().mem_info[1]))
+from hpcgpu.worker.gpusetup import setup_rmm
+print(setup_rmm("2GiB", cupy.cuda.Device().mem_info[1]))
 free = cupy.cuda.Device().mem_info[0]
 a = cupy.empty(int(free * 0.8), dtype=cupy.uint8)
 del a
