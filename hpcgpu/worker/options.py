@@ -229,6 +229,10 @@ class GPUWorkerOptions:
                 and not self.rmm_async:
             raise ValueError("rmm_maximum_pool_size needs rmm_pool_size (the pool's initial "
                              "size) or rmm_async=True")
+        others = [k for k in RMM_KEYWORDS[1:] if k != "rmm_async" and getattr(self, k) != _default(k)]
+        if self.rmm_pool_size == "auto" and others:
+            raise ValueError(f"rmm_pool_size='auto' (hpcgpu's pool) takes no {', '.join(others)}: "
+                             "give the pool's size (dask-cuda's meaning) or leave rmm_pool_size out")
         if self.enable_nvlink and self.rmm_managed_memory:
             raise ValueError("rmm_managed_memory=True is incompatible with enable_nvlink=True")
         if self.enable_rdmacm and self.enable_infiniband is False:
