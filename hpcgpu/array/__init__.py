@@ -13,17 +13,10 @@ Examples
 11
 """
 
-import dask
-
 from hpcgpu.array import linalg, optimization, random
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
 from hpcgpu.backends import resolve_backend
-
-# Fewer tasks for reductions over generated data (see hpcgpu.array.optimization); a user's
-# own array_optimize wins, and hpcgpu.array.fuse-width=0 turns the pass off.
-if dask.config.get("array_optimize", None) is None:
-    dask.config.set(array_optimize=optimization.optimize)
 
 __all__ = ["random", "linalg", "optimization", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
            "backend_of", "resolve_backend"]

@@ -65,7 +65,16 @@ def mark(array):
     arguments as an ``ha.ones(...)`` made before is the same array, and gets the passes too.
     """
     _MARKED.add(array.name)
+    _install()
     return array
+
+
+def _install() -> None:
+    """Install :func:`optimize` as dask's ``array_optimize`` when hpcgpu.array makes its
+    first array, not at import (importing leaves Dask as it was); a user's own
+    ``array_optimize`` wins, and ``hpcgpu.array.fuse-width: 0`` turns the passes off."""
+    if dask.config.get("array_optimize", None) is None:
+        dask.config.set(array_optimize=optimize)
 
 
 def _holds_hpcgpu_array(dsk) -> bool:
@@ -247,7 +256,8 @@ def optimize(dsk, keys, **kwargs):
     fusion, culling, linear fusion, slice fusion), with the tree fusion first among the
     low-level ones: it takes each block's chain whole, so the chains need not be fused
     linearly first (a linearly fused chain runs through ``dask.order`` on every call,
-    about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize``, but it
+    about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize`` when it
+    makes its first array (:func:`mark`), but it
     is scoped: a graph that holds no array made by hpcgpu.array (:func:`mark`) gets
     :func:`dask.array.optimization.optimize` itself, so a user's other Dask arrays run
     exactly as without hpcgpu (``hpcgpu.array.scope: all`` applies the passes to every

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import warnings
 import weakref
 from typing import Any, ClassVar
 
@@ -17,7 +16,8 @@ from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
-from hpcgpu.cluster._jobqueue import JobQueueCluster
+from hpcgpu.tls import cluster_security
+from hpcgpu._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.cpujob import cpu_job_class
@@ -27,14 +27,16 @@ from hpcgpu.cluster.jobs import JobRecord, html_table
 from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
 from hpcgpu.cluster.expiry import WalltimeReplacement
 from hpcgpu.cluster.faults import cancel_together
-from hpcgpu.cluster.lifecycle import end_workers, watch
+from hpcgpu.cluster.lifecycle import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.scaling import JobScaling
 from hpcgpu.cluster.poolmixin import ClusterPools, job_options_for, prepare_pools
 from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, name_levels, pool_resources, with_resources,
                                   worker_groups)
 from hpcgpu.cluster.network import cluster_network, dashboard_host
+from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
+from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 from hpcgpu.scriptfields import shell_word
 
@@ -153,6 +155,8 @@ fallback, ucx_environment
         security = _security(security)
         # Every job ever submitted, for the cancel at exit, collection or SIGTERM.
         self._submitted: dict[str, GPUJob] = {}
+        #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
+        self.private_directory = PrivateDirectory.of(self, setup, name or f"{kind}-cluster")
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
@@ -176,7 +180,7 @@ fallback, ucx_environment
             self.new_spec["group"] = groups
         self._pools = {DEFAULT_POOL: Pool(DEFAULT_POOL, setup, self._retirement, self.new_spec)}
         self._add_pools(named)
-        self._finalizer = watch(self, self._dialect, self._submitted)
+        self._finalizer = watch(self, self._dialect, self._submitted, self.private_directory)
         if n_workers:
             self.scale(n_workers)
 
@@ -188,9 +192,15 @@ fallback, ucx_environment
             )
         # UCX reads its configuration once per process, at the first UCX connection.
         with config_context(self.network, "scheduler"):
-            if self._setup.scheduler_in_job and self.scheduler is None:
-                self.scheduler = await JobScheduler(self)
-            await super()._start()
+            try:
+                if self._setup.scheduler_in_job and self.scheduler is None:
+                    self.scheduler = await JobScheduler(self)
+                await super()._start()
+            except Exception as error:
+                options = dict(scheduler_options=self._setup.scheduler_options,
+                               protocol=self.network.protocol,
+                               ucx_environment=dict(self.network.ucx_environment))
+                raise start_error(error, options) from root_cause(error)
         if self.network.client_protocol and not self._setup.scheduler_in_job:
             addresses = [listener.contact_address for listener in self.scheduler.listeners]
             self.scheduler_comm = rpc(client_address(addresses, self.network),
@@ -205,20 +215,29 @@ fallback, ucx_environment
             if poll is not None:
                 poll.stop()  # no status polls while closing (nor after the thread pool's end)
             try:
+                if scheduler_gone(self):
+                    raise ConnectionError("the scheduler has stopped")
                 await end_workers(self)
             except Exception as error:  # the scheduler may be gone: cancelling still works
-                logger.warning("stopping the workers before close: %r", error)
+                logger.warning("closing without the scheduler (%s): cancelling the jobs",
+                               str(error) or type(error).__name__)
+                if scheduler_gone(self):
+                    self.shutdown_scheduler = False  # nothing left to stop, nor to reach
+                else:  # one that does not answer: no 30 s connect in upstream's terminate
+                    self.scheduler_comm.timeout = SCHEDULER_ANSWER
         # Upstream's close scales to 0 through scale(0): the default pool only.
         for pool in getattr(self, "_pools", {}):
             self._targets[pool] = 0
             for job in self._jobs_of(pool):
                 del self.worker_spec[job]
         await super()._close()
+        self.private_directory.remove()  # the jobs are gone: their credentials go too
 
     def _get_worker_security(self, security):
-        """Keep the temporary certificate in memory: dask-jobqueue writes it into
-        ``shared_temp_directory``, where it outlives a killed client (GPUJob passes it on)."""
-        return security
+        """Write the temporary certificate to files in the private directory (dask-jobqueue
+        writes them into ``shared_temp_directory`` itself, readable as the umask allows, and
+        leaves them there): job scripts name the files, never carry the key."""
+        return worker_credentials(security, lambda: self.private_directory.path)
 
     @property
     def gpus_per_job(self) -> int:
@@ -276,9 +295,8 @@ fallback, ucx_environment
             self._created.add(job)
             self._submitted[name] = job
             self.workers[name] = job
-        failed = [e for e in results if isinstance(e, BaseException)]
-        if failed:
-            raise failed[0]
+        # A rejected submission is reported once, above (and in cluster.failures; waiting
+        # for workers raises it): raising here reached the event loop as a second traceback.
 
     @property
     def dashboard_link(self) -> str:
@@ -309,13 +327,4 @@ def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
 
 
 def _security(security: Any) -> Security | None:
-    if security is None or security is True:
-        return Security.temporary()
-    if security is False:
-        warnings.warn(
-            "security=False: the scheduler and workers talk without TLS, and anyone who can "
-            "reach the scheduler's port can run code as you. Leave security on unless the "
-            "network is private to you.", UserWarning, stacklevel=3,
-        )
-        return None
-    return security
+    return cluster_security(security, default=True, warn_plain=True, stacklevel=4)

@@ -89,9 +89,10 @@ class JobScheduler(ProcessInterface):
         super().__init__()
         self.network: NetworkSettings = cluster.network
         options = dict(cluster._job_kwargs)
-        directory = options.get("log_directory") or os.getcwd()
+        self.log_directory = options.get("log_directory") or os.getcwd()
         name = f"{cluster._name}-scheduler"
-        self.scheduler_file = os.path.join(directory, f"{name}.json")
+        # Private: another user who could swap it would send the workers elsewhere.
+        self.scheduler_file = str(cluster.private_directory.path / f"{name}.json")
         self.listeners_file = self.scheduler_file + ".listeners"
         self.timeout = float(timeout or START_TIMEOUT)
         job_cls = cluster.job_cls
@@ -126,7 +127,7 @@ class JobScheduler(ProcessInterface):
                 await asyncio.sleep(0.25)
         raise TimeoutError(
             f"the scheduler job {self.job.job_id} wrote no {self.listeners_file} within "
-            f"{self.timeout:g} s: see its output in {os.path.dirname(self.scheduler_file)} "
+            f"{self.timeout:g} s: see its output in {self.log_directory} "
             "(queue wait counts too: raise death_timeout, or check the queue)"
         )
 

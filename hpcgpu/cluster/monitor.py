@@ -23,7 +23,7 @@ from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import (JobInfo, JobRecord, JobTable, failure_report, format_table,
                                  table_columns, table_rows, tail)
 from hpcgpu.dialects import JobStatus
-from hpcgpu.worker.startfailure import exception_lines
+from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["JobMonitor"]
 
@@ -122,11 +122,14 @@ class JobMonitor:
             record.exit_code = self._dialect.parse_exit_code(done.stdout)
         if record.exit_code not in (None, 0) and record.state == "completed":
             record.state = "failed"
-        if not record.fully_started:  # a job whose second GPU's worker failed is a failure too
-            log = self._error_log(record)
-            text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+        log = self._error_log(record)
+        text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+        storm = storm_lines(text)  # workers that connected, then died again and again
+        if not record.fully_started or storm:  # a job whose second GPU's worker failed too
+            record.state = "failed" if storm else record.state
             record.stderr_tail = "\n".join(text.splitlines()[-self._tail_lines:]) or "(empty)"
-            report = failure_report(record.info(), log, exception_lines(text))
+            report = failure_report(record.info(), log, storm or exception_lines(text),
+                                    *(["ended: its workers were restarted again and again"] * bool(storm)))
             self.failures.append(report)
             logger.error("%s", report)
         elif record.retiring:
@@ -205,7 +208,7 @@ class JobMonitor:
                     return
                 planned = sum(self._job_pool(job).workers_per_job for job in self.worker_spec
                               if pool is None or self._job_pool(job).name == pool)
-                if self.failures and planned < wanted:
+                if self.failures and (planned < wanted or running == 0 and _network_only(self.failures)):
                     raise RuntimeError(
                         f"{wanted} workers cannot connect: jobs ended before their "
                         "workers connected:\n" + "\n".join(self.failures)
@@ -218,6 +221,13 @@ class JobMonitor:
                 await asyncio.sleep(0.2)
         finally:
             show.close()
+
+
+def _network_only(failures: list[str]) -> bool:
+    """Every failed job's workers found the network unusable from their host (their interface
+    missing, the scheduler unreachable): replacements would meet the same, so waiting for them
+    only delays the error (hpcgpu.worker.reach)."""
+    return all("NetworkCheckError:" in report for report in failures)
 
 
 class _Progress:

@@ -159,7 +159,9 @@ class ClusterPools:
         spec = self._pool(pool).spec
         if spec is self.new_spec:
             return self._dummy_job.job_script()
-        return spec["cls"](_PLACEHOLDER, name="dummy-name", **spec["options"]).job_script()
+        # The scheduler's address, as dask-jobqueue's _dummy_job shows for the default pool.
+        address = getattr(getattr(self, "scheduler", None), "address", None) or _PLACEHOLDER
+        return spec["cls"](address, name="dummy-name", **spec["options"]).job_script()
 
 
 _PLACEHOLDER = "tcp://<insert-scheduler-address-here>:8786"

@@ -36,6 +36,8 @@ class JobScaling:
         ``pool``: the pool to scale (default: the default pool, the cluster's own
         arguments); the other pools keep their jobs.
         """
+        if not getattr(self, "_pools", None):
+            return None  # the scheduler failed to start within __init__: no job to scale
         the_pool = self._pool(pool)
         workers = n if gpus is None else gpus
         per_job = the_pool.workers_per_job
