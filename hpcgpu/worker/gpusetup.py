@@ -22,7 +22,7 @@ from hpcgpu.worker.options import GPUWorkerOptions
 
 __all__ = ["AUTO_POOL_FRACTION", "dask_cuda_present", "choose_cores", "apply_cpu_affinity",
            "setup_rmm", "cupy_pool_over_rmm", "rmm_plugin", "setup_plugins", "device_data",
-           "pre_import_here"]
+           "pre_import_here", "parent_side_setup"]
 
 logger = logging.getLogger("distributed.hpcgpu")
 
@@ -196,3 +196,35 @@ def device_data(options: GPUWorkerOptions, device: str, memory_limit):
     return worker_data_function(device_memory_limit=options.device_memory_limit,
                                 memory_limit=memory_limit,
                                 enable_cudf_spill=options.enable_cudf_spill)(index)
+
+
+def parent_side_setup(options: GPUWorkerOptions, device: str | None, nanny_options: dict) -> dict:
+    """For a worker class of the user's own (not hpcgpu's ``GPUWorker``): dask-cuda's
+    plugins and spilling store for ``device``, made in the cluster's process as
+    ``LocalCUDACluster`` makes them (nanny options to add; empty without dask-cuda)."""
+    if not dask_cuda_present():
+        return {}
+    plugins = list(nanny_options.get("plugins") or ())
+    out: dict = {}
+    if device is None:
+        plugins += setup_plugins(options)
+    else:
+        from dask_cuda.worker_common import worker_data_function, worker_plugins
+
+        index = int(device) if device.isdigit() else device
+        libs = list(options.rmm_allocator_external_lib_list) if options.rmm_allocator_external_lib_list else None
+        plugins += list(worker_plugins(
+            device_index=index, rmm_initial_pool_size=None if options.hpcgpu_pool else options.rmm_pool_size,
+            rmm_maximum_pool_size=options.rmm_maximum_pool_size, rmm_managed_memory=options.rmm_managed_memory,
+            rmm_async_alloc=options.rmm_async, rmm_release_threshold=options.rmm_release_threshold,
+            rmm_log_directory=options.rmm_log_directory, rmm_track_allocations=options.rmm_track_allocations,
+            rmm_allocator_external_lib_list=libs, pre_import=list(options.pre_import or ()),
+            enable_cudf_spill=options.enable_cudf_spill, cudf_spill_stats=options.cudf_spill_stats))
+        if nanny_options.get("data") is None:
+            memory = nanny_options.get("memory_limit")
+            out["data"] = worker_data_function(
+                device_memory_limit=options.device_memory_limit,
+                memory_limit=memory if isinstance(memory, int) else None,
+                enable_cudf_spill=options.enable_cudf_spill)(index)
+    out["plugins"] = plugins
+    return out
