@@ -147,6 +147,12 @@ def test_mig_and_gpu_uuids_from_real_nvidia_smi_outputs(path):
     assert any(d.startswith("MIG-") for d in devices)
 
 
+def test_gpu_uuids_from_a_captured_nvidia_smi_output():
+    text = (Path(__file__).parent / "data" / "nvidia-smi-L.2xH200.txt").read_text()  # lent 2 x H200
+    devices = _devices_from_nvidia_smi_L(text)
+    assert len(devices) == 2 and parse_cuda_visible_devices(",".join(devices)) == devices
+
+
 def test_the_legacy_mig_device_form_is_taken():
     # the form drivers before R470 printed, as quoted in NVIDIA/nvidia-container-toolkit#203
     legacy = "MIG-GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39/1/0"
