@@ -182,6 +182,8 @@ class GPUWorkerOptions:
     True
     >>> GPUWorkerOptions().hpcgpu_pool, GPUWorkerOptions.from_dask_cuda(rmm_async=True).rmm_pool_size is None
     (True, True)
+    >>> GPUWorkerOptions(rmm_pool_size="none").rmm_pool_size is None
+    True
     """
 
     device_memory_limit: int | float | str | None = "default"
@@ -204,6 +206,10 @@ class GPUWorkerOptions:
     cpu_affinity: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("device_memory_limit", "rmm_pool_size", "rmm_maximum_pool_size", "rmm_release_threshold"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.strip().lower() in ("none", "null"):
+                object.__setattr__(self, name, None)  # the command line's spelling of None
         check_device_bytes(self.device_memory_limit, "device_memory_limit", ("default", "auto"))
         check_device_bytes(self.rmm_pool_size, "rmm_pool_size", ("auto",))
         check_device_bytes(self.rmm_maximum_pool_size, "rmm_maximum_pool_size")
