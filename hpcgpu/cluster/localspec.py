@@ -74,8 +74,11 @@ def gpu_options(values: dict[str, Any]) -> GPUWorkerOptions:
     True
     """
     defaults = GPUWorkerOptions()
-    given = {k: v for k, v in values.items()
-             if k in DASK_CUDA_WORKER_KEYWORDS and (v != getattr(defaults, k) or type(v) is not type(getattr(defaults, k)))}
+
+    def changed(k: str, v: Any) -> bool:  # 1.0 is not the default True, nor 0 the default False
+        return v != getattr(defaults, k) or type(v) is not type(getattr(defaults, k))
+
+    given = {k: v for k, v in values.items() if k in DASK_CUDA_WORKER_KEYWORDS and changed(k, v)}
     return GPUWorkerOptions.from_dask_cuda(**given)
 
 
