@@ -74,8 +74,8 @@ class LocalGPUCluster(SpecCluster):
     ``worker_class``, ``data``, ``death_timeout``, ...): switching is one import,
     ``from hpcgpu import LocalGPUCluster as LocalCUDACluster``. What differs
     (docs/migrating.md): without an ``rmm_*`` keyword each worker gets hpcgpu's RMM pool;
-    TLS by default; the scheduler and dashboard listen on localhost; workers are named
-    ``<host>-0-<i>``; a machine without GPUs runs CPU workers.
+    TLS by default; the scheduler and dashboard listen on localhost; a machine without
+    GPUs runs CPU workers (named ``<host>-0-<i>``; a GPU worker is named after its device).
 
     Parameters
     ----------
@@ -184,8 +184,11 @@ class LocalGPUCluster(SpecCluster):
             return parse_cuda_visible_devices(cuda_visible_devices)
         return visible_gpus() if gpus is None else parse_cuda_visible_devices(gpus) if gpus else []
 
-    @staticmethod
-    def _worker_name(i: int) -> str:
+    def _worker_name(self, i: int) -> int | str:
+        """A GPU worker is named after its device, as in dask-cuda (``0``, a UUID); a CPU
+        worker ``<host>-0-<i>``, as batch workers."""
+        if i < len(self.gpus):
+            return int(self.gpus[i]) if self.gpus[i].isdigit() else self.gpus[i]
         return f"{socket.gethostname()}-0-{i}"
 
     def _spec(self, i: int) -> dict:

@@ -159,6 +159,14 @@ def test_local_cuda_cluster_keywords_start_workers_on_the_cpu():
                                                "fractions" in sys.modules, dask_worker.memory_manager.memory_limit,
                                                json.loads(os.environ[ENV_VARIABLE])["device_memory_limit"]))
         assert sorted(seen.values()) == [("0,1", 2, True, None, None), ("1,0", 2, True, None, None)]
+        assert sorted(ws.name for ws in cluster.scheduler.workers.values()) == [0, 1]  # as dask-cuda names them
         assert cluster.dashboard_link.startswith("http://localhost:")
         with pytest.raises(ValueError, match="all 2 local GPUs have a worker"):
             cluster.scale(1000)
+
+
+def test_gpu_workers_are_named_after_their_device_as_in_dask_cuda(specs):
+    _, workers, _, _ = specs(CUDA_VISIBLE_DEVICES="3,GPU-53ed329a-42bf-70e2-1495-c8d8909a8616", security=False)
+    assert list(workers) == [3, "GPU-53ed329a-42bf-70e2-1495-c8d8909a8616"]
+    _, workers, _, _ = specs(gpus=[], n_workers=2, security=False)
+    assert [str(name).rsplit("-", 2)[1:] for name in workers] == [["0", "0"], ["0", "1"]]
