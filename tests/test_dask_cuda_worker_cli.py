@@ -115,3 +115,33 @@ def test_hpcgpu_worker_starts_against_a_local_scheduler_with_the_options_in_its_
         finally:
             proc.terminate()
             assert proc.wait(timeout=60) == 0
+
+
+@pytest.mark.gpu
+def test_hpcgpu_worker_starts_one_worker_per_gpu_with_dask_cudas_rmm_setup():
+    pytest.importorskip("dask_cuda")
+    import cupy
+    from dask_cuda.utils import get_cluster_configuration
+
+    n = cupy.cuda.runtime.getDeviceCount()
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        proc = subprocess.Popen([sys.executable, "-m", "hpcgpu", "worker", cluster.scheduler_address,
+                                 "--rmm-pool-size", "2GB", "--rmm-maximum-pool-size", "3GB",
+                                 "--device-memory-limit", "1GB", "--pre-import", "json", "--death-timeout", "60"])
+        try:
+            client.wait_for_workers(n, timeout=120)
+
+            def probe():
+                import rmm
+
+                return os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0], type(rmm.mr.get_current_device_resource()).__name__
+
+            seen = client.run(probe)
+            assert len({v[0] for v in seen.values()}) == n and {v[1] for v in seen.values()} == {"PoolMemoryResource"}
+            config = get_cluster_configuration(client)
+            assert (config["[plugin] RMMSetup"]["initial_pool_size"], config["[plugin] RMMSetup"]["maximum_pool_size"],
+                    config["device-memory-limit"]) == (2000000000, 3000000000, 1000000000)
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=60) == 0
