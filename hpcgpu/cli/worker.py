@@ -125,6 +125,10 @@ def worker(ctx: click.Context, scheduler, preload_argv, **values) -> None:
     if isinstance(scheduler, str) and scheduler.startswith("-"):
         raise click.UsageError(f"the scheduler address can't start with '-': {scheduler!r} "
                                "looks like an option that this command does not take")
+    if scheduler is None and values.get("scheduler_file") is None:  # as dask-cuda: dask's config
+        import dask
+
+        scheduler = dask.config.get("scheduler-address", None)
     given = {name for name in values if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE}
     try:
         options_from_flags(values)
