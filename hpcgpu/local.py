@@ -24,7 +24,7 @@ from hpcgpu.network.advice import local_protocol
 from hpcgpu.tls import cluster_security
 from hpcgpu.worker.gpusetup import parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
-from hpcgpu.worker.options import parse_cuda_visible_devices
+from hpcgpu.gpuoptions import parse_cuda_visible_devices
 
 _logger = logging.getLogger("distributed.hpcgpu")
 
@@ -95,7 +95,7 @@ class LocalGPUCluster(SpecCluster):
     rmm_release_threshold, rmm_log_directory, rmm_track_allocations, log_spilling, pre_import,
     enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affinity
         Each worker's GPU options, as dask-cuda's
-        (:class:`~hpcgpu.worker.options.GPUWorkerOptions`).
+        (:class:`~hpcgpu.gpuoptions.GPUWorkerOptions`).
     local_directory, protocol, interface, host, dashboard_address
         As :class:`distributed.LocalCluster`: scheduler, nannies and workers listen on
         ``127.0.0.1`` unless ``host`` or ``interface`` is given, the dashboard on
@@ -163,7 +163,9 @@ class LocalGPUCluster(SpecCluster):
                                                local_directory=local_directory), **worker_extra)
         scheduler = {"cls": Scheduler, "options": dict(dict(
             port=0, protocol=protocol, interface=interface, host=host, security=security,
-            dashboard=dashboard_address is not None, dashboard_address=dashboard_address), **scheduler_extra)}
+            dashboard=dashboard_address is not None,
+            # without a dashboard the scheduler still serves /health and metrics: on loopback too
+            dashboard_address=dashboard_address or "localhost:0"), **scheduler_extra)}
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
         self._log_env: dict = {}
         if silence_logs is not None:

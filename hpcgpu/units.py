@@ -12,6 +12,7 @@ import warnings
 from datetime import timedelta
 
 __all__ = [
+    "parse_device_bytes",
     "WALLTIME_FORMS",
     "MEMORY_FORMS",
     "parse_walltime",
@@ -234,3 +235,37 @@ def format_memory(size: int, units: tuple[tuple[str, int], ...]) -> str:
             return f"{size // unit}{suffix}"
     suffix, unit = units[-1]
     return f"{math.ceil(size / unit)}{suffix}"
+
+
+def parse_device_bytes(value: str | None, total: int | None, field: str = "size") -> int | None:
+    """Bytes from ``"40GB"``, a fraction of ``total`` (``"0.8"``) or ``0``/``none`` (None).
+
+    Examples
+    --------
+    Rounded down to RMM's 256-byte alignment:
+
+    >>> parse_device_bytes("0.5", 4096), parse_device_bytes("1GB", None), parse_device_bytes("0", 9)
+    (2048, 1000000000, None)
+    >>> parse_device_bytes("lots", 9, "rmm_pool_size")
+    Traceback (most recent call last):
+    ...
+    ValueError: rmm_pool_size='lots' is not a size: give bytes ('40GB'), a fraction of device memory ('0.9'), 'auto' or 'none'
+    """
+    if value is None or str(value).strip().lower() in ("0", "none", "off", "false", ""):
+        return None
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = None
+    try:
+        if number is not None and 0 < number <= 1:
+            if total is None:
+                return None
+            return int(total * number) // 256 * 256
+        from dask.utils import parse_bytes
+
+        return int(parse_bytes(text)) // 256 * 256
+    except (ValueError, TypeError):
+        raise ValueError(f"{field}={value!r} is not a size: give bytes ('40GB'), a fraction of "
+                         "device memory ('0.9'), 'auto' or 'none'") from None

@@ -7,12 +7,9 @@ and :mod:`hpcgpu.worker` parses exactly these options.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from hpcgpu.scriptfields import check_fields, single_line
-
-if TYPE_CHECKING:
-    from hpcgpu.worker.options import GPUWorkerOptions
+from hpcgpu.gpuoptions import GPUWorkerOptions
 
 __all__ = ["WorkerCommand", "split_resources"]
 
@@ -67,7 +64,7 @@ class WorkerCommand:
         Pin each worker to the CPU cores near its GPU (within the job's cpuset).
     gpu : GPUWorkerOptions or None
         All of dask-cuda's GPU options in one value
-        (:class:`~hpcgpu.worker.options.GPUWorkerOptions`), rendered as the entry point's
+        (:class:`~hpcgpu.gpuoptions.GPUWorkerOptions`), rendered as the entry point's
         flags; instead of the four fields above.
     extra : tuple of str
         More ``dask worker``-style arguments passed through.
@@ -85,7 +82,7 @@ class WorkerCommand:
     Traceback (most recent call last):
     ...
     ValueError: rmm_pool_size='big' is not a size: give bytes (40000000000), a size ('40GB'), a fraction of the device's memory (0.9), 'auto' or None
-    >>> from hpcgpu.worker.options import GPUWorkerOptions
+    >>> from hpcgpu.gpuoptions import GPUWorkerOptions
     >>> WorkerCommand(scheduler="tcp://h:1", gpu=GPUWorkerOptions.from_dask_cuda(
     ...     rmm_async=True, rmm_release_threshold="3GB")).argv("p")[-5:]
     ['--rmm-pool-size', 'none', '--rmm-async', '--rmm-release-threshold', '3GB']
@@ -113,7 +110,7 @@ class WorkerCommand:
     rmm_async: bool = False
     device_memory_limit: str | None = None
     cpu_affinity: bool = True
-    gpu: "GPUWorkerOptions | None" = None
+    gpu: GPUWorkerOptions | None = None
     extra: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -124,12 +121,10 @@ class WorkerCommand:
         check_fields(self, single_line)
         if self.nthreads < 1:
             raise ValueError(f"nthreads={self.nthreads!r} must be at least 1")
-        from hpcgpu.worker.flags import options_from_flags  # validates the sizes
-
-        options_from_flags({"rmm_pool_size": self.rmm_pool_size, "rmm_async": self.rmm_async,
-                            "device_memory_limit": self.device_memory_limit or "default"})
-        if self.gpu is not None and (self.rmm_pool_size or self.rmm_async or self.device_memory_limit
-                                     or not self.cpu_affinity):
+        given = {name: getattr(self, name) for name in ("rmm_pool_size", "rmm_async", "device_memory_limit")
+                 if getattr(self, name) not in (None, False)}
+        GPUWorkerOptions.from_dask_cuda(**given)  # validates the sizes (dask-cuda's forms)
+        if self.gpu is not None and (given or not self.cpu_affinity):
             raise ValueError("give the GPU options either as gpu=GPUWorkerOptions(...) or as "
                              "rmm_pool_size/rmm_async/device_memory_limit/cpu_affinity, not both")
 
@@ -163,7 +158,7 @@ class WorkerCommand:
         argv += ["--rmm-async"] if self.rmm_async else []
         argv += [] if self.cpu_affinity else ["--no-cpu-affinity"]
         if self.gpu is not None:
-            from hpcgpu.worker.flags import flag_argv
+            from hpcgpu.gpuflags import flag_argv  # click, only where rendered
 
             argv += flag_argv(self.gpu)
         return argv + list(self.extra)

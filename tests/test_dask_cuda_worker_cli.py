@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from distributed import Client, LocalCluster
 
 from hpcgpu.cli.worker import entry_argv, worker
-from hpcgpu.worker.options import ENV_VARIABLE, GPUWorkerOptions
+from hpcgpu.gpuoptions import ENV_VARIABLE, GPUWorkerOptions
 
 FLAGS = Path(__file__).parent / "data" / "dask-cuda-26.10-worker-flags.txt"
 
@@ -100,7 +100,7 @@ def test_the_scheduler_address_from_dasks_config_as_dask_cuda_takes_it(monkeypat
 
 
 def test_entry_argv_round_trips_the_gpu_options():
-    from hpcgpu.worker.flags import options_from_flags
+    from hpcgpu.gpuflags import options_from_flags
     values = dict(rmm_async=True, rmm_release_threshold="3GB", rmm_maximum_pool_size="4GB")
     argv = entry_argv("tcp://h:1", values, set(values), 1)
     assert argv[:3] == ["tcp://h:1", "--gpus-per-node", "1"]

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
-from hpcgpu.worker.flags import flag_argv, gpu_flags, options_from_flags
-from hpcgpu.worker.options import (GPUWorkerOptions, parse_cuda_visible_devices,
+from hpcgpu.gpuflags import flag_argv, gpu_flags, options_from_flags
+from hpcgpu.gpuoptions import (GPUWorkerOptions, parse_cuda_visible_devices,
                                    ucx_transport_config)
 
 MIG_OUTPUTS = sorted((Path(__file__).parent / "data" / "nvidia-smi-L").glob("*.txt"))

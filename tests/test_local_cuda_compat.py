@@ -16,7 +16,7 @@ from distributed.system import MEMORY_LIMIT
 from hpcgpu import LocalGPUCluster
 from hpcgpu.cluster.localspec import CLUSTER_KEYWORDS, SCHEDULER_KEYWORDS
 from hpcgpu.worker.gpuworker import GPUWorker
-from hpcgpu.worker.options import ENV_VARIABLE, GPUWorkerOptions
+from hpcgpu.gpuoptions import ENV_VARIABLE, GPUWorkerOptions
 
 #: dask_cuda.LocalCUDACluster.__init__'s parameters, dask-cuda 26.10.0, in order
 DASK_CUDA_26_10 = ["CUDA_VISIBLE_DEVICES", "n_workers", "threads_per_worker", "memory_limit",

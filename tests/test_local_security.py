@@ -48,6 +48,15 @@ def test_every_listener_and_the_dashboard_are_on_loopback():
         assert cluster.dashboard_link.startswith("http://localhost:"), cluster.dashboard_link
 
 
+def test_without_a_dashboard_the_http_server_takes_a_free_loopback_port():
+    """Not 8787, which the user's own dashboard (or a parallel cluster) may want."""
+    with LocalGPUCluster(n_workers=1, gpus=[], dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        sockets = listening(cluster_pids())
+        assert len(sockets) >= 3 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
+        assert 8787 not in {port for _, port in sockets}, sockets
+
+
 def test_a_host_or_interface_still_opens_other_addresses():
     with LocalGPUCluster(n_workers=1, gpus=[], host="0.0.0.0", dashboard_address=None) as cluster:
         assert any(ip not in LOOPBACK for ip, _ in listening(cluster_pids()))

@@ -14,7 +14,7 @@ import sys
 import click
 
 from hpcgpu.dialects.arrays import element_name
-from hpcgpu.worker.flags import GPU_OPTION_NAMES, gpu_flags, options_from_flags
+from hpcgpu.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_flags
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.startfailure import with_restart_limit

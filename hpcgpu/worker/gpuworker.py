@@ -16,7 +16,7 @@ from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.worker.gpusetup import (apply_cpu_affinity, dask_cuda_present, device_data, logger,
                                     pre_import_here, rmm_plugin, setup_plugins, setup_rmm)
-from hpcgpu.worker.options import GPUWorkerOptions
+from hpcgpu.gpuoptions import GPUWorkerOptions
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.walltime import install_drain
 

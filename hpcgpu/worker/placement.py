@@ -109,7 +109,7 @@ def _own_entry(visible: list[str], local: int, local_size: int | None,
 
 def _node_gpu_count() -> int | None:
     """GPUs of this node (``nvidia-smi -L``), None where there is no NVIDIA driver."""
-    from hpcgpu.runner.allocation import count_nvidia_smi_gpus
+    from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
 
     return count_nvidia_smi_gpus()
 

@@ -2,7 +2,7 @@
 
 Names, forms and defaults are dask-cuda 26.10's (``dask_cuda/cli.py``), plus hpcgpu's
 ``--cpu-affinity/--no-cpu-affinity``; :func:`options_from_flags` turns the parsed values
-into one :class:`~hpcgpu.worker.options.GPUWorkerOptions`.
+into one :class:`~hpcgpu.gpuoptions.GPUWorkerOptions`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import click
 
-from hpcgpu.worker.options import GPUWorkerOptions
+from hpcgpu.gpuoptions import GPUWorkerOptions
 
 __all__ = ["GPU_FLAGS", "GPU_OPTION_NAMES", "gpu_flags", "options_from_flags", "flag_argv"]
 
