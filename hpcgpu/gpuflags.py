@@ -13,7 +13,7 @@ import click
 
 from hpcgpu.gpuoptions import GPUWorkerOptions
 
-__all__ = ["GPU_FLAGS", "GPU_OPTION_NAMES", "gpu_flags", "options_from_flags", "flag_argv"]
+__all__ = ["GPU_FLAGS", "GPU_OPTION_NAMES", "TRANSPORT_FLAGS", "gpu_flags", "options_from_flags", "flag_argv"]
 
 _SIZE = "bytes, a size (5GB) or a fraction of the device's memory (0.9)"
 
@@ -56,11 +56,20 @@ GPU_OPTION_NAMES = _NAMES = ("device_memory_limit", "enable_cudf_spill", "cudf_s
 _DEFAULTS = {name: settings["default"] for name, (_, settings) in zip(_NAMES, GPU_FLAGS)}
 
 
-def gpu_flags(command: Callable) -> Callable:
-    """Decorate a click command with :data:`GPU_FLAGS`."""
-    for decls, settings in reversed(GPU_FLAGS):
-        command = click.option(*decls, **settings)(command)
-    return command
+#: the UCX transport switches (``hpcgpu run`` has its own ``--transports``)
+TRANSPORT_FLAGS = ("enable_tcp_over_ucx", "enable_infiniband", "enable_nvlink", "enable_rdmacm")
+
+
+def gpu_flags(command: Callable | None = None, *, transports: bool = True) -> Callable:
+    """Decorate a click command with :data:`GPU_FLAGS` (without the transport switches
+    when ``transports`` is False)."""
+    def decorate(command: Callable) -> Callable:
+        for name, (decls, settings) in reversed(list(zip(_NAMES, GPU_FLAGS))):
+            if transports or name not in TRANSPORT_FLAGS:
+                command = click.option(*decls, **settings)(command)
+        return command
+
+    return decorate if command is None else decorate(command)
 
 
 def _none_words(value: Any) -> Any:

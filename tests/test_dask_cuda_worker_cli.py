@@ -157,3 +157,18 @@ def test_hpcgpu_worker_starts_one_worker_per_gpu_with_dask_cudas_rmm_setup():
         finally:
             proc.terminate()
             assert proc.wait(timeout=60) == 0
+
+
+def test_hpcgpu_run_hands_the_gpu_flags_to_its_workers(monkeypatch):
+    from hpcgpu.cli.run import run
+
+    seen = {}
+    monkeypatch.setattr("hpcgpu.runner.batch.run_batch", lambda options: seen.setdefault("options", options) and 0)
+    result = CliRunner().invoke(run, ["--rmm-pool-size", "20GB", "--enable-cudf-spill", "--pre-import", "cudf",
+                                      "--worker-args", "--lifetime 1h", "script.py"])
+    assert result.exit_code == 0, result.output
+    assert seen["options"].worker_args[-2:] == ("--lifetime", "1h")
+    assert " ".join(seen["options"].worker_args).startswith("--enable-cudf-spill --rmm-pool-size 20GB --pre-import cudf")
+    assert "--enable-nvlink" not in " ".join(p.opts[0] for p in run.params)  # hpcgpu run has --transports
+    bad = CliRunner().invoke(run, ["--rmm-release-threshold", "1GB", "script.py"])
+    assert bad.exit_code == 2 and "rmm_release_threshold needs rmm_async" in bad.output
