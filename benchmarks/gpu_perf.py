@@ -32,8 +32,8 @@ from distributed import Client  # noqa: E402
 
 import hpcgpu.array as ha  # noqa: E402
 from hpcgpu import workloads as W  # noqa: E402
-from hpcgpu.backends import cuda_device_count, module_usable  # noqa: E402
-from hpcgpu.local import LocalGPUCluster  # noqa: E402
+from hpcgpu.system.backends import cuda_device_count, module_usable  # noqa: E402
+from hpcgpu.cluster.local import LocalGPUCluster  # noqa: E402
 
 ROWS: list[dict] = []
 LIMIT: dict = {}  # seconds of the one-kernel array-sum, by (n, chunk): the ratios' reference

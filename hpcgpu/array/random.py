@@ -34,8 +34,8 @@ from hpcgpu.array.fused.runner import lazy_random_block
 from hpcgpu.array.optimization import mark
 from hpcgpu.array.philox import philox_block
 from hpcgpu.array.rng import Generator, RandomState, default_rng
-from hpcgpu.backends import resolve_backend
-from hpcgpu.reexport import fallback
+from hpcgpu.system.backends import resolve_backend
+from hpcgpu.system.reexport import fallback
 
 __all__ = ["normal", "standard_normal", "random", "random_sample", "uniform", "integers", "seed",
            "block_seed", "block_seeds", "RandomBlocks", "RandomState", "Generator", "default_rng"]

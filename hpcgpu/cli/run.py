@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from hpcgpu.gpuflags import flag_argv, gpu_flags, options_from_flags
-from hpcgpu.launchers import LAUNCHERS
+from hpcgpu.jobspec.gpuflags import flag_argv, gpu_flags, options_from_flags
+from hpcgpu.jobspec.launchers import LAUNCHERS
 
 __all__ = ["run"]
 

@@ -20,7 +20,7 @@ import os
 
 import click
 
-from hpcgpu.gpuflags import flag_argv, gpu_flags, options_from_flags
+from hpcgpu.jobspec.gpuflags import flag_argv, gpu_flags, options_from_flags
 
 __all__ = ["worker", "entry_argv", "gpus_here"]
 

@@ -15,9 +15,9 @@ from distributed.security import Security
 from distributed.utils import format_dashboard_link
 from tornado.ioloop import PeriodicCallback
 
-from hpcgpu import config
-from hpcgpu.tls import cluster_security
-from hpcgpu._jobqueue import JobQueueCluster
+from hpcgpu.system import config
+from hpcgpu.network.tls import cluster_security
+from hpcgpu.system.jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.cpujob import cpu_job_class
@@ -38,7 +38,7 @@ from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
 from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
 from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.cluster.setup import ClusterSetup, prepare
-from hpcgpu.scriptfields import shell_word
+from hpcgpu.jobspec.scriptfields import shell_word
 
 __all__ = ["GPUCluster"]
 

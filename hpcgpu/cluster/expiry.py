@@ -16,8 +16,8 @@ from typing import Any
 
 from distributed.core import Status
 
-from hpcgpu import config
-from hpcgpu.walltime import Retirement, preemption_directives, retirement_off
+from hpcgpu.system import config
+from hpcgpu.jobspec.walltime import Retirement, preemption_directives, retirement_off
 
 __all__ = ["WalltimeReplacement", "retirement_options"]
 
@@ -44,7 +44,7 @@ def retirement_options(dialect: str, walltime: int, retire_before: Any = None,
     ValueError: signal_before_walltime='soon' is not a duration: give seconds (90) or text \
 ('5 minutes', '90s'), or 'auto'
     """
-    from hpcgpu.walltime import _seconds
+    from hpcgpu.jobspec.walltime import _seconds
 
     before = config.get("retire-before") if retire_before is None else retire_before
     stagger = config.get("lifetime-stagger") if lifetime_stagger is None else lifetime_stagger

@@ -1,7 +1,7 @@
 """``LocalCUDACluster``'s and ``LocalCluster``'s keywords, sorted for ``LocalGPUCluster``.
 
 Pure functions: which keyword goes to the scheduler, to each worker's nanny, to
-``SpecCluster``, or into the workers' :class:`~hpcgpu.gpuoptions.GPUWorkerOptions`,
+``SpecCluster``, or into the workers' :class:`~hpcgpu.jobspec.gpuoptions.GPUWorkerOptions`,
 with the checks dask-cuda and distributed make, raised before anything starts.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from hpcgpu.gpuoptions import DASK_CUDA_WORKER_KEYWORDS, GPUWorkerOptions
+from hpcgpu.jobspec.gpuoptions import DASK_CUDA_WORKER_KEYWORDS, GPUWorkerOptions
 
 __all__ = ["split_local_kwargs", "gpu_options", "ucx_protocol", "nanny_and_worker_class",
            "CLUSTER_KEYWORDS", "SCHEDULER_KEYWORDS"]

@@ -17,12 +17,12 @@ import time
 from distributed.core import Status
 from distributed.objects import SchedulerInfo
 
-from hpcgpu import commands
+from hpcgpu.system import commands
 from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.jobs import (JobInfo, JobRecord, JobTable, failure_report, format_table,
                                  table_columns, table_rows, tail)
-from hpcgpu.dialects import JobStatus
+from hpcgpu.jobspec.dialects import JobStatus
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["JobMonitor"]

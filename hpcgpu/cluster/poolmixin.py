@@ -13,10 +13,10 @@ from hpcgpu.cluster.expiry import retirement_options
 from hpcgpu.cluster.job import GPUJob
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey, prepare_pool, worker_groups
 from hpcgpu.cluster.setup import ClusterSetup
-from hpcgpu.partition import check_cpu_partition
-from hpcgpu.queues import check_queue
-from hpcgpu.walltime import Retirement
-from hpcgpu.worker_command import split_resources
+from hpcgpu.jobspec.partition import check_cpu_partition
+from hpcgpu.jobspec.queues import check_queue
+from hpcgpu.jobspec.walltime import Retirement
+from hpcgpu.jobspec.worker_command import split_resources
 
 __all__ = ["ClusterPools", "PreparedPool", "prepare_pools", "job_options_for"]
 

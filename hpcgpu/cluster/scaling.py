@@ -182,7 +182,7 @@ def jobs_for(shape: Any, *, cores: Any = None, memory: Any = None, up: bool = Tr
     """Jobs of ``shape`` that hold ``cores`` cores and ``memory`` (rounded up; down for a
     maximum, ``up=False``, where nothing asked gives infinity).
 
-    >>> from hpcgpu.cpushape import CPUJobShape
+    >>> from hpcgpu.jobspec.cpushape import CPUJobShape
     >>> shape = CPUJobShape(cores=8, processes=4, memory=28 * 10**9)
     >>> jobs_for(shape, cores=20), jobs_for(shape, memory="60GB"), jobs_for(shape)
     (3, 3, 0)

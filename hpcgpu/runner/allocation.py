@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
-from hpcgpu.resources import GPUJobShape
+from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.runner.slurm_env import (_count, _ids, _int, _min_cpus, _tres_gpus,  # noqa: F401
                                      in_salloc_shell as _in_salloc_shell, slurm_gpus as _slurm_gpus,
                                      slurm_tasks as _slurm_tasks)
@@ -124,7 +124,7 @@ class Allocation:
         return DEFAULT_LAUNCHERS[self.scheduler]
 
     def shape(self) -> GPUJobShape:
-        """The allocation as a :class:`~hpcgpu.resources.GPUJobShape`, for the launchers."""
+        """The allocation as a :class:`~hpcgpu.jobspec.resources.GPUJobShape`, for the launchers."""
         return GPUJobShape.create(nodes=self.nodes, gpus_per_node=self.gpus_per_node,
                                   cpus_per_gpu=self.cpus_per_gpu)
 

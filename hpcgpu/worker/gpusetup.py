@@ -18,7 +18,7 @@ import os
 
 from dask.utils import parse_bytes
 
-from hpcgpu.gpuoptions import GPUWorkerOptions
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 
 __all__ = ["AUTO_POOL_FRACTION", "dask_cuda_present", "choose_cores", "apply_cpu_affinity",
            "setup_rmm", "cupy_pool_over_rmm", "rmm_plugin", "setup_plugins", "device_data",

@@ -1,7 +1,7 @@
 """``GPUWorker``: a ``distributed.Worker`` that sets up its GPU before anything runs on it.
 
 The entry point starts ``dask worker --worker-class hpcgpu.worker.gpuworker.GPUWorker``
-and :class:`~hpcgpu.local.LocalGPUCluster` passes the same class to its nannies. It must
+and :class:`~hpcgpu.cluster.local.LocalGPUCluster` passes the same class to its nannies. It must
 be a worker class rather than a plugin because the device-to-host spilling store is the
 worker's ``data=``, fixed at construction (as in dask-cuda's ``CUDAWorker``).
 """
@@ -16,7 +16,7 @@ from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.worker.gpusetup import (apply_cpu_affinity, dask_cuda_present, device_data, logger,
                                     pre_import_here, rmm_plugin, setup_plugins, setup_rmm)
-from hpcgpu.gpuoptions import GPUWorkerOptions
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.walltime import install_drain
 

@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass
 from typing import Mapping
 
-from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
+from hpcgpu.jobspec.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
 
 __all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env",
            "visible_devices", "physical_gpu", "shared_gpu_error"]
