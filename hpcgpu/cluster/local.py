@@ -55,6 +55,17 @@ def _cudf_spill_here(stats: int) -> None:
     cudf.set_option("spill_stats", stats)
 
 
+def _quiet(silence_logs, worker_options: dict) -> tuple[dict, dict]:
+    """SpecCluster's ``silence_logs`` and the workers' environment for it (the nanny's
+    option quiets only its own logger; the worker process reads its logging level from
+    dask config at import). Sets the nannies' option in ``worker_options``."""
+    if silence_logs is None:
+        return {}, {}
+    worker_options["silence_logs"] = silence_logs
+    level = logging.getLevelName(silence_logs) if isinstance(silence_logs, int) else silence_logs
+    return {"silence_logs": silence_logs}, {"DASK_LOGGING__DISTRIBUTED": str(level).lower()}
+
+
 def rotated(gpus: list[str], i: int) -> str:
     """``CUDA_VISIBLE_DEVICES`` for the worker of ``gpus[i]``: its GPU first.
 
@@ -139,13 +150,7 @@ class LocalGPUCluster(SpecCluster):
         self._nanny, self._worker = nanny_and_worker_class(worker_class, GPUWorker, log_spilling)
         scheduler_extra, worker_extra, cluster_extra = split_local_kwargs(kwargs)
         self.gpus = self._devices(CUDA_VISIBLE_DEVICES, gpus)
-        if n_workers is None:
-            n_workers = len(self.gpus) or max(1, min(4, (os.cpu_count() or 1) // threads_per_worker))
-        if n_workers < 0:
-            raise ValueError(f"n_workers={n_workers} must be 0 or more")
-        if self.gpus and n_workers > len(self.gpus):
-            raise ValueError(f"n_workers={n_workers} but only {len(self.gpus)} GPUs are visible "
-                             f"({','.join(self.gpus)}): ask for at most {len(self.gpus)}")
+        n_workers = self._count(n_workers, threads_per_worker)
         if enable_cudf_spill:
             _cudf_spill_here(cudf_spill_stats)
         if self.gpu_options.ucx_config():  # the scheduler and client speak the same UCX
@@ -157,26 +162,28 @@ class LocalGPUCluster(SpecCluster):
         protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
         if self.gpus and memory_limit == "auto":  # dask-cuda's share: the host's memory per GPU worker
             memory_limit = parse_memory_limit("auto", 1, total_cores=max(n_workers, 1), logger=_logger)
+        listen = dict(protocol=protocol, interface=interface, host=host, security=security)
         self._worker_options: dict = dict(dict(nthreads=threads_per_worker, memory_limit=memory_limit,
-                                               protocol=protocol, interface=interface, host=host,
-                                               security=security, dashboard_address=None,
-                                               local_directory=local_directory), **worker_extra)
+                                               dashboard_address=None, local_directory=local_directory,
+                                               **listen), **worker_extra)
         scheduler = {"cls": Scheduler, "options": dict(dict(
-            port=0, protocol=protocol, interface=interface, host=host, security=security,
-            dashboard=dashboard_address is not None,
+            port=0, dashboard=dashboard_address is not None,
             # without a dashboard the scheduler still serves /health and metrics: on loopback too
-            dashboard_address=dashboard_address or "localhost:0"), **scheduler_extra)}
-        extra = {} if silence_logs is None else {"silence_logs": silence_logs}
-        self._log_env: dict = {}
-        if silence_logs is not None:
-            self._worker_options["silence_logs"] = silence_logs
-            # the nanny's option quiets only its own logger; the worker process reads its
-            # logging level from dask config at import
-            level = logging.getLevelName(silence_logs) if isinstance(silence_logs, int) else silence_logs
-            self._log_env = {"DASK_LOGGING__DISTRIBUTED": str(level).lower()}
+            dashboard_address=dashboard_address or "localhost:0", **listen), **scheduler_extra)}
+        extra, self._log_env = _quiet(silence_logs, self._worker_options)
         workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,
                          security=security, **extra, **cluster_extra)
+
+    def _count(self, n_workers: int | None, threads_per_worker: int) -> int:
+        if n_workers is None:
+            return len(self.gpus) or max(1, min(4, (os.cpu_count() or 1) // threads_per_worker))
+        if n_workers < 0:
+            raise ValueError(f"n_workers={n_workers} must be 0 or more")
+        if self.gpus and n_workers > len(self.gpus):
+            raise ValueError(f"n_workers={n_workers} but only {len(self.gpus)} GPUs are visible "
+                             f"({','.join(self.gpus)}): ask for at most {len(self.gpus)}")
+        return n_workers
 
     @staticmethod
     def _devices(cuda_visible_devices, gpus) -> list[str]:
