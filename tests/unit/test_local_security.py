@@ -58,7 +58,7 @@ def test_without_a_dashboard_the_http_server_takes_a_free_loopback_port():
 
 
 def test_a_host_or_interface_still_opens_other_addresses():
-    with LocalGPUCluster(n_workers=1, gpus=[], host="0.0.0.0", dashboard_address=None) as cluster:
+    with LocalGPUCluster(n_workers=1, gpus=[], host="0.0.0.0", dashboard_address=None):
         assert any(ip not in LOOPBACK for ip, _ in listening(cluster_pids()))
 
 
