@@ -133,7 +133,7 @@ def bare_cupy_loop(n: int, chunk: int, backend: str, steps: str = "dask") -> flo
     """
     from dask.array.chunk import getitem
 
-    from hpcgpu.array.random import _block
+    from hpcgpu.array.seeds import draw_block as _block
 
     xp = __import__("cupy" if backend == "cupy" else "numpy")
     if backend == "cupy":  # the allocator hpcgpu's workers use
