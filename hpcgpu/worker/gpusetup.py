@@ -85,6 +85,13 @@ def apply_cpu_affinity(gpu: str | None) -> set[int] | None:
 
 
 def _pool_bytes(size, total: int, free: int | None) -> int | None:
+    """The pool's bytes, aligned to 256 as RMM wants.
+
+    >>> _pool_bytes("auto", 1000, 512), _pool_bytes("0.5", 1024, None), _pool_bytes("1KiB", 0, None)
+    (256, 512, 1024)
+    >>> _pool_bytes(None, 1, 1) is None and _pool_bytes("none", 1, 1) is None
+    True
+    """
     if size == "auto":
         return int((total if free is None else free) * AUTO_POOL_FRACTION) // 256 * 256
     if size is None or str(size).strip().lower() in ("0", "none", ""):

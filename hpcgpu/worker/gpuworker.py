@@ -68,6 +68,9 @@ def _prepare_memory(options: GPUWorkerOptions, gpu: str, memory: tuple[int, int]
         done["allocator"] = ("rmm-async" if options.rmm_async else
                              "rmm-pool" if options.rmm_pool_size is not None else "rmm-managed"
                              if options.rmm_managed_memory else "default") + " (dask-cuda RMMSetup)"
+    else:
+        logger.warning("the rmm_* options are dask-cuda's and it is not installed: install "
+                       "hpcgpu's GPU extras (pip install 'hpcgpu[cuda12]'); CuPy keeps its own pool")
     done["ucx_pool_dropped"] = let_ucx_use_the_worker_pool(done["allocator"])
     if "data" not in worker_kwargs or worker_kwargs["data"] is None:
         host_limit = parse_memory_limit(worker_kwargs.get("memory_limit", "auto"),

@@ -202,3 +202,27 @@ def test_transport_switches_follow_dask_cudas_rule(tcp, ib, nvlink, rdmacm):
     assert config["distributed-ucxx.rdmacm"] == rdmacm
     enabled = any(config[f"distributed-ucxx.{k}"] for k in ("tcp", "infiniband", "nvlink"))
     assert config["distributed-ucxx.cuda-copy"] == (True if enabled else None)
+
+
+def test_a_gpu_worker_without_dask_cuda_keeps_cupys_pool_and_says_what_to_install(monkeypatch, caplog):
+    """The worker's branch on a GPU host where dask-cuda is not installed (faked device)."""
+    import sys
+
+    import hpcgpu.worker.gpusetup as gs
+    import hpcgpu.worker.gpuworker as gw
+
+    monkeypatch.setattr(gs, "dask_cuda_present", lambda: False)
+    monkeypatch.setattr(gw, "dask_cuda_present", lambda: False)
+    monkeypatch.setattr(gw, "_device_memory", lambda: (8 * 10**9, 10**10))
+    monkeypatch.delitem(sys.modules, "fractions", raising=False)
+    kwargs = {"memory_limit": 10**9, "nthreads": 1}
+    with caplog.at_level("WARNING", logger="distributed.hpcgpu"):
+        done = gw.prepare_gpu(GPUWorkerOptions(pre_import=("fractions",), cpu_affinity=False), "0", kwargs)
+    assert done["allocator"].startswith("cupy-pool (dask-cuda not installed: install hpcgpu's GPU extras")
+    assert "data" not in kwargs and "plugins" not in kwargs and "fractions" in sys.modules
+    assert "no spilling from device to host memory" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="distributed.hpcgpu"):
+        dask_cuda_meaning = gw.prepare_gpu(GPUWorkerOptions.from_dask_cuda(rmm_pool_size="1GB"), "0", {})
+    assert dask_cuda_meaning["allocator"] is None  # dask-cuda's RMMSetup is not there to make it
+    assert "the rmm_* options are dask-cuda's and it is not installed" in caplog.text
