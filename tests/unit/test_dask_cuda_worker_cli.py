@@ -88,15 +88,10 @@ def test_contradictory_or_bad_flags_fail_with_the_fix(args, message, monkeypatch
 
 
 def test_the_scheduler_address_from_dasks_config_as_dask_cuda_takes_it(monkeypatch):
-    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
     import dask
 
-    dask.config.refresh()
-    try:
+    with dask.config.set({"scheduler-address": "tcp://h:8786"}):
         assert _argv([], monkeypatch, gpus=0) == ["tcp://h:8786"]
-    finally:
-        monkeypatch.delenv("DASK_SCHEDULER_ADDRESS")
-        dask.config.refresh()
 
 
 def test_entry_argv_round_trips_the_gpu_options():
