@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 from pathlib import Path
-from xml.etree import ElementTree
 
 import pytest
 
