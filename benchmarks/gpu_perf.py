@@ -133,13 +133,13 @@ def bare_cupy_loop(n: int, chunk: int, backend: str, steps: str = "dask") -> flo
     """
     from dask.array.chunk import getitem
 
-    from hpcgpu.array.random import _block
+    from hpcgpu.array.seeds import draw_block as _block
 
     xp = __import__("cupy" if backend == "cupy" else "numpy")
     if backend == "cupy":  # the allocator hpcgpu's workers use
-        from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
+        from hpcgpu.worker.gpusetup import setup_rmm
 
-        setup_rmm(GPUSetup(rmm_pool_size="16GiB"), xp.cuda.runtime.memGetInfo()[1])
+        setup_rmm("16GiB", xp.cuda.runtime.memGetInfo()[1])
     every_other = (slice(None, None, 2), slice(None, None, 2))
 
     def run():

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -124,7 +123,7 @@ def test_sigterm_cancels_every_job_and_dies_of_it(run):
     _no_key_anywhere(script)
 
 
-def test_sigkill_workers_end_by_themselves_and_no_key_is_left(run):
+def test_sigkill_workers_end_by_themselves_and_the_next_cluster_removes_the_key(run):
     script = run("wait")
     script.wait_ready()
     script.process.send_signal(signal.SIGKILL)
@@ -136,4 +135,14 @@ def test_sigkill_workers_end_by_themselves_and_no_key_is_left(run):
     # The pending job cannot be cancelled by a dead client: when it starts, its workers
     # find no scheduler and end after death_timeout (docs/reliability.md).
     assert _in_queue([pending]) == [pending]
+    # The killed client could not remove its private directory: the key is only there,
+    # for the user alone, and the next cluster of this user and host removes it.
+    private = list(script.logs.rglob("key.pem"))
+    assert private and {oct(p.stat().st_mode & 0o777) for p in private} == {"0o600"}, private
+    assert {oct(p.parent.stat().st_mode & 0o777) for p in private} == {"0o700"}
+    from hpcgpu.cluster.private import PrivateDirectory
+
+    fresh = PrivateDirectory(str(script.logs), "next")
+    assert fresh.path.exists() and not any(p.parent.exists() for p in private)
+    fresh.remove()
     _no_key_anywhere(script)

@@ -150,7 +150,7 @@ def test_blog_code_takes_hpcgpus_path_when_the_backend_applies(numpy_fused):
 
 
 def test_blog_code_reaches_the_fused_kernels(numpy_fused, monkeypatch):
-    from hpcgpu.array import random as hrandom
+    from hpcgpu.array import draw as hrandom  # where a random block is made
 
     drawn = []
     original = hrandom.lazy_random_block

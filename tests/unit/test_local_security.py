@@ -36,10 +36,18 @@ def cluster_pids() -> set[int]:
     return {me.pid, *(child.pid for child in me.children(recursive=True))}
 
 
-def test_every_listener_and_the_dashboard_are_on_loopback():
+@pytest.fixture
+def opened():
+    """``opened()``: the sockets this process and its children listen on that were not
+    there when the test began (a test run shares its process with other tests' listeners)."""
+    before = listening(cluster_pids())
+    return lambda: listening(cluster_pids()) - before
+
+
+def test_every_listener_and_the_dashboard_are_on_loopback(opened):
     with LocalGPUCluster(n_workers=1, gpus=[]) as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
-        sockets = listening(cluster_pids())
+        sockets = opened()
         # scheduler, dashboard, nanny, worker
         assert len(sockets) >= 4 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
         assert cluster.scheduler_address.startswith("tls://127.0.0.1:")  # TLS by default
@@ -48,18 +56,18 @@ def test_every_listener_and_the_dashboard_are_on_loopback():
         assert cluster.dashboard_link.startswith("http://localhost:"), cluster.dashboard_link
 
 
-def test_without_a_dashboard_the_http_server_takes_a_free_loopback_port():
+def test_without_a_dashboard_the_http_server_takes_a_free_loopback_port(opened):
     """Not 8787, which the user's own dashboard (or a parallel cluster) may want."""
     with LocalGPUCluster(n_workers=1, gpus=[], dashboard_address=None) as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
-        sockets = listening(cluster_pids())
+        sockets = opened()
         assert len(sockets) >= 3 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
         assert 8787 not in {port for _, port in sockets}, sockets
 
 
-def test_a_host_or_interface_still_opens_other_addresses():
-    with LocalGPUCluster(n_workers=1, gpus=[], host="0.0.0.0", dashboard_address=None) as cluster:
-        assert any(ip not in LOOPBACK for ip, _ in listening(cluster_pids()))
+def test_a_host_or_interface_still_opens_other_addresses(opened):
+    with LocalGPUCluster(n_workers=1, gpus=[], host="0.0.0.0", dashboard_address=None):
+        assert any(ip not in LOOPBACK for ip, _ in opened())
 
 
 # Run as `nobody` with the system Python (hpcgpu's environment is not readable by that user):

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ArrayRequest", "FIRST_INDEX", "INDEX_VARIABLES", "array_directives", "element_id",
+__all__ = ["ArrayRequest", "FIRST_INDEX", "INDEX_VARIABLES", "array_directives",
            "element_index", "element_name", "element_job_id", "expand_indices",
            "name_template"]
 
