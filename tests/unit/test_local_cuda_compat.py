@@ -15,6 +15,7 @@ from distributed.system import MEMORY_LIMIT
 
 from hpcgpu import LocalGPUCluster
 from hpcgpu.cluster.localspec import CLUSTER_KEYWORDS, SCHEDULER_KEYWORDS
+from hpcgpu.worker.gpuinfo import count_gpus
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import ENV_VARIABLE, GPUWorkerOptions
 
@@ -149,8 +150,10 @@ def test_a_pool_with_the_async_allocator_warns_as_dask_cuda_does(specs):
         specs(gpus=[], rmm_pool_size="1GB", rmm_async=True, security=False)
 
 
+@pytest.mark.skipif(count_gpus() > 0, reason="the CPU path: on a GPU machine indices 0 and 1 name real "
+                    "devices (the GPU tests and dask-cuda's own suite cover that machine)")
 def test_local_cuda_cluster_keywords_start_workers_on_the_cpu():
-    """dask-cuda's first test's shape, on two "GPUs" by index (CPU workers here)."""
+    """dask-cuda's first test's shape, on two "GPUs" by index (CPU workers without a driver)."""
     with LocalGPUCluster(CUDA_VISIBLE_DEVICES=[0, 1], n_workers=2, threads_per_worker=2, scheduler_port=0,
                          dashboard_address="localhost:0", pre_import="fractions", memory_limit=None,
                          device_memory_limit=None) as cluster, Client(cluster) as client:
