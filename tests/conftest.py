@@ -96,6 +96,8 @@ def clusters(tmp_path):
 #: ``ucx``: two UCX clusters started at once on one host fail to connect their workers
 #: (tried: two runs of tests/unit/test_ucx.py at once, both time out; each alone passes).
 #: ``site``: the site's faults cut links, kill hosts and restart its slurmctld.
+#: ``sge``: the local Grid Engine has 4 GPUs (its ``gpu`` complex): tests that ask for them all
+#: wait on each other's jobs (tried: two at once time out waiting for their elements).
 SERIAL_GROUPS = {
     "ucx": ("test_ucx.py", "test_ucxauth.py", "test_cluster_ucx.py", "test_batch_ucx.py",
             "test_ucxauth_batch.py", "test_comms_benchmark.py", "test_ucx_advice.py"),
@@ -106,6 +108,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("site") is not None:
             item.add_marker(pytest.mark.xdist_group("site"))
+            continue
+        if "sge" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("sge"))
             continue
         for group, files in SERIAL_GROUPS.items():
             if item.path.name in files:

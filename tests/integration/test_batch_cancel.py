@@ -56,7 +56,7 @@ def test_gpurunner_scancel_removes_its_key_files(slurm, tmp_path):
     """scancel sends SIGTERM to every rank: rank 0 leaves its ``with`` block, closes the
     cluster and removes the TLS directory next to the scheduler file. (A SIGTERM to srun
     itself kills its tasks at once: nothing can remove anything then.)"""
-    script = Path(__file__).with_name("batch_user_script.py")
+    script = Path(__file__).parents[1] / "batch_user_script.py"
     out, name = tmp_path / "out.json", f"hpcgpu-cancel-{uuid.uuid4().hex[:8]}"
     argv = ["srun", "--ntasks=2", "--gpus-per-task=1", "--cpus-per-task=1", "--mem=2G", "--time=5",
             f"--job-name={name}", sys.executable, str(script), str(out), "--runner", "--hold"]

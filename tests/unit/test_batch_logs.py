@@ -19,7 +19,7 @@ import pytest
 
 from batchtools import OMPI_ROOT
 
-SCRIPT = Path(__file__).with_name("batch_user_script.py")
+SCRIPT = Path(__file__).parents[1] / "batch_user_script.py"
 MODES = {
     "run": ([sys.executable, "-m", "hpcgpu", "run", "--grace", "5", str(SCRIPT)], "0"),
     "mpi": (["mpirun", "--oversubscribe", "-n", "2", sys.executable, "-m", "hpcgpu.mpi",
