@@ -31,7 +31,7 @@ import dask.array as da  # noqa: E402
 from distributed import Client  # noqa: E402
 
 import hpcgpu.array as ha  # noqa: E402
-from hpcgpu import workloads as W  # noqa: E402
+from hpcgpu.bench import reference as W  # noqa: E402
 from hpcgpu.system.backends import cuda_device_count, module_usable  # noqa: E402
 from hpcgpu.cluster.local import LocalGPUCluster  # noqa: E402
 

@@ -145,7 +145,8 @@ class CoLocateRoots(SchedulerPlugin):
     """A scheduler plugin giving each group of :func:`root_groups` one worker, and each
     group of :func:`shared_input_groups` the worker that holds most of its inputs.
 
-    ``active`` (default: the dask config key ``hpcgpu.colocate``, true) turns it on and
+    ``active`` (default: the dask config key ``hpcgpu.colocate``, false until a GPU run confirms
+    the proxy's gain) turns it on and
     off, also at run time (the scaling proxy, ``benchmarks/scaleout_proxy.py``, compares
     both on one cluster).
     """
@@ -153,7 +154,7 @@ class CoLocateRoots(SchedulerPlugin):
     name = "hpcgpu-colocate-roots"
 
     def __init__(self, active: bool | None = None):
-        self.active = bool(dask.config.get("hpcgpu.colocate", True)) if active is None else active
+        self.active = bool(dask.config.get("hpcgpu.colocate", False)) if active is None else active
 
     def update_graph(self, scheduler, *, tasks=(), **kwargs) -> None:
         workers = [ws for ws in scheduler.running if ws.nthreads]

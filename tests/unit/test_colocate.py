@@ -146,14 +146,14 @@ def test_a_persisted_transpose_sum_moves_one_copy_of_each_split_pair():
         assert np.float64(placed).tobytes() == np.float64(default).tobytes()
 
 
-def test_the_dask_config_key_turns_it_off():
+def test_off_by_default_and_the_dask_config_key_turns_it_on():
     import dask
 
     import hpcgpu.system.config  # noqa: F401  (registers hpcgpu.yaml's defaults)
 
-    assert CoLocateRoots().active is True
-    with dask.config.set({"hpcgpu.colocate": False}):
-        assert CoLocateRoots().active is False
+    assert CoLocateRoots().active is False
+    with dask.config.set({"hpcgpu.colocate": True}):
+        assert CoLocateRoots().active is True
 
 
 @settings(max_examples=60, deadline=None)
