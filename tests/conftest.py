@@ -104,6 +104,7 @@ SERIAL_GROUPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("site") is not None:
