@@ -17,13 +17,13 @@ import dask.config
 
 from hpcgpu import config
 from hpcgpu.cluster.cpujob import cpu_job_class
-from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup
+from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, prepare
 from hpcgpu.cpushape import CPUJobShape
 from hpcgpu.dialects import get_dialect
 from hpcgpu.scriptfields import CPU_WORDS, check_options
 from hpcgpu.units import parse_walltime
 
-__all__ = ["is_cpu_request", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
+__all__ = ["is_cpu_request", "prepare_any", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
 
 #: dask-jobqueue's job arguments that have no GPU meaning, and what to use with GPUs.
 CPU_ONLY = {
@@ -87,6 +87,14 @@ processes, or drop gpus_per_node for CPU workers as in dask-jobqueue (docs/migra
     if any(k.replace("-", "_") in GPU_ONLY and v is not None for k, v in mine.items()):
         return False
     return dask.config.get(f"jobqueue.{scheduler}.cores", None) is not None
+
+
+def prepare_any(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
+    """GPU workers (hpcgpu's shape, :func:`~hpcgpu.cluster.setup.prepare`) or
+    dask-jobqueue's CPU workers (:func:`prepare_cpu`)."""
+    if is_cpu_request(scheduler, options):
+        return prepare_cpu(scheduler, options)
+    return prepare(scheduler, options)
 
 
 def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:

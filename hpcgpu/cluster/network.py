@@ -8,11 +8,30 @@ to the client (:func:`hpcgpu.network.client_address`). See docs/networking.md.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from hpcgpu.network import NetworkSettings, resolve
+from distributed.security import Security
+from distributed.utils import format_dashboard_link
 
-__all__ = ["cluster_network", "dashboard_host"]
+from hpcgpu.network import NetworkSettings, job_environment, resolve, scheduler_options
+
+__all__ = ["cluster_network", "cluster_security", "dashboard_host", "dashboard_link",
+           "jobqueue_options"]
+
+
+def cluster_security(security: Any) -> Security | None:
+    """TLS on by default, with temporary certificates; ``False`` turns it off, warned."""
+    if security is None or security is True:
+        return Security.temporary()
+    if security is False:
+        warnings.warn(
+            "security=False: the scheduler and workers talk without TLS, and anyone who can "
+            "reach the scheduler's port can run code as you. Leave security on unless the "
+            "network is private to you.", UserWarning, stacklevel=3,
+        )
+        return None
+    return security
 
 
 def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bool = False) -> NetworkSettings:
@@ -81,3 +100,27 @@ def dashboard_host(dashboard_address: Any, scheduler_host: str) -> str:
     host = text.rsplit(":", 1)[0] if ":" in text else ""
     host = host.strip("[]")
     return scheduler_host if host in ("", "0.0.0.0", "::", "*") else host
+
+
+def dashboard_link(scheduler_info: dict, scheduler_address: str, dashboard_address: Any) -> str:
+    """The dashboard's address where it listens (upstream names the scheduler's address,
+    where a localhost-only dashboard refuses the connection); "" without a dashboard."""
+    port = scheduler_info.get("services", {}).get("dashboard")
+    if port is None:
+        return ""
+    scheduler_host = scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0]
+    return format_dashboard_link(dashboard_host(dashboard_address, scheduler_host), port)
+
+
+def jobqueue_options(setup: Any, net: NetworkSettings) -> dict[str, Any]:
+    """What ``JobQueueCluster`` gets of a cluster's network, for GPU or CPU workers."""
+    return dict(
+        # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
+        # CPU workers: dask-jobqueue's rule (interface feeds it unless host/interface given).
+        scheduler_options=setup.scheduler_options if setup.cpu else {
+            **scheduler_options(net), **setup.scheduler_options},
+        interface=net.worker_interface,
+        # CPU workers: dask-jobqueue's own rule (the given protocol, or tls:// with TLS).
+        protocol=setup.network_options["protocol"] if setup.cpu else net.protocol,
+        environment=job_environment(net, "worker"),
+    )
