@@ -13,7 +13,7 @@ import pytest
 from hpcgpu.cluster import scaling
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.jobs import JobRecord
+from hpcgpu.cluster.job_table import JobRecord
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.pools import Pool
 from hpcgpu.cluster.setup import prepare

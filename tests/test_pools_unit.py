@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hpcgpu.cluster.pooladapt import pool_demand
+from hpcgpu.cluster.pool_adaptive import pool_demand
 from hpcgpu.cluster.pools import PoolJobKey, pool_options
 
 GPU = ({"GPU": 1.0, "pool-default": 1.0}, 4)

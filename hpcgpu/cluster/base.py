@@ -32,9 +32,9 @@ from hpcgpu import config
 from hpcgpu.cluster._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.jobs import JobTable, format_table, html_table
-from hpcgpu.cluster.jobscheduler import worker_address
-from hpcgpu.cluster.lifecycle import end_workers, watch
+from hpcgpu.cluster.job_table import JobTable, format_table, html_table
+from hpcgpu.cluster.scheduler_job import worker_address
+from hpcgpu.cluster.shutdown import end_workers, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.pools import DEFAULT_POOL
 from hpcgpu.cluster.progress import wait_for_workers

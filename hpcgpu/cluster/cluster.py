@@ -14,7 +14,7 @@ from hpcgpu.cluster.arrays import ArraySettings
 from hpcgpu.cluster.base import BatchCluster
 from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.job import GPUJob
-from hpcgpu.cluster.jobscheduler import JobScheduler
+from hpcgpu.cluster.scheduler_job import JobScheduler
 from hpcgpu.cluster.network import (cluster_network, cluster_security, dashboard_link,
                                     jobqueue_options)
 from hpcgpu.cluster.pool_setup import named_pool, prepare_cluster
@@ -200,7 +200,7 @@ fallback, ucx_environment
         In a cluster with pools, the bounds above are the default pool's, and ``pools``
         gives other pools theirs (the same names: ``{"cpu": dict(maximum_jobs=2)}``);
         each adapted pool grows from the tasks only its workers can run, pools not named
-        keep the jobs ``scale`` gave them (:mod:`hpcgpu.cluster.pooladapt`).
+        keep the jobs ``scale`` gave them (:mod:`hpcgpu.cluster.pool_adaptive`).
         """
         bounds = dict(minimum_gpus=minimum_gpus, maximum_gpus=maximum_gpus,
                       minimum_jobs=minimum_jobs, maximum_jobs=maximum_jobs, minimum=minimum,

@@ -3,7 +3,7 @@
 distributed's ``SpecCluster`` keeps the desired state as data, ``worker_spec`` (one entry
 per job here), and reconciles the world to it. :class:`JobFleet` owns that desired state:
 which pools there are, which pool each job belongs to, how many jobs each pool should have
-(``targets``), and a :class:`~hpcgpu.cluster.jobs.JobRecord` per job ever submitted. It
+(``targets``), and a :class:`~hpcgpu.cluster.job_table.JobRecord` per job ever submitted. It
 never runs a command: the cluster submits and cancels, the monitor polls.
 """
 
@@ -13,7 +13,7 @@ import functools
 from typing import Any, Callable
 
 from hpcgpu.cluster.adaptive import job_of_worker
-from hpcgpu.cluster.jobs import JobRecord, JobTable
+from hpcgpu.cluster.job_table import JobRecord, JobTable
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey
 from hpcgpu.worker_command import split_resources
 

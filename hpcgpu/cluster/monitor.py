@@ -18,7 +18,7 @@ from hpcgpu import commands
 from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.jobs import JobRecord, failure_report, tail
+from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
 from hpcgpu.dialects import JobStatus
 from hpcgpu.worker.startfailure import exception_lines
 

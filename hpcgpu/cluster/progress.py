@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Awaitable, Callable
 
-from hpcgpu.cluster.jobs import JobInfo, format_table, table_columns, table_rows
+from hpcgpu.cluster.job_table import JobInfo, format_table, table_columns, table_rows
 
 __all__ = ["wait_for_workers"]
 

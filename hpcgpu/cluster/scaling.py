@@ -2,7 +2,7 @@
 
 No I/O and no cluster: a pool (its job shape) and the numbers asked for, in workers (GPUs),
 jobs, cores or memory, give whole jobs. :class:`~hpcgpu.cluster.GPUCluster` applies the
-answer to its fleet; :mod:`hpcgpu.cluster.adaptive` and :mod:`hpcgpu.cluster.pooladapt`
+answer to its fleet; :mod:`hpcgpu.cluster.adaptive` and :mod:`hpcgpu.cluster.pool_adaptive`
 decide when.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from dask.utils import parse_bytes
 
 from hpcgpu.cluster.adaptive import GPUAdaptive
-from hpcgpu.cluster.pooladapt import PoolAdaptive
+from hpcgpu.cluster.pool_adaptive import PoolAdaptive
 from hpcgpu.cluster.pools import DEFAULT_POOL
 
 __all__ = ["ADAPT_BOUNDS", "adapt_bounds", "adaptive", "job_bounds", "jobs_for", "jobs_to_scale"]

@@ -26,7 +26,7 @@ class WalltimePlanner:
     Examples
     --------
     >>> from types import SimpleNamespace
-    >>> from hpcgpu.cluster.jobs import JobRecord
+    >>> from hpcgpu.cluster.job_table import JobRecord
     >>> from hpcgpu.cluster.pools import Pool
     >>> from hpcgpu.walltime import Retirement
     >>> fleet = JobFleet(lambda n: f"c-{n}")

@@ -96,7 +96,7 @@ class JobScheduler(ProcessInterface):
         self.timeout = float(timeout or START_TIMEOUT)
         job_cls = cluster.job_cls
         self.job = job_cls(None, name=name, scheduler_file=self.scheduler_file, **options)
-        cluster.fleet.submitted[name] = self.job  # cancelled at exit too (hpcgpu.cluster.lifecycle)
+        cluster.fleet.submitted[name] = self.job  # cancelled at exit too (hpcgpu.cluster.shutdown)
         self.job.scheduler_lines = scheduler_lines(
             options.get("python") or "python3", self.scheduler_file, self.network,
             self.job.security_files)
