@@ -150,7 +150,8 @@ fallback, ucx_environment
         # UCX reads its configuration once per process, at the first UCX connection.
         with config_context(self.network, "scheduler"):
             if self._setup.scheduler_in_job and self.scheduler is None:
-                self.scheduler = await JobScheduler(self)
+                self.scheduler = await JobScheduler(self.job_cls, self._job_kwargs, self._name,
+                                                    self.network, self.fleet.submitted)
             await super()._start()
         if self.network.client_protocol and not self._setup.scheduler_in_job:
             addresses = [listener.contact_address for listener in self.scheduler.listeners]

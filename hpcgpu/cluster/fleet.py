@@ -4,7 +4,7 @@ distributed's ``SpecCluster`` keeps the desired state as data, ``worker_spec`` (
 per job here), and reconciles the world to it. :class:`JobFleet` owns that desired state:
 which pools there are, which pool each job belongs to, how many jobs each pool should have
 (``targets``), and a :class:`~hpcgpu.cluster.job_table.JobRecord` per job ever submitted. It
-never runs a command: the cluster submits and cancels, the monitor polls.
+never runs a command: the submitter submits and cancels, the monitor polls.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ class JobFleet:
     >>> from types import SimpleNamespace
     >>> fleet = JobFleet(lambda n: f"c-{n}")
     >>> fleet.add_pool(Pool("default", SimpleNamespace(cpu=False, shape=None), spec={"cls": 1}))
-    >>> fleet.grow(2), list(fleet.spec), fleet.jobs_of("default")
-    (None, ['c-0', 'c-1'], ['c-0', 'c-1'])
+    >>> fleet.grow(2)
+    >>> list(fleet.spec), fleet.jobs_of("default")
+    (['c-0', 'c-1'], ['c-0', 'c-1'])
     >>> fleet.pool("gpu")
     Traceback (most recent call last):
     ...
@@ -54,7 +55,7 @@ class JobFleet:
         self.spec: dict[str, dict] = {} if spec is None else spec
         self.jobs: dict[str, Any] = {} if jobs is None else jobs
         self.pools: dict[str, Pool] = {}
-        self.pool_of: dict[str, str] = {}  # job name -> its pool (default pool: absent)
+        self.pool_of: dict[str, str] = {}  # job name -> its pool (absent: the default)
         self.targets: dict[str, int] = {}
         self.records: dict[str, JobRecord] = {}
         #: Every job ever submitted, for the cancel at exit, collection or SIGTERM.

@@ -79,24 +79,26 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
 
 
 class JobScheduler(ProcessInterface):
-    """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``.
+    """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``; a job of
+    ``job_cls`` with the cluster's job ``options``, recorded in ``submitted``.
 
     ``address`` (and ``external_address``) is the client's listener, ``contact_address``
     the workers'. Closing it cancels the job.
     """
 
-    def __init__(self, cluster: Any, timeout: float | None = None) -> None:
+    def __init__(self, job_cls: type, options: dict[str, Any], cluster_name: str,
+                 network: NetworkSettings, submitted: dict[str, Any],
+                 timeout: float | None = None) -> None:
         super().__init__()
-        self.network: NetworkSettings = cluster.network
-        options = dict(cluster._job_kwargs)
+        self.network = network
+        options = dict(options)  # the cluster's job options
         directory = options.get("log_directory") or os.getcwd()
-        name = f"{cluster._name}-scheduler"
+        name = f"{cluster_name}-scheduler"
         self.scheduler_file = os.path.join(directory, f"{name}.json")
         self.listeners_file = self.scheduler_file + ".listeners"
         self.timeout = float(timeout or START_TIMEOUT)
-        job_cls = cluster.job_cls
         self.job = job_cls(None, name=name, scheduler_file=self.scheduler_file, **options)
-        cluster.fleet.submitted[name] = self.job  # cancelled at exit too (hpcgpu.cluster.shutdown)
+        submitted[name] = self.job  # cancelled at exit too (hpcgpu.cluster.shutdown)
         self.job.scheduler_lines = scheduler_lines(
             options.get("python") or "python3", self.scheduler_file, self.network,
             self.job.security_files)
