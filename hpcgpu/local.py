@@ -15,7 +15,10 @@ import socket
 
 from distributed import Nanny, Scheduler
 from distributed.deploy.spec import SpecCluster
+from distributed.utils import format_dashboard_link
 
+from hpcgpu.network.advice import local_protocol
+from hpcgpu.tls import cluster_security
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.worker.hostmemory import host_memory_limit
@@ -61,8 +64,15 @@ class LocalGPUCluster(SpecCluster):
         without GPUs, Dask's share per thread.
     rmm_pool_size, rmm_async, device_memory_limit, cpu_affinity
         As the worker entry point's options (:class:`~hpcgpu.worker.gpusetup.GPUSetup`).
-    protocol, interface, dashboard_address, security
-        As :class:`distributed.LocalCluster`.
+    protocol, interface, host, dashboard_address
+        As :class:`distributed.LocalCluster`: scheduler, nannies and workers listen on
+        ``127.0.0.1`` unless ``host`` or ``interface`` is given, the dashboard on
+        ``localhost`` (``dashboard_address=":8787"``: every interface).
+    security : bool or distributed.security.Security, optional
+        TLS with a temporary certificate held in this process by default, as the batch
+        clusters make it: only clients given ``cluster.security`` connect (``Client(cluster)``
+        does). ``False``: plain TCP, which any user of this machine can reach on the
+        loopback address (warned).
     gpus : list of str, optional
         Which GPUs (indices or UUIDs); default :func:`visible_gpus`.
 
@@ -78,7 +88,7 @@ class LocalGPUCluster(SpecCluster):
     def __init__(self, n_workers: int | None = None, *, threads_per_worker: int = 1,
                  memory_limit: str = "auto", rmm_pool_size: str = "auto", rmm_async: bool = False,
                  device_memory_limit: str = "auto", cpu_affinity: bool = True,
-                 protocol: str | None = None, interface: str | None = None,
+                 protocol: str | None = None, interface: str | None = None, host: str | None = None,
                  dashboard_address: str | None = "localhost:0", security=None, gpus: list[str] | None = None,
                  asynchronous: bool = False, silence_logs=None, **kwargs):
         if threads_per_worker < 1:
@@ -92,12 +102,19 @@ class LocalGPUCluster(SpecCluster):
         self._setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
                                device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
         memory_limit = host_memory_limit(memory_limit, n_workers if self.gpus else 0)
+        security = cluster_security(security, default=True, warn_plain=True)
+        if host is None and interface is None:
+            host = "127.0.0.1"  # as distributed.LocalCluster: not reachable from other hosts
+        self._dashboard_address = dashboard_address
+        protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
         self._worker_options: dict = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
-                                    protocol=protocol, interface=interface, security=security,
-                                    dashboard_address=None)
+                                          protocol=protocol, interface=interface, host=host,
+                                          security=security, dashboard_address=None)
         scheduler = {"cls": Scheduler, "options": dict(
-            port=0, protocol=protocol, interface=interface, security=security,
-            dashboard=dashboard_address is not None, dashboard_address=dashboard_address)}
+            port=0, protocol=protocol, interface=interface, host=host, security=security,
+            dashboard=dashboard_address is not None,
+            # without a dashboard the scheduler still serves /health and metrics: on loopback too
+            dashboard_address=dashboard_address or "localhost:0")}
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
         self._log_env: dict = {}
         if silence_logs is not None:
@@ -125,6 +142,18 @@ class LocalGPUCluster(SpecCluster):
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU mode: no process may grab a device
         return {"cls": Nanny, "options": options}
+
+    @property
+    def dashboard_link(self) -> str:
+        """The dashboard where it listens (``localhost`` by default); upstream names the
+        scheduler's host, where a dashboard bound to another address refuses the link."""
+        port = self.scheduler_info.get("services", {}).get("dashboard")
+        if port is None:
+            return ""
+        from hpcgpu.cluster.network import dashboard_host
+
+        scheduler_host = self.scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0]
+        return format_dashboard_link(dashboard_host(self._dashboard_address, scheduler_host), port)
 
     def new_worker_spec(self) -> dict:
         """The next free GPU's worker (SpecCluster calls this from ``scale``)."""

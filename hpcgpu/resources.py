@@ -20,6 +20,11 @@ __all__ = ["GPUJobShape", "NodeLimits"]
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_.:@+=,/-]+")
 
+#: Host memory one GPU worker needs at least: its process holds about 0.1 GiB before CUDA
+#: (a CPU worker after a small computation here), CUDA, CuPy and RMM add some hundreds of
+#: MB, and a nanny restarts a worker above 95 % of its limit, again and again below this.
+MIN_WORKER_MEMORY = 2**30
+
 
 @dataclass(frozen=True)
 class NodeLimits:
@@ -96,6 +101,7 @@ class GPUJobShape:
                 "memory_per_gpu and memory_per_node were both given: set only one "
                 "(the scheduler takes one memory request, see dask-jobqueue#698)"
             )
+        _enough_memory(values, options)
         if "walltime" in values:
             values["walltime"] = parse_walltime(values["walltime"])
         for name in ("queue", "account", "gpu_type"):
@@ -179,6 +185,22 @@ class GPUJobShape:
                 f"memory per node ({memory} bytes) is more than the {limits.memory} bytes a "
                 "node of this site has: ask for less memory_per_gpu or memory_per_node"
             )
+
+
+def _enough_memory(values: dict[str, Any], options: dict[str, Any]) -> None:
+    """Refuse memory that a worker cannot live in (``"60"`` is 60 bytes)."""
+    name = "memory_per_gpu" if values.get("memory_per_gpu") else "memory_per_node"
+    if not values.get(name):
+        return
+    gpus = values.get("gpus_per_node", 1) if name == "memory_per_node" else 1
+    per_worker = values[name] // gpus
+    if per_worker >= MIN_WORKER_MEMORY:
+        return
+    size = f"{per_worker} bytes" if per_worker < 2**20 else f"{per_worker / 2**20:.0f} MiB"
+    raise ValueError(
+        f"{name}={options[name]!r} is {size} per GPU worker, less than the "
+        f"{MIN_WORKER_MEMORY // 2**30} GiB a worker needs at least: ask for more, with a unit "
+        f"(e.g. {name}='60GB'; a bare number is bytes)")
 
 
 def _refuse_unknown(options: dict[str, Any]) -> None:

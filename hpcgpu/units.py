@@ -40,6 +40,36 @@ _UNITS = {
 _SCHEDULER_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
 
 
+class AmbiguousWalltimeWarning(UserWarning):
+    """A bare number of minutes that reads as seconds (``walltime=3600``: 2.5 days)."""
+
+
+#: a bare number at least this large and a multiple of WALLTIME_SECONDS_STEP warns: as
+#: seconds it is a whole number of 5 minutes (1800, 3600, 7200, 86400); as minutes 30 hours
+#: or more. Numbers of minutes people write (60, 90, 720, 1440, 2880, 10080) do not warn.
+WALLTIME_SECONDS_FROM = 1800
+WALLTIME_SECONDS_STEP = 300
+
+
+def _warn_if_seconds(field: str, value: int | float) -> None:
+    """Warn when a number of minutes looks like a number of seconds.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _warn_if_seconds("walltime", 1440); _warn_if_seconds("walltime", 3600)
+    >>> [str(w.message).split(":")[0] for w in caught]
+    ['walltime=3600 is read as minutes (2-12']
+    """
+    if value >= WALLTIME_SECONDS_FROM and value == int(value) and int(value) % WALLTIME_SECONDS_STEP == 0:
+        warnings.warn(
+            f"walltime={value!r} is read as minutes ({format_hms(int(value) * 60, days=True)}), "
+            f"as SLURM reads a bare number; if you meant {int(value)} seconds write "
+            f"{field}={format_hms(int(value))!r}", AmbiguousWalltimeWarning, stacklevel=4)
+
+
 class AmbiguousMemoryUnitWarning(UserWarning):
     """A size such as ``"60G"``: read as the batch schedulers read it (GiB), not as Dask."""
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
@@ -73,6 +103,7 @@ def parse_walltime(value: str | int | float | timedelta, field: str = "walltime"
         raise _bad(field, value, WALLTIME_FORMS)
     elif isinstance(value, (int, float)):
         seconds = int(round(value * 60))
+        _warn_if_seconds(field, value)
     elif isinstance(value, str):
         seconds = _parse_walltime_text(value.strip(), field)
     else:

@@ -14,7 +14,7 @@ from cluster_helpers import shim_cluster  # noqa: F401 (the make fixture)
 from hpcgpu.dialects.arrays import element_index
 
 pytestmark = pytest.mark.slurm
-SUBMIT = {"pbs": "qsub", "lsf": "sh"}  # LSF submits through `sh -c 'exec bsub < "$0"'`
+SUBMIT = {"pbs": "qsub", "lsf": "bsub"}  # the script on standard input
 
 
 def test_shim_scale_up_is_one_array_then_elements_retire(make):

@@ -235,8 +235,7 @@ def test_submitter_submits_new_entries_and_reports_refusals(tmp_path, commands):
     fleet.grow(2)
     fleet.spec["c-1"] = {"cls": FakeJob, "options": {"fail": True}}
     submitter, monitor, _, adopted = submitter_of(fleet)
-    with pytest.raises(RuntimeError, match="sbatch refused c-1"):
-        asyncio.run(submitter.correct(running=True))
+    asyncio.run(submitter.correct(running=True))  # reported once, in monitor.failures
     assert list(fleet.jobs) == ["c-0"] and adopted == [fleet.jobs["c-0"]]
     assert fleet.records["c-0"].state == "pending" and fleet.submitted == fleet.jobs
     assert fleet.records["c-1"].state == "failed" and "c-1" not in fleet.spec

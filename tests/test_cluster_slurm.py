@@ -128,10 +128,11 @@ def test_tls_refuses_a_client_without_the_certificate(make):
         Client(cluster.scheduler_address, security=Security.temporary(), timeout="3s")
     with cluster.get_client() as client:  # the cluster's own certificate works
         assert client.scheduler_info()["address"] == cluster.scheduler_address
-    # The temporary key stays in memory: no copy in the log directory (docs/reliability.md).
+    # The temporary key: in the cluster's private directory only, never dask-jobqueue's
+    # files in the log directory (docs/security.md).
     assert "PRIVATE KEY" in cluster.security.tls_worker_key
     assert not [p for p in os.listdir(cluster._log_directory) if "dask-jobqueue" in p]
-    assert stat.S_IMODE(os.stat(cluster._log_directory).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cluster.private_directory.made).st_mode) == 0o700
     dashboard = cluster.scheduler.http_server.port
     assert dashboard and cluster.dashboard_link.startswith("http://")
 

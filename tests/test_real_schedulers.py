@@ -69,7 +69,7 @@ def test_slurm_refuses_what_the_site_lacks(slurm, tmp_path):
 
 
 def test_two_node_script_runs_one_task_per_gpu(slurm, tmp_path):
-    shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=1, memory_per_gpu="256MiB",
+    shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=1, memory_per_gpu="1GiB",
                                walltime=5, job_name="hpcgpu-test-2x4")
     by_node = _run_two_node_tasks(shape, get_launcher("srun", one_task_per="gpu"), tmp_path)
     assert sum(len(gpus) for gpus in by_node.values()) == 8, by_node
@@ -80,7 +80,7 @@ def test_two_node_script_runs_one_task_per_gpu(slurm, tmp_path):
 def test_two_node_script_runs_one_task_per_node_with_all_its_gpus(slurm, tmp_path):
     """The default: one srun task per node, which sees all 4 of its node's GPUs (and then
     gives one to each of its workers)."""
-    shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=1, memory_per_gpu="256MiB",
+    shape = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=1, memory_per_gpu="1GiB",
                                walltime=5, job_name="hpcgpu-test-2x4")
     by_node = _run_two_node_tasks(shape, get_launcher("srun"), tmp_path)
     assert {node: gpus for node, gpus in by_node.items()} == {

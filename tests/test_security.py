@@ -54,16 +54,13 @@ def test_dashboard_listens_on_localhost_only(cluster):
 
 
 def test_scripts_certificates_and_logs_are_private(cluster, tmp_path):
-    modes: dict[str, int] = {}
     real = commands.runner
-
-    secret = cluster.security.tls_worker_key.strip().splitlines()[1]  # in memory only
-    submitted: list[str] = []
+    secret = cluster.security.tls_worker_key.strip().splitlines()[1]
+    submitted: list[tuple[list[str], str]] = []
 
     def spy(argv, timeout, input):
         if argv[0] == "sbatch":
-            modes[argv[-1]] = stat.S_IMODE(os.stat(argv[-1]).st_mode)
-            submitted.append(Path(argv[-1]).read_text())
+            submitted.append((list(argv), input))
         return real(argv, timeout, input)
 
     commands.set_runner(spy)
@@ -72,19 +69,22 @@ def test_scripts_certificates_and_logs_are_private(cluster, tmp_path):
         cluster.wait_for_workers(gpus=1, timeout=60)
     finally:
         commands.set_runner(None)
-    assert list(modes.values()) == [0o600]  # the job script, while it exists
-    assert not any(Path(p).exists() for p in modes)  # removed once submitted
-    assert secret in submitted[0]  # the key travels in the submitted script only
+    # The script goes on sbatch's standard input (no file), naming the key's file only.
+    [(argv, script)] = submitted
+    assert argv == ["sbatch", "--parsable"] and secret not in script
+    private = Path(cluster.private_directory.made)
+    assert f"--tls-key {private}/key.pem" in script
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
+    assert stat.S_IMODE((private / "key.pem").stat().st_mode) == 0o600
+    # The key is in no other file of the log directory, and in no file others can read in
+    # /tmp; cluster.job_script() is what was submitted.
     logs = Path(cluster._log_directory)
-    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
-    # The key is in no file at all (not even a private one) in the log directory, and in
-    # no file others can read in /tmp; cluster.job_script() shows a placeholder.
     places = [logs, Path("/tmp"), Path(os.environ.get("TMPDIR", "/tmp"))]
     leaks = []
     for place in places:
         for path in place.rglob("*") if place == logs else place.glob("*"):
             try:
-                if not path.is_file() or path.stat().st_size > 1 << 20:
+                if not path.is_file() or path.stat().st_size > 1 << 20 or private in path.parents:
                     continue
                 readable_by_others = path.stat().st_mode & 0o004
                 if (place == logs or readable_by_others) and secret in path.read_text(
@@ -94,5 +94,4 @@ def test_scripts_certificates_and_logs_are_private(cluster, tmp_path):
                 continue
     assert not leaks
     assert secret not in cluster.job_script()
-    assert "<in memory: added to the submitted script only>" in cluster.job_script()
     assert all(stat.S_IMODE(p.parent.stat().st_mode) == 0o700 for p in logs.glob("*.err"))

@@ -1,6 +1,6 @@
 """Array constructors and backend moves, through Dask's own backend dispatch.
 
-``ones``/``zeros``/``full``/``arange`` run dask.array's constructors under
+``ones``/``zeros``/``full``/``arange`` take dask.array's arguments and run its constructors under
 ``array.backend`` set to the resolved backend (``cupy`` on a GPU, ``numpy`` otherwise);
 ``asgpu``/``ascpu`` are ``Array.to_backend``. Nothing is subclassed: the results are
 plain ``dask.array.Array`` objects whose chunks are CuPy or NumPy arrays.
@@ -15,17 +15,27 @@ import dask.array as da
 
 from hpcgpu.array.optimization import mark
 from hpcgpu.backends import library_of, moved_to, resolve_backend
+from hpcgpu.reexport import fallback
 
 __all__ = ["ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu", "backend_of"]
+# the rest of dask.array.creation (linspace, eye, ...): Dask's own
+__getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.array.creation")
 
 
-def _with_backend(name: str, backend: str | None, *args: Any, **kwargs: Any) -> da.Array:
+def _mark(x):
+    # Dask's array_plugins may turn a new array into anything (a computed one, say)
+    return mark(x) if isinstance(x, da.Array) else x
+
+
+def _with_backend(func: str, backend: str | None, /, *args: Any, **kwargs: Any) -> da.Array:
+    if kwargs.get("like") is not None:  # Dask's NEP-35 dispatch picks the library itself
+        return getattr(da, func)(*args, **kwargs)
     with dask.config.set({"array.backend": resolve_backend("array", backend)}):
-        return mark(getattr(da, name)(*args, **kwargs))
+        return _mark(getattr(da, func)(*args, **kwargs))
 
 
-def ones(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
-    """An array of ones.
+def ones(*args, backend: str | None = None, **kwargs) -> da.Array:
+    """An array of ones: :func:`dask.array.ones` (same arguments) on ``backend``.
 
     Examples
     --------
@@ -33,31 +43,31 @@ def ones(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.
     >>> int(x.sum().compute()), type(x._meta).__module__
     (16, 'numpy')
     """
-    return _with_backend("ones", backend, shape, chunks=chunks, dtype=dtype)
+    return _with_backend("ones", backend, *args, **kwargs)
 
 
-def zeros(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+def zeros(*args, backend: str | None = None, **kwargs) -> da.Array:
     """An array of zeros (see :func:`ones`)."""
-    return _with_backend("zeros", backend, shape, chunks=chunks, dtype=dtype)
+    return _with_backend("zeros", backend, *args, **kwargs)
 
 
-def empty(shape, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+def empty(*args, backend: str | None = None, **kwargs) -> da.Array:
     """An uninitialised array (see :func:`ones`)."""
-    return _with_backend("empty", backend, shape, chunks=chunks, dtype=dtype)
+    return _with_backend("empty", backend, *args, **kwargs)
 
 
-def full(shape, fill_value, *, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
-    """An array filled with ``fill_value``.
+def full(*args, backend: str | None = None, **kwargs) -> da.Array:
+    """An array filled with ``fill_value``: :func:`dask.array.full` on ``backend``.
 
     Examples
     --------
     >>> float(full((3, 3), 2.5, chunks=2, backend="cpu").sum().compute())
     22.5
     """
-    return _with_backend("full", backend, shape, fill_value, chunks=chunks, dtype=dtype)
+    return _with_backend("full", backend, *args, **kwargs)
 
 
-def arange(*args, chunks="auto", dtype=None, backend: str | None = None) -> da.Array:
+def arange(*args, backend: str | None = None, **kwargs) -> da.Array:
     """Evenly spaced values, as :func:`dask.array.arange`.
 
     Examples
@@ -65,11 +75,11 @@ def arange(*args, chunks="auto", dtype=None, backend: str | None = None) -> da.A
     >>> arange(0, 10, 2, chunks=2, backend="cpu").compute().tolist()
     [0, 2, 4, 6, 8]
     """
-    return _with_backend("arange", backend, *args, chunks=chunks, dtype=dtype)
+    return _with_backend("arange", backend, *args, **kwargs)
 
 
-def from_array(x, chunks="auto", *, backend: str | None = None, **kwargs: Any) -> da.Array:
-    """A Dask array from an in-memory NumPy or CuPy array, moved to ``backend``.
+def from_array(x, chunks="auto", *args: Any, backend: str | None = None, **kwargs: Any) -> da.Array:
+    """:func:`dask.array.from_array` (same arguments; CuPy input stays CuPy), moved to ``backend``.
 
     Examples
     --------
@@ -77,8 +87,8 @@ def from_array(x, chunks="auto", *, backend: str | None = None, **kwargs: Any) -
     >>> from_array(np.arange(6), chunks=3, backend="cpu").sum().compute().item()
     15
     """
-    kwargs.setdefault("asarray", False)  # keep CuPy input as CuPy
-    return mark(moved_to("array", da.from_array(x, chunks=chunks, **kwargs), resolve_backend("array", backend)))
+    made = da.from_array(x, chunks, *args, **kwargs)
+    return _mark(moved_to("array", made, resolve_backend("array", backend)) if isinstance(made, da.Array) else made)
 
 
 def backend_of(x: da.Array) -> str:

@@ -10,7 +10,8 @@ at least two, none larger than ``hpcgpu.array.linalg.max-block``, default 4 GiB)
 Dask's own TSQR on them: the same algorithm and results, on blocks a GPU can use. A
 short-and-fat array goes through its transpose (``svd``) or into column blocks at least
 as wide as it is tall (``qr``, as Dask's QR of such arrays needs); any other array goes to
-Dask unchanged.
+Dask unchanged. Every other name of :mod:`dask.array.linalg` (``cholesky``, ``lstsq``,
+``solve``, ``tsqr``, ...) is Dask's own object here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import dask
 import dask.array as da
 from dask.utils import parse_bytes
 
+from hpcgpu.reexport import fallback
+
 __all__ = ["svd", "qr", "row_blocks", "tall_and_skinny"]
+__getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.array.linalg")
 
 
 def row_blocks(shape: tuple, itemsize: int, threads: int, max_block: int) -> int:
@@ -64,6 +68,12 @@ def _even(total: int, blocks: int) -> tuple:
     return tuple(total // blocks + (1 if i < total % blocks else 0) for i in range(blocks))
 
 
+def _dasks(a: da.Array) -> bool:
+    """Whether ``a`` goes to Dask unchanged: not 2-D, or chunks of unknown size (which
+    cannot be merged; Dask's TSQR handles them)."""
+    return a.ndim != 2 or any(c != c for dim in a.chunks for c in dim)
+
+
 def qr(a: da.Array):
     """``q, r = qr(a)``: :func:`dask.array.linalg.qr` of :func:`tall_and_skinny` ``a``;
     a short-and-fat ``a`` in one row block and column blocks at least as wide as it is
@@ -77,14 +87,16 @@ def qr(a: da.Array):
     >>> bool(np.allclose((q @ r).compute(), x.compute()))
     True
     """
-    if a.ndim != 2:
+    if _dasks(a):
         return da.linalg.qr(a)
     rows, cols = a.shape
     if rows >= cols:
         return da.linalg.qr(tall_and_skinny(a))
     blocks = max(1, min(len(tall_and_skinny(a.T).chunks[0]), cols // rows))
     return da.linalg.qr(a.rechunk(((rows,), _even(cols, blocks))))
-def svd(a: da.Array, coerce_signs: bool = True):
+
+
+def svd(a: da.Array, coerce_signs: bool = True, full_matrices: bool = False):
     """``u, s, v = svd(a)``: :func:`dask.array.linalg.svd` of :func:`tall_and_skinny`
     ``a`` (of its transpose for a short-and-fat ``a``).
 
@@ -96,8 +108,8 @@ def svd(a: da.Array, coerce_signs: bool = True):
     >>> bool(np.allclose(s.compute(), np.linalg.svd(x.compute(), compute_uv=False)))
     True
     """
-    if a.ndim != 2:
-        return da.linalg.svd(a, coerce_signs=coerce_signs)
+    if _dasks(a) or full_matrices:  # Dask's own answer (full_matrices: its NotImplementedError)
+        return da.linalg.svd(a, coerce_signs=coerce_signs, full_matrices=full_matrices)
     if a.shape[0] < a.shape[1]:
         v, s, u = svd(a.T, coerce_signs=coerce_signs)
         return u.T, s, v.T

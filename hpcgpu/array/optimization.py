@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from collections import Counter
+from itertools import chain
 from typing import Any, Mapping
 
 import dask
@@ -65,7 +67,16 @@ def mark(array):
     arguments as an ``ha.ones(...)`` made before is the same array, and gets the passes too.
     """
     _MARKED.add(array.name)
+    _install()
     return array
+
+
+def _install() -> None:
+    """Install :func:`optimize` as dask's ``array_optimize`` when hpcgpu.array makes its
+    first array, not at import (importing leaves Dask as it was); a user's own
+    ``array_optimize`` wins, and ``hpcgpu.array.fuse-width: 0`` turns the passes off."""
+    if dask.config.get("array_optimize", None) is None:
+        dask.config.set(array_optimize=optimize)
 
 
 def _holds_hpcgpu_array(dsk) -> bool:
@@ -106,35 +117,46 @@ def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict
     return values
 
 
-def _exclusive_leaf_counts(dsk: Mapping, dependents: dict, keys: set, width: int) -> dict:
-    """Leaves under each key whose subtree it owns exclusively, if at most ``width`` (else 0)."""
-    counts: dict = {}
-    order = dsk if _in_dependency_order(dsk) else _toposort({k: v.dependencies for k, v in dsk.items()})
+def _exclusive_trees(dsk: Mapping, keys: set, width: int) -> list:
+    """``[(root, keys of its tree, each after its dependencies)]``: the maximal subtrees of
+    2 to ``width`` leaves that their root owns exclusively (each key of the tree has one
+    dependent, none is an output key but the root), in dependency order.
+
+    One walk over the graph in dependency order (dsk's own order when it is one, as
+    :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), carrying each candidate
+    tree's keys up to its parent: no per-tree walks and no dependents lists.
+    """
+    uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
+    try:
+        return _trees_in_order(dsk, dsk, keys, width, uses)
+    except _OutOfOrder:
+        order = _toposort({k: v.dependencies for k, v in dsk.items()})
+        return _trees_in_order(dsk, order, keys, width, uses)
+
+
+class _OutOfOrder(Exception):
+    """A key came before one of the keys it depends on."""
+
+
+def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter) -> list:
+    counts: dict = {}  # leaves under each key it owns exclusively, 0 if not such a tree
+    members: dict = {}  # the keys of each candidate tree not yet taken into its parent's
     for key in order:
         deps = dsk[key].dependencies
         if not deps:
-            counts[key] = 1
+            counts[key], members[key] = 1, [key]
             continue
-        total = 0
+        total, owned = 0, True
         for d in deps:
             count = counts.get(d)
-            if not count or d in keys or len(dependents[d]) != 1:
-                total = 0
-                break
-            total += count
-        counts[key] = total if total <= width else 0
-    return counts
-
-
-def _in_dependency_order(dsk: Mapping) -> bool:
-    """Whether every key of ``dsk`` comes after the keys it depends on."""
-    seen: set = set()
-    for key, node in dsk.items():
-        for d in node.dependencies:
-            if d not in seen and d in dsk:
-                return False
-        seen.add(key)
-    return True
+            if count is None and d in dsk:
+                raise _OutOfOrder(d)
+            owned = owned and bool(count) and d not in keys and uses[d] == 1
+            total += count or 0
+        counts[key] = total if owned and total <= width else 0
+        if counts[key]:  # its dependencies' trees become part of its own (last dependency first)
+            members[key] = [k for d in reversed(tuple(deps)) for k in members.pop(d)] + [key]
+    return [(key, tree) for key, tree in members.items() if counts[key] >= 2]
 
 
 def _toposort(deps: dict) -> list:
@@ -176,29 +198,13 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     min_leaves = width * width if min_leaves is None else min_leaves
     if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < min_leaves:
         return dict(dsk)
-    dependents = _dependents(dsk)
-    counts = _exclusive_leaf_counts(dsk, dependents, keys, width)
     out = dict(dsk)
-    for key, count in counts.items():
-        # a tree's root: it owns 2+ leaves, and its dependent (if any) owns none
-        if count < 2 or (key not in keys and any(counts.get(p) for p in dependents[key])):
-            continue
-        order = _post_order(dsk, key)
+    for key, order in _exclusive_trees(dsk, keys, width):
         for k in order:
             del out[k]
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
         out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown)
     return out
-
-
-def _dependents(dsk: Mapping) -> dict:
-    """``{key: [keys that depend on it]}`` within ``dsk``."""
-    dependents: dict = {key: [] for key in dsk}
-    for key, node in dsk.items():
-        for d in node.dependencies:
-            if d in dependents:
-                dependents[d].append(key)
-    return dependents
 
 
 def _run_subgraph(plan: tuple, *dependencies) -> Any:
@@ -226,20 +232,6 @@ def _without_dask_order(task: Task, plans: dict) -> Task:
     return Task(task.key, _run_subgraph, DataNode(None, plans[id(inner)]), *dependencies)
 
 
-def _post_order(dsk: Mapping, root) -> list:
-    """The keys of the tree under ``root``, each after its dependencies (one block's chain
-    after another, so that each block's intermediates are freed before the next is made)."""
-    order, stack = [], [(root, False)]
-    while stack:
-        key, expanded = stack.pop()
-        if expanded:
-            order.append(key)
-        else:
-            stack.append((key, True))
-            stack.extend((d, False) for d in dsk[key].dependencies)
-    return order
-
-
 def optimize(dsk, keys, **kwargs):
     """``dask.array``'s optimization with :func:`fuse_generated_trees` before linear fusion.
 
@@ -247,7 +239,8 @@ def optimize(dsk, keys, **kwargs):
     fusion, culling, linear fusion, slice fusion), with the tree fusion first among the
     low-level ones: it takes each block's chain whole, so the chains need not be fused
     linearly first (a linearly fused chain runs through ``dask.order`` on every call,
-    about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize``, but it
+    about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize`` when it
+    makes its first array (:func:`mark`), but it
     is scoped: a graph that holds no array made by hpcgpu.array (:func:`mark`) gets
     :func:`dask.array.optimization.optimize` itself, so a user's other Dask arrays run
     exactly as without hpcgpu (``hpcgpu.array.scope: all`` applies the passes to every

@@ -7,15 +7,25 @@ made by one CUDA kernel that evaluates Philox4x32-10 at each element's counter
 (:mod:`hpcgpu.array.philox`): no generator state, no set-up, nothing that waits for the
 GPU, so a worker queues its blocks back to back. On the CPU the block is made by NumPy's
 ``Philox``. The two streams differ: a seed reproduces an array per backend.
+
+The module is a superset of :mod:`dask.array.random`: these functions take Dask's
+arguments too (``normal(loc, scale, size, chunks)``, ``random_sample``); without
+``seed=`` they take one from this module's global state, which :func:`seed` sets (it
+seeds Dask's too, for the distributions that are Dask's own here). ``RandomState``,
+``Generator`` and ``default_rng`` are Dask's, drawing with these kernels when CuPy backs
+them (:mod:`hpcgpu.array.rng`); every other name is Dask's own object.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
+import dask
 import dask.array as da
+import dask.array.random as _dask_random
 from dask.array.core import normalize_chunks
 from dask.blockwise import blockwise
 from dask.layers import ArrayBlockIdDep
@@ -23,10 +33,46 @@ from dask.layers import ArrayBlockIdDep
 from hpcgpu.array.fused.runner import lazy_random_block
 from hpcgpu.array.optimization import mark
 from hpcgpu.array.philox import philox_block
+from hpcgpu.array.rng import Generator, RandomState, default_rng
 from hpcgpu.backends import resolve_backend
+from hpcgpu.reexport import fallback
 
-__all__ = ["normal", "standard_normal", "random", "uniform", "integers", "block_seed", "block_seeds",
-           "RandomBlocks"]
+__all__ = ["normal", "standard_normal", "random", "random_sample", "uniform", "integers", "seed",
+           "block_seed", "block_seeds", "RandomBlocks", "RandomState", "Generator", "default_rng"]
+# every other distribution (poisson, choice, permutation, ...): Dask's own
+__getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.array.random")
+
+_STATE = np.random.RandomState()  # seeds of calls without seed=; seed() sets it
+_STATE_LOCK = threading.Lock()
+
+
+def seed(seed=None) -> None:
+    """Seed the arrays of later calls without ``seed=``: this module's and Dask's.
+
+    Examples
+    --------
+    >>> seed(7); a = normal(size=4, chunks=2, backend="cpu")
+    >>> seed(7); b = normal(size=4, chunks=2, backend="cpu")
+    >>> bool((a == b).all().compute())
+    True
+    """
+    with _STATE_LOCK:
+        _STATE.seed(seed)
+    _dask_random.seed(seed)
+
+
+def _seed_of_call(seed):
+    if seed is not None:
+        return seed
+    with _STATE_LOCK:
+        return int(_STATE.randint(0, 2**63 - 1, dtype=np.int64))
+
+
+def _backend_of_call(backend):
+    # within hpcgpu.array, Dask's own switch to CuPy chunks also picks the GPU kernels
+    if backend is None and dask.config.get("array.backend", "numpy") == "cupy":
+        return "cupy"
+    return backend
 
 
 class RandomBlocks(ArrayBlockIdDep):
@@ -151,10 +197,9 @@ def _check_dtype(method: str, dtype) -> np.dtype:
 
 def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     dtype = _check_dtype(method, dtype)
-    backend = resolve_backend("array", backend)
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % 2**63)
-    shape = (size,) if isinstance(size, int) else tuple(size)
+    backend = resolve_backend("array", _backend_of_call(backend))
+    seed = _seed_of_call(seed)
+    shape = (int(size),) if np.ndim(size) == 0 else tuple(int(n) for n in size)
     chunks = normalize_chunks(chunks, shape, dtype=dtype)
     xp = __import__(backend)
     # the constants travel inside one partial of a module-level function: Dask substitutes
@@ -164,7 +209,21 @@ def _make(method, args, size, chunks, dtype, seed, backend) -> da.Array:
     name = f"{method}-{da.core.tokenize(method, args, shape, chunks, dtype, seed, backend)}"
     index = tuple(range(len(shape)))
     layer = blockwise(make, name, index, RandomBlocks(chunks), index, numblocks={})
-    return mark(da.Array(layer, name, chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype)))
+    made = da.Array(layer, name, chunks, dtype=dtype, meta=xp.empty((0,) * len(shape), dtype))
+    return mark(made) if isinstance(made, da.Array) else made  # array_plugins may return anything
+
+
+def _dasks(name, params, size, seed, backend) -> bool:
+    """Whether a call goes to Dask's function of ``name``: no ``size`` (a 0-d draw) or
+    array parameters, which hpcgpu's kernels do not take."""
+    from hpcgpu.array.rng import _scalars
+
+    if size is not None and _scalars(*params):
+        return False
+    if seed is not None or backend is not None:
+        raise ValueError(f"{name}(seed=, backend=) need a size and scalar parameters; "
+                         f"without seed= and backend= Dask's {name} draws this")
+    return True
 
 
 def _make_block(backend, seed, method, args, dtype, chunks, block_id=None):
@@ -175,7 +234,7 @@ def _make_block(backend, seed, method, args, dtype, chunks, block_id=None):
     return _block(backend, seed, method, args, dtype, shape, block_id)
 
 
-def normal(loc=0.0, scale=1.0, size=None, *, chunks="auto", dtype="float64", seed=None,
+def normal(loc=0.0, scale=1.0, size=None, chunks="auto", *, dtype="float64", seed=None,
            backend=None) -> da.Array:
     """Normally distributed values.
 
@@ -185,15 +244,19 @@ def normal(loc=0.0, scale=1.0, size=None, *, chunks="auto", dtype="float64", see
     >>> round(float(x.mean().compute()), 1)
     10.0
     """
+    if _dasks("normal", (loc, scale), size, seed, backend):
+        return _dask_random.normal(loc, scale, size, chunks)
     return _make("normal", (float(loc), float(scale)), size, chunks, dtype, seed, backend)
 
 
-def standard_normal(size=None, *, chunks="auto", dtype="float64", seed=None, backend=None) -> da.Array:
+def standard_normal(size=None, chunks="auto", *, dtype="float64", seed=None, backend=None) -> da.Array:
     """``normal(0, 1, size)``."""
+    if _dasks("standard_normal", (), size, seed, backend):
+        return _dask_random.standard_normal(size, chunks)
     return normal(0.0, 1.0, size, chunks=chunks, dtype=dtype, seed=seed, backend=backend)
 
 
-def uniform(low=0.0, high=1.0, size=None, *, chunks="auto", dtype="float64", seed=None,
+def uniform(low=0.0, high=1.0, size=None, chunks="auto", *, dtype="float64", seed=None,
             backend=None) -> da.Array:
     """Values uniform in ``[low, high)``.
 
@@ -203,15 +266,22 @@ def uniform(low=0.0, high=1.0, size=None, *, chunks="auto", dtype="float64", see
     >>> bool((x >= 2).all() and (x < 3).all())
     True
     """
+    if _dasks("uniform", (low, high), size, seed, backend):
+        return _dask_random.uniform(low, high, size, chunks)
     return _make("uniform", (float(low), float(high)), size, chunks, dtype, seed, backend)
 
 
-def random(size=None, *, chunks="auto", dtype="float64", seed=None, backend=None) -> da.Array:
+def random(size=None, chunks="auto", *, dtype="float64", seed=None, backend=None) -> da.Array:
     """Values uniform in ``[0, 1)``."""
+    if _dasks("random", (), size, seed, backend):
+        return _dask_random.random_sample(size, chunks)
     return uniform(0.0, 1.0, size, chunks=chunks, dtype=dtype, seed=seed, backend=backend)
 
 
-def integers(low, high=None, size=None, *, chunks="auto", dtype="int64", seed=None,
+random_sample = random  # Dask's (and NumPy's RandomState's) name for it
+
+
+def integers(low, high=None, size=None, chunks="auto", *, dtype="int64", seed=None,
              backend=None) -> da.Array:
     """Integers in ``[low, high)`` (``[0, low)`` when ``high`` is None).
 

@@ -29,8 +29,8 @@ __all__ = ["run"]
 @click.option("--tls/--no-tls", default=True, show_default=True,
               help="Encrypt and authenticate with a job-private temporary certificate.")
 @click.option("--protocol", default=None,
-              help="ucx (UCX for scheduler, workers and script; UCX carries no TLS), or without "
-                   "TLS: tcp (default).")
+              help="ucx (UCX for scheduler, workers and script; UCX carries no TLS), ucx+auth "
+                   "(UCX whose connections prove a job-private key), or without TLS: tcp (default).")
 @click.option("--interface", default=None, help="Network interface, e.g. ib0.")
 @click.option("--transports", default=None,
               help="UCX transports: auto (default) or some of infiniband,nvlink,rdmacm,tcp.")

@@ -29,12 +29,13 @@ from distributed.objects import SchedulerInfo
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu import config
-from hpcgpu.cluster._jobqueue import JobQueueCluster
+from hpcgpu._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobTable, format_table, html_table
 from hpcgpu.cluster.scheduler_job import worker_address
-from hpcgpu.cluster.shutdown import end_workers, watch
+from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
+from hpcgpu.cluster.shutdown import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.pools import DEFAULT_POOL
 from hpcgpu.cluster.progress import wait_for_workers
@@ -57,6 +58,8 @@ class BatchCluster(JobQueueCluster):
         Where the workers reach the scheduler.
     arrays : ArraySettings
         Whether and how new jobs are submitted as arrays.
+    private_directory : PrivateDirectory
+        Where the workers' credentials are written (removed when the cluster ends).
     poll_interval, max_failed_jobs
         As :class:`~hpcgpu.cluster.GPUCluster`'s (default: the ``hpcgpu`` configuration).
     **kwargs
@@ -64,10 +67,12 @@ class BatchCluster(JobQueueCluster):
     """
 
     def __init__(self, *, job_dialect: Any, network: Any, arrays: ArraySettings,
-                 poll_interval: Any = None, max_failed_jobs: int | None = None,
-                 **kwargs: Any) -> None:
+                 private_directory: PrivateDirectory, poll_interval: Any = None,
+                 max_failed_jobs: int | None = None, **kwargs: Any) -> None:
         self._dialect = dialect = job_dialect
         self.network = network
+        #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
+        self.private_directory = private_directory
         self.fleet = JobFleet(self._new_worker_name, arrays=JobArrays(arrays, dialect))
         self.monitor = JobMonitor(
             self.fleet, dialect, connected=self.connected_by_job,
@@ -86,7 +91,7 @@ class BatchCluster(JobQueueCluster):
         super().__init__(**kwargs)
         # The fleet's desired and started jobs are the dicts SpecCluster reconciles.
         self.fleet.spec, self.fleet.jobs = self.worker_spec, self.workers
-        self._finalizer = watch(self, dialect, self.fleet.submitted)
+        self._finalizer = watch(self, dialect, self.fleet.submitted, private_directory)
 
     # ------------------------------------------------------------------ lifecycle
     async def _start(self):
@@ -104,17 +109,26 @@ class BatchCluster(JobQueueCluster):
             if poll is not None:
                 poll.stop()  # no status polls while closing (nor after the thread pool's end)
             try:
+                if scheduler_gone(self):
+                    raise ConnectionError("the scheduler has stopped")
                 await end_workers(self)
             except Exception as error:  # the scheduler may be gone: cancelling still works
-                logger.warning("stopping the workers before close: %r", error)
+                logger.warning("closing without the scheduler (%s): cancelling the jobs",
+                               str(error) or type(error).__name__)
+                if scheduler_gone(self):
+                    self.shutdown_scheduler = False  # nothing left to stop, nor to reach
+                else:  # one that does not answer: no 30 s connect in upstream's terminate
+                    self.scheduler_comm.timeout = SCHEDULER_ANSWER
         if hasattr(self, "fleet"):  # upstream's close scales to 0 through scale(0): one pool
             self.fleet.clear()
         await super()._close()
+        self.private_directory.remove()  # the jobs are gone: their credentials go too
 
     def _get_worker_security(self, security):
-        """Keep the temporary certificate in memory: dask-jobqueue writes it into
-        ``shared_temp_directory``, where it outlives a killed client (GPUJob passes it on)."""
-        return security
+        """Write the temporary certificate to files in the private directory (dask-jobqueue
+        writes them into ``shared_temp_directory`` itself, readable as the umask allows, and
+        leaves them there): job scripts name the files, never carry the key."""
+        return worker_credentials(security, lambda: self.private_directory.path)
 
     # ------------------------------------------------------------------ spec -> jobs
     async def _correct_state_internal(self) -> None:
@@ -142,8 +156,11 @@ class BatchCluster(JobQueueCluster):
 
     async def _poll(self) -> None:
         """Job states (:class:`JobMonitor`), then replacements of jobs near their walltime."""
-        if self.status != Status.running or not await self.monitor.poll():
-            return
+        if self.status == Status.running and await self.monitor.poll():
+            self._replace_expiring()
+
+    def _replace_expiring(self) -> None:
+        """Jobs near their walltime: replacements (:class:`WalltimePlanner`)."""
         if self.status == Status.running and self.walltime.replace_due(time.monotonic()):
             self._reconcile_soon()
 

@@ -15,12 +15,14 @@ from hpcgpu.cluster.base import BatchCluster
 from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.job import GPUJob
 from hpcgpu.cluster.scheduler_job import JobScheduler
-from hpcgpu.cluster.network import (cluster_network, cluster_security, dashboard_link,
-                                    jobqueue_options)
+from hpcgpu.cluster.network import cluster_network, dashboard_link, jobqueue_options
 from hpcgpu.cluster.pool_setup import named_pool, prepare_cluster
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, worker_groups
+from hpcgpu.cluster.private import PrivateDirectory
+from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.network import client_address, config_context
 from hpcgpu.scriptfields import shell_word
+from hpcgpu.tls import cluster_security
 
 __all__ = ["GPUCluster"]
 
@@ -123,12 +125,13 @@ fallback, ucx_environment
         setup, named, retirement, job_options = prepare_cluster(kind, options, pools, retire)
         self._setup, self._shape = setup, setup.shape
         self._log_directory = setup.log_directory
-        security = cluster_security(security)
+        security = cluster_security(security, default=True, warn_plain=True, stacklevel=3)
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
             job_dialect=setup.dialect, network=net, arrays=arrays, poll_interval=poll_interval,
             max_failed_jobs=max_failed_jobs,
+            private_directory=PrivateDirectory.of(self, setup, name or f"{kind}-cluster"),
             n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else GPUJob,
             loop=loop, security=security, asynchronous=asynchronous,
             shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
@@ -149,10 +152,17 @@ fallback, ucx_environment
     async def _start(self):
         # UCX reads its configuration once per process, at the first UCX connection.
         with config_context(self.network, "scheduler"):
-            if self._setup.scheduler_in_job and self.scheduler is None:
-                self.scheduler = await JobScheduler(self.job_cls, self._job_kwargs, self._name,
-                                                    self.network, self.fleet.submitted)
-            await super()._start()
+            try:
+                if self._setup.scheduler_in_job and self.scheduler is None:
+                    self.scheduler = await JobScheduler(
+                        self.job_cls, self._job_kwargs, self._name, self.network,
+                        self.fleet.submitted, self.private_directory)
+                await super()._start()
+            except Exception as error:
+                options = dict(scheduler_options=self._setup.scheduler_options,
+                               protocol=self.network.protocol,
+                               ucx_environment=dict(self.network.ucx_environment))
+                raise start_error(error, options) from root_cause(error)
         if self.network.client_protocol and not self._setup.scheduler_in_job:
             addresses = [listener.contact_address for listener in self.scheduler.listeners]
             self.scheduler_comm = rpc(client_address(addresses, self.network),
@@ -179,6 +189,8 @@ fallback, ucx_environment
         ``pool``: the pool to scale (default: the default pool, the cluster's own
         arguments); the other pools keep their jobs.
         """
+        if not self.fleet.pools:
+            return None  # the scheduler failed to start within __init__: no job to scale
         the_pool = self.fleet.pool(pool)
         jobs = scaling.jobs_to_scale(the_pool, n, jobs, memory, cores, gpus)
         if the_pool.name == DEFAULT_POOL:  # the scheduler's job counts as the first one
@@ -223,7 +235,8 @@ fallback, ucx_environment
         placeholder worker name."""
         if self.fleet.pool(pool).spec is self.new_spec:
             return self._dummy_job.job_script()
-        return self.fleet.job_script(pool)
+        # The scheduler's address, as dask-jobqueue's _dummy_job shows for the default pool.
+        return self.fleet.job_script(pool, getattr(self.scheduler, "address", None))
 
     @property
     def dashboard_link(self) -> str:

@@ -20,8 +20,8 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu.cluster._jobqueue import Job
-from hpcgpu.cluster.job import HIDDEN, DialectSubmission, tls_settings
+from hpcgpu._jobqueue import Job
+from hpcgpu.cluster.job import DialectSubmission, tls_settings
 from hpcgpu.dialects import Dialect, get_dialect
 
 __all__ = ["cpu_job_class", "cpu_error_log"]
@@ -60,12 +60,9 @@ class CPUJobMixin(DialectSubmission):
                  job_script_epilogue: list[str] | None = None, **options: Any) -> None:
         self.dialect = dialect or get_dialect(self.config_name_scheduler())
         self.environment = tuple(environment)
-        # The temporary certificate stays in memory, as for GPU jobs: exported as dask
-        # configuration in the submitted script only (dask-jobqueue would put the PEM text
-        # on the worker's command line); a user's own files stay --tls-* options.
-        files, self._tls_environment = tls_settings(options.get("security"))
-        if self._tls_environment:
-            options["security"] = None
+        # Files only, as for GPU jobs (dask-jobqueue would put in-memory PEM text on the
+        # worker's command line): the cluster writes them first (hpcgpu.cluster.private).
+        tls_settings(options.get("security"))
         self.job_script_epilogue = []  # SGEJob renders the script in __init__
         if _UPSTREAM_EPILOGUE:
             options["job_script_epilogue"] = job_script_epilogue
@@ -83,19 +80,10 @@ class CPUJobMixin(DialectSubmission):
         return cls.default_config_name()
 
     def job_script(self) -> str:
-        """dask-jobqueue's script; exports before the worker command, epilogue after it
-        (in-memory TLS credentials shown as a placeholder)."""
-        return self._script(secrets=False)
-
-    def submitted_script(self) -> str:
-        """The job script with the in-memory TLS credentials."""
-        return self._script(secrets=True)
-
-    def _script(self, secrets: bool) -> str:
+        """dask-jobqueue's script; exports before the worker command, epilogue after it."""
         script = super().job_script()
-        tls = tuple((k, v if secrets else HIDDEN) for k, v in self._tls_environment)
-        if self.environment or tls:
-            exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in tls + self.environment)
+        if self.environment:
+            exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in self.environment)
             script = script.replace(self._command_template, exports + "\n" + self._command_template)
         if self.job_script_epilogue:
             script = script.rstrip("\n") + "\n" + "\n".join(self.job_script_epilogue) + "\n"

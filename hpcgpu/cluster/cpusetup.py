@@ -9,7 +9,6 @@ equivalents to use (docs/migrating.md).
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -17,7 +16,7 @@ import dask.config
 
 from hpcgpu import config
 from hpcgpu.cluster.cpujob import cpu_job_class
-from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, prepare
+from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory, prepare
 from hpcgpu.cpushape import CPUJobShape
 from hpcgpu.dialects import get_dialect
 from hpcgpu.scriptfields import CPU_WORDS, check_options
@@ -131,9 +130,12 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     }
     shared = (options.pop("shared_temp_directory", None)
               or dask.config.get(f"{section}.shared-temp-directory", None))
-    logs = options.get("log_directory") or dask.config.get(f"{section}.log-directory", None)
-    if shared is None:  # unused for TLS (the certificate stays in memory): nothing is made
-        shared = os.path.abspath(os.path.expanduser(logs)) if logs else os.getcwd()
+    # As for GPU jobs: the chosen log directory or hpcgpu's per-user one, never the working
+    # directory (dask-jobqueue's jobs without one write slurm-<id>.out there).
+    logs = make_log_directory(options.get("log_directory")
+                              or dask.config.get(f"{section}.log-directory", None))
+    options["log_directory"] = logs
+    shared = shared or logs  # the credentials' private directory goes inside
     dialect = get_dialect(scheduler)
     probe = _probe_job(scheduler, dialect, config_name, options)
     walltime = options.get("walltime") or dask.config.get(f"{section}.walltime", None)

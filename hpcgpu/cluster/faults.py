@@ -75,15 +75,17 @@ def status_failed(result: CommandResult) -> bool:
 
 
 async def submit_with_retries(argv: list[str], retries: int | None = None,
-                              backoff: float | None = None) -> CommandResult:
-    """Run the submit command; retry transient failures ``retries`` times, waiting
-    ``backoff``, 2 x ``backoff``, 4 x ... seconds; raise :class:`CommandError` otherwise."""
+                              backoff: float | None = None, input: str | None = None) -> CommandResult:
+    """Run the submit command (``input``: the job script, on its standard input); retry
+    transient failures ``retries`` times, waiting ``backoff``, 2 x ``backoff``, 4 x ...
+    seconds; raise :class:`CommandError` otherwise."""
     from dask.utils import parse_timedelta
 
     retries = int(config.get("submit-retries") if retries is None else retries)
     wait = parse_timedelta(config.get("submit-backoff") if backoff is None else backoff)
     for attempt in range(retries + 1):
-        result = await asyncio.to_thread(commands.run, argv, timeout=120, check=False)
+        result = await asyncio.to_thread(commands.run, argv, timeout=120, check=False,
+                                         input=input)
         if result.returncode == 0:
             if attempt:
                 logger.warning("%s succeeded on attempt %d", argv[0], attempt + 1)

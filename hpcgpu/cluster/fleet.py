@@ -112,10 +112,12 @@ class JobFleet:
         pool = self.pools[name]
         return pool.shape.worker_process_threads if pool.cpu else pool.shape.cpus_per_gpu
 
-    def job_script(self, pool: str | None = None) -> str:
-        """The script one job of ``pool`` submits, with a placeholder scheduler address."""
+    def job_script(self, pool: str | None = None, address: str | None = None) -> str:
+        """The script one job of ``pool`` submits to scheduler ``address`` (default: a
+        placeholder)."""
         spec = self.pool(pool).spec
-        return spec["cls"](_PLACEHOLDER, name="dummy-name", **spec["options"]).job_script()
+        return spec["cls"](address or _PLACEHOLDER, name="dummy-name",
+                           **spec["options"]).job_script()
 
     # ------------------------------------------------------------------ desired jobs
     def new_entry(self, pool: str = DEFAULT_POOL) -> dict:

@@ -9,15 +9,12 @@ and their cancel commands run through :mod:`hpcgpu.commands`, the one subprocess
 from __future__ import annotations
 
 import logging
-import os
-import shlex
-import tempfile
 from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu import commands
-from hpcgpu.cluster._jobqueue import Job
+from hpcgpu._jobqueue import Job
 from hpcgpu.cluster.faults import submit_with_retries
 from hpcgpu.dialects import Dialect
 from hpcgpu.launchers import Launcher
@@ -42,28 +39,15 @@ def worker_suffixes(shape: GPUJobShape) -> list[str]:
 class DialectSubmission:
     """Submit and cancel a job through the dialect's argv and :mod:`hpcgpu.commands`.
 
-    Needs ``dialect``, ``name``, ``log_directory`` and ``job_script()`` on the job;
-    ``submitted_script()`` is what is submitted (by default the job script itself).
+    Needs ``dialect``, ``name`` and ``job_script()`` on the job.
     """
 
     dialect: Dialect
 
-    def submitted_script(self) -> str:
-        """The text given to sbatch/qsub/bsub."""
-        return self.job_script()
-
     async def start(self) -> None:
-        """Write the script (mode 0600; removed once submitted: it may hold the TLS key),
-        submit it, remember the job id."""
-        text = self.submitted_script()
-        fd, path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".sh",
-                                    dir=self.log_directory or None)
-        try:
-            with os.fdopen(fd, "w") as file:
-                file.write(text)
-            result = await submit_with_retries(self.dialect.submit_argv(path))
-        finally:
-            os.unlink(path)
+        """Submit the script on the submit command's standard input (no file that another
+        user could swap between write and read), remember the job id."""
+        result = await submit_with_retries(self.dialect.submit_argv(), input=self.job_script())
         self.job_id = self.dialect.parse_job_id(result.stdout)
         logger.info("submitted job %s (%s) for workers %s-*", self.job_id,
                     self.dialect.name, self.name)
@@ -91,7 +75,8 @@ class GPUJob(DialectSubmission, Job):
     shape, dialect, launcher
         What to ask for, in which scheduler's words, started how.
     security : distributed.Security or None
-        With TLS files on disk (dask-jobqueue writes the temporary ones out).
+        With TLS files on disk (the cluster writes the temporary ones to its private
+        directory, :mod:`hpcgpu.cluster.private`): the script names their paths only.
     **options
         ``python``, ``log_directory``, ``interface``, ``protocol``, ``death_timeout``,
         ``local_directory``, ``worker_extra_args``, ``job_extra_directives``,
@@ -120,7 +105,7 @@ class GPUJob(DialectSubmission, Job):
                  **options: Any) -> None:
         self.shape, self.dialect, self.launcher = shape, dialect, launcher
         self.retirement = {"retire_before": retire_before, "lifetime_stagger": lifetime_stagger}
-        self.security_files, self._tls_environment = tls_settings(security)
+        self.security_files = tls_settings(security)
         self.protocol = protocol
         self.job_script_epilogue = list(job_script_epilogue or [])
         # The network's exports (UCX, distributed-ucxx), and for the job that runs the
@@ -135,7 +120,7 @@ class GPUJob(DialectSubmission, Job):
             processes=shape.total_gpus, job_name=shape.job_name, **options,
         )
         # dask-jobqueue's attribute: the directives, one per line.
-        self.job_header = "\n".join(self._script(secrets=False).directives())
+        self.job_header = "\n".join(self._script().directives())
 
     def worker_command(self) -> WorkerCommand:
         """The ``python -m hpcgpu.worker`` options every worker of this job gets."""
@@ -155,64 +140,52 @@ class GPUJob(DialectSubmission, Job):
         )
 
     def job_script(self) -> str:
-        """The whole job script, rendered from the package's one template (in-memory TLS
-        credentials shown as a placeholder: they are added only to the submitted copy)."""
-        return render(self._script(secrets=False))
+        """The whole job script, rendered from the package's one template."""
+        return render(self._script())
 
-    def submitted_script(self) -> str:
-        """The job script with the in-memory TLS credentials (never written elsewhere)."""
-        return render(self._script(secrets=True))
-
-    def _script(self, secrets: bool):
-        # Exported first: the scheduler of ``scheduler_in_job`` starts in the prologue.
-        tls = tuple(f"export {name}={shlex.quote(value if secrets else HIDDEN)}"
-                    for name, value in self._tls_environment)
+    def _script(self):
         return worker_job_script(
             self.shape, self.dialect, self.launcher, self.worker_command(),
             python=self.options.get("python") or "python3",
             log_directory=self.log_directory or ".",
             job_extra_directives=tuple(self.job_extra_directives or ()),
             job_directives_skip=tuple(self.job_directives_skip or ()),
-            job_script_prologue=(tls + tuple(self._job_script_prologue or ())
-                                 + self.scheduler_lines[:-1]),
+            # The scheduler of ``scheduler_in_job`` starts at the end of the prologue.
+            job_script_prologue=tuple(self._job_script_prologue or ()) + self.scheduler_lines[:-1],
             job_script_epilogue=tuple(self.job_script_epilogue) + self.scheduler_lines[-1:],
             environment=self.environment,
             shebang=self.shebang or "#!/usr/bin/env bash",
         )
 
-#: What :meth:`GPUJob.job_script` shows instead of an in-memory TLS credential.
-HIDDEN = "<in memory: added to the submitted script only>"
 
+def tls_settings(security: Any) -> dict[str, str | None]:
+    """The workers' TLS files, as options of the worker command (``--tls-cert ...``).
 
-def tls_settings(security: Any) -> tuple[dict[str, str | None], tuple[tuple[str, str], ...]]:
-    """The workers' TLS: ``(files for the worker command, environment)``.
-
-    Files a user gave stay files (``--tls-cert ...``). The temporary in-memory certificate
-    (``Security.temporary()``, hpcgpu's default) is never written to the shared filesystem:
-    it travels inside the submitted script as dask configuration in the environment
-    (``DASK_DISTRIBUTED__COMM__TLS__*``), which only the job's user and the batch system
-    can read; distributed loads it from memory (docs/reliability.md).
+    A job script names files only, never key material: the cluster writes a temporary
+    (in-memory) certificate to its private directory first
+    (:func:`hpcgpu.cluster.private.worker_credentials`); one that reaches a job unwritten
+    is refused.
 
     Examples
     --------
     >>> from distributed.security import Security
     >>> tls_settings(Security(tls_ca_file="ca.pem", tls_worker_cert="c.pem",
-    ...                       tls_worker_key="k.pem", require_encryption=True))[0]
+    ...                       tls_worker_key="k.pem", require_encryption=True))
     {'tls_ca_file': 'ca.pem', 'tls_cert': 'c.pem', 'tls_key': 'k.pem'}
-    >>> files, environment = tls_settings(Security.temporary())
-    >>> files, sorted(dict(environment))[:2]
-    ({}, ['DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION', 'DASK_DISTRIBUTED__COMM__TLS__CA_FILE'])
     >>> tls_settings(None)
-    ({}, ())
+    {}
+    >>> tls_settings(Security.temporary())
+    Traceback (most recent call last):
+    ...
+    ValueError: security: in-memory TLS credentials cannot go into a job script: write them \
+to files first (hpcgpu.cluster.private.worker_credentials)
     """
     if not security:
-        return {}, ()
+        return {}
     config = security.get_tls_config_for_role("worker")
     files = {"tls_ca_file": config.get("ca_file"), "tls_cert": config.get("cert"),
              "tls_key": config.get("key")}
-    if not any(value and "\n" in value for value in files.values()):
-        return files, ()
-    from hpcgpu.runner.security import TLSFiles
-
-    in_memory = TLSFiles(files["tls_ca_file"], files["tls_cert"], files["tls_key"])
-    return {}, tuple(sorted(in_memory.environment().items()))
+    if any(value and "\n" in value for value in files.values()):
+        raise ValueError("security: in-memory TLS credentials cannot go into a job script: "
+                         "write them to files first (hpcgpu.cluster.private.worker_credentials)")
+    return files

@@ -191,7 +191,8 @@ class JobTable(tuple):
         return table
 
 
-def failure_report(job: JobInfo, error_log: str, errors: Sequence[str] = ()) -> str:
+def failure_report(job: JobInfo, error_log: str, errors: Sequence[str] = (),
+                   what: str = "ended before its workers connected") -> str:
     """What a user needs to see about a job that ended before its workers connected.
 
     ``errors``: the first exception lines of the whole log (the workers' own words), shown
@@ -206,7 +207,7 @@ def failure_report(job: JobInfo, error_log: str, errors: Sequence[str] = ()) -> 
         srun: error: task 1
     """
     code = "unknown" if job.exit_code is None else str(job.exit_code)
-    lines = [f"job {job.name} (id {job.job_id}) ended before its workers connected: "
+    lines = [f"job {job.name} (id {job.job_id}) {what}: "
              f"state {job.state}, exit code {code}"]
     if any(e not in job.stderr_tail for e in errors):
         lines.append(f"first errors in {error_log}:")

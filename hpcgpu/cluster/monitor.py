@@ -20,7 +20,7 @@ from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
 from hpcgpu.dialects import JobStatus
-from hpcgpu.worker.startfailure import exception_lines
+from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["JobMonitor"]
 
@@ -159,11 +159,15 @@ class JobMonitor:
         self._replace_ended()
 
     def _report(self, record: JobRecord) -> None:
-        if not record.fully_started:  # a job whose second GPU's worker failed is a failure too
-            log = self.error_log(record)
-            text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+        log = self.error_log(record)
+        text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+        storm = storm_lines(text)  # workers that connected, then died again and again
+        if not record.fully_started or storm:  # a job whose second GPU's worker failed too
+            record.state = "failed" if storm else record.state
             record.stderr_tail = "\n".join(text.splitlines()[-self.tail_lines:]) or "(empty)"
-            report = failure_report(record.info(), log, exception_lines(text))
+            report = failure_report(
+                record.info(), log, storm or exception_lines(text),
+                *(["ended: its workers were restarted again and again"] * bool(storm)))
             self.failures.append(report)
             logger.error("%s", report)
         elif record.retiring:

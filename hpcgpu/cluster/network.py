@@ -8,30 +8,14 @@ to the client (:func:`hpcgpu.network.client_address`). See docs/networking.md.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from distributed.security import Security
 from distributed.utils import format_dashboard_link
 
 from hpcgpu.network import NetworkSettings, job_environment, resolve, scheduler_options
+from hpcgpu.network.advice import log_ucx_hint
 
-__all__ = ["cluster_network", "cluster_security", "dashboard_host", "dashboard_link",
-           "jobqueue_options"]
-
-
-def cluster_security(security: Any) -> Security | None:
-    """TLS on by default, with temporary certificates; ``False`` turns it off, warned."""
-    if security is None or security is True:
-        return Security.temporary()
-    if security is False:
-        warnings.warn(
-            "security=False: the scheduler and workers talk without TLS, and anyone who can "
-            "reach the scheduler's port can run code as you. Leave security on unless the "
-            "network is private to you.", UserWarning, stacklevel=3,
-        )
-        return None
-    return security
+__all__ = ["cluster_network", "dashboard_host", "dashboard_link", "jobqueue_options"]
 
 
 def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bool = False) -> NetworkSettings:
@@ -70,14 +54,38 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
         client_protocol=client_protocol, fallback=fallback,
         ucx_environment=options.get("ucx_environment") or None,
     )
+    if net.protocol == "ucx+auth":
+        raise ValueError("protocol='ucx+auth' is not available in cluster mode yet (its jobs get no "
+                         "key file): use protocol='tls' (default) or 'ucx'; hpcgpu run and "
+                         "LocalGPUCluster take 'ucx+auth' (docs/networking.md)")
     if "tls" in (net.protocol, net.client_protocol) and not security:
         raise ValueError(
             f"{'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tls' needs "
             "security (a Security with certificates, or the default security=None/True): pass "
             f"security=True or {'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tcp'"
         )
+    if not scheduler_in_job:
+        _check_scheduler_interface(net.scheduler_interface)
     # With the scheduler in a job and a second listener, this process never speaks UCX.
-    return resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+    net = resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+    log_ucx_hint(net.protocol, "protocol='ucx'")
+    return net
+
+
+def _check_scheduler_interface(interface: str | None) -> None:
+    """The scheduler starts in this process: its interface must be here (else distributed's
+    ValueError comes from deep inside the cluster's start)."""
+    import socket
+
+    from hpcgpu.worker.reach import host_interfaces, interface_problem
+
+    problem = interface_problem(
+        interface, socket.gethostname(), host_interfaces(), role=", where the scheduler runs",
+        fix="pass interface= naming a network this host and the compute hosts share (e.g. "
+            "interface='ib0'), or scheduler_interface= for the scheduler alone; `hpcgpu doctor` "
+            "on a compute host lists its interfaces")
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def dashboard_host(dashboard_address: Any, scheduler_host: str) -> str:

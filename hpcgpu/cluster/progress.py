@@ -37,7 +37,7 @@ async def wait_for_workers(wanted: int, timeout: float | None, *,
                 return
             planned = sum(fleet.job_pool(job).workers_per_job for job in fleet.spec
                           if pool is None or fleet.job_pool(job).name == pool)
-            if failures and planned < wanted:
+            if failures and (planned < wanted or count == 0 and _network_only(failures)):
                 raise RuntimeError(
                     f"{wanted} workers cannot connect: jobs ended before their "
                     "workers connected:\n" + "\n".join(failures)
@@ -50,6 +50,13 @@ async def wait_for_workers(wanted: int, timeout: float | None, *,
             await asyncio.sleep(0.2)
     finally:
         show.close()
+
+
+def _network_only(failures: list[str]) -> bool:
+    """Every failed job's workers found the network unusable from their host (their interface
+    missing, the scheduler unreachable): replacements would meet the same, so waiting for them
+    only delays the error (hpcgpu.worker.reach)."""
+    return all("NetworkCheckError:" in report for report in failures)
 
 
 class _Progress:

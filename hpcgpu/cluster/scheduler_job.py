@@ -80,21 +80,24 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
 
 class JobScheduler(ProcessInterface):
     """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``; a job of
-    ``job_cls`` with the cluster's job ``options``, recorded in ``submitted``.
+    ``job_cls`` with the cluster's job ``options``, recorded in ``submitted``; its
+    scheduler file in the cluster's ``private`` directory
+    (:class:`~hpcgpu.cluster.private.PrivateDirectory`).
 
     ``address`` (and ``external_address``) is the client's listener, ``contact_address``
     the workers'. Closing it cancels the job.
     """
 
     def __init__(self, job_cls: type, options: dict[str, Any], cluster_name: str,
-                 network: NetworkSettings, submitted: dict[str, Any],
+                 network: NetworkSettings, submitted: dict[str, Any], private: Any,
                  timeout: float | None = None) -> None:
         super().__init__()
         self.network = network
         options = dict(options)  # the cluster's job options
-        directory = options.get("log_directory") or os.getcwd()
+        self.log_directory = options.get("log_directory") or os.getcwd()
         name = f"{cluster_name}-scheduler"
-        self.scheduler_file = os.path.join(directory, f"{name}.json")
+        # Private: another user who could swap it would send the workers elsewhere.
+        self.scheduler_file = str(private.path / f"{name}.json")
         self.listeners_file = self.scheduler_file + ".listeners"
         self.timeout = float(timeout or START_TIMEOUT)
         self.job = job_cls(None, name=name, scheduler_file=self.scheduler_file, **options)
@@ -128,7 +131,7 @@ class JobScheduler(ProcessInterface):
                 await asyncio.sleep(0.25)
         raise TimeoutError(
             f"the scheduler job {self.job.job_id} wrote no {self.listeners_file} within "
-            f"{self.timeout:g} s: see its output in {os.path.dirname(self.scheduler_file)} "
+            f"{self.timeout:g} s: see its output in {self.log_directory} "
             "(queue wait counts too: raise death_timeout, or check the queue)"
         )
 

@@ -18,7 +18,7 @@ from hpcgpu.resources import GPUJobShape, NodeLimits
 from hpcgpu.scriptfields import check_options
 from hpcgpu.units import parse_memory
 
-__all__ = ["ClusterSetup", "prepare", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
+__all__ = ["ClusterSetup", "prepare", "make_log_directory", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
 
 SHAPE_OPTIONS = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
                  "walltime", "queue", "account", "job_name", "gpu_type", "exclusive")
@@ -79,7 +79,7 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
     for name in _LIST_OPTIONS:
         if isinstance(opts[name], str) or not isinstance(opts[name] or [], (list, tuple)):
             raise ValueError(f"{name}={opts[name]!r} must be a list of strings, e.g. [{opts[name]!r}]")
-    log_directory = _log_directory(opts["log_directory"])
+    log_directory = make_log_directory(opts["log_directory"])
     scheduler_options = {"dashboard_address": opts["dashboard_address"],
                          **(opts["scheduler_options"] or {})}
     job_options = dict(
@@ -98,8 +98,11 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
     )
 
 
-def _log_directory(chosen: str | None) -> str:
-    """The chosen directory, or the per-user default, whose old job logs are removed."""
+def make_log_directory(chosen: str | None) -> str:
+    """The chosen directory, or the per-user default, whose old job logs are removed.
+
+    A directory that exists keeps its mode: shared ones are fine (job files go into a
+    private directory inside, :mod:`hpcgpu.cluster.private`)."""
     directory = os.path.abspath(os.path.expanduser(chosen or default_log_directory()))
     os.makedirs(directory, mode=0o700, exist_ok=True)
     if not chosen:

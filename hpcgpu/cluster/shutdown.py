@@ -32,7 +32,7 @@ from distributed.core import Status
 from hpcgpu import commands
 from hpcgpu.worker.nannies import stop_through_nannies
 
-__all__ = ["cancel_now", "end_workers", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
+__all__ = ["cancel_now", "end_workers", "scheduler_gone", "SCHEDULER_ANSWER", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -81,10 +81,13 @@ def cancel_now(dialect: Any, jobs: dict[str, Any]) -> list[str]:
     return ids
 
 
-def watch(cluster: Any, dialect: Any, jobs: dict[str, Any]) -> weakref.finalize:
-    """Cancel ``jobs`` when ``cluster`` is collected, at interpreter exit, or on a deadly
-    signal, whichever comes first (once). ``jobs`` must not refer to ``cluster``."""
-    finalizer = weakref.finalize(cluster, cancel_now, dialect, jobs)
+def watch(cluster: Any, dialect: Any, jobs: dict[str, Any],
+          private: Any = None) -> weakref.finalize:
+    """Cancel ``jobs``, then remove the ``private`` directory
+    (:class:`~hpcgpu.cluster.private.PrivateDirectory`: the credentials), when ``cluster``
+    is collected, at interpreter exit, or on a deadly signal, whichever comes first (once).
+    ``jobs`` and ``private`` must not refer to ``cluster``."""
+    finalizer = weakref.finalize(cluster, _end, dialect, jobs, private)
     _clusters.add(cluster)
     if "atexit" not in _installed:
         # Registered now, after distributed's ``close_clusters``: atexit runs it first.
@@ -93,6 +96,12 @@ def watch(cluster: Any, dialect: Any, jobs: dict[str, Any]) -> weakref.finalize:
     _finalizers[:] = [f for f in _finalizers if f.alive] + [finalizer]
     _install_signal_handlers()
     return finalizer
+
+
+def _end(dialect: Any, jobs: dict[str, Any], private: Any) -> None:
+    cancel_now(dialect, jobs)
+    if private is not None:
+        private.remove()
 
 
 def _run_finalizers() -> None:
@@ -135,12 +144,23 @@ def _cancel_then_die(signum: int, _frame: Any) -> None:
     os.kill(os.getpid(), signum)  # die of the same signal, as without hpcgpu
 
 
+#: seconds a scheduler has to answer at close before it counts as gone (distributed's
+#: connect timeout, 30 s, retries a refused connection until it ends)
+SCHEDULER_ANSWER = 5.0
+
+
+def scheduler_gone(cluster: Any) -> bool:
+    """Whether the cluster's own scheduler object has stopped (closed or failed)."""
+    status = getattr(cluster.scheduler, "status", None)
+    return status in (Status.closing, Status.closed, Status.failed)
+
+
 async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
     """Stop every connected worker through its nanny
     (:func:`~hpcgpu.worker.nannies.stop_through_nannies`), and wait up to ``grace`` s for
     their jobs to leave the queue: a job cancelled while its workers close logs their
     broken connections as tracebacks."""
-    identity = await cluster.scheduler_comm.identity()
+    identity = await asyncio.wait_for(cluster.scheduler_comm.identity(), SCHEDULER_ANSWER)
     workers = identity.get("workers", {})
     if not workers:
         return

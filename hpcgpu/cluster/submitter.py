@@ -63,7 +63,9 @@ class JobSubmitter:
         await self.open(set(fleet.spec) - set(fleet.jobs))
 
     async def open(self, names: set[str]) -> None:
-        """Make and submit the jobs of new entries ``names``; raise the first failure."""
+        """Make and submit the jobs of new entries ``names``. A rejected submission is
+        reported once, by the monitor (``cluster.failures``; waiting for workers raises
+        it): raising here reached the event loop as a second traceback."""
         if not names:
             return
         jobs = await self.fleet.make_jobs(self.address(), list(names))  # several: arrays
@@ -75,9 +77,6 @@ class JobSubmitter:
                 continue
             self.adopt(job)
             self.fleet.started(name, job)
-        failed = [e for e in results if isinstance(e, BaseException)]
-        if failed:
-            raise failed[0]
 
 
 async def _submit(job: Any) -> Any:

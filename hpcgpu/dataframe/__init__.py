@@ -5,6 +5,9 @@ registers that backend); moves are ``DataFrame.to_backend``. The results are pla
 DataFrames, so groupby-aggregate, merge, shuffle, ``map_partitions`` and rolling windows
 inside partitions work as dask-cudf does them.
 
+A superset of :mod:`dask.dataframe`: ``import hpcgpu.dataframe as dd`` runs code written
+for ``dask.dataframe``; the names not defined here are Dask's own objects.
+
 Examples
 --------
 >>> import hpcgpu.dataframe as hd
@@ -22,6 +25,7 @@ import dask
 import dask.dataframe as dd
 
 from hpcgpu.backends import library_of, moved_to, resolve_backend
+from hpcgpu.reexport import fallback
 
 __all__ = ["from_pandas", "read_csv", "read_parquet", "timeseries", "gpu_partition_freq", "asgpu", "ascpu", "backend_of"]
 
@@ -48,7 +52,7 @@ def ascpu(df):
     return moved_to("dataframe", df, "pandas")
 
 
-def from_pandas(data, npartitions: int | None = None, *, backend: str | None = None, **kwargs: Any):
+def from_pandas(data, npartitions: int | None = None, *args: Any, backend: str | None = None, **kwargs: Any):
     """A Dask DataFrame from an in-memory pandas (or cuDF) frame, on ``backend``.
 
     Examples
@@ -59,23 +63,23 @@ def from_pandas(data, npartitions: int | None = None, *, backend: str | None = N
     >>> df.groupby("k").v.sum().compute().to_dict()
     {1: 3.0, 2: 3.0}
     """
-    return moved_to("dataframe", dd.from_pandas(data, npartitions=npartitions, **kwargs),
+    return moved_to("dataframe", dd.from_pandas(data, npartitions, *args, **kwargs),
                     resolve_backend("dataframe", backend))
 
 
-def _read(reader: str, backend: str | None, *args: Any, **kwargs: Any):
+def _read(reader: str, backend: str | None, /, *args: Any, **kwargs: Any):
     with dask.config.set({"dataframe.backend": resolve_backend("dataframe", backend)}):
         return getattr(dd, reader)(*args, **kwargs)
 
 
-def read_csv(path, *, backend: str | None = None, **kwargs: Any):
+def read_csv(path, *args: Any, backend: str | None = None, **kwargs: Any):
     """``dask.dataframe.read_csv`` on ``backend`` (cuDF's reader on a GPU)."""
-    return _read("read_csv", backend, path, **kwargs)
+    return _read("read_csv", backend, path, *args, **kwargs)
 
 
-def read_parquet(path, *, backend: str | None = None, **kwargs: Any):
+def read_parquet(path=None, *args: Any, backend: str | None = None, **kwargs: Any):
     """``dask.dataframe.read_parquet`` on ``backend`` (cuDF's reader on a GPU)."""
-    return _read("read_parquet", backend, path, **kwargs)
+    return _read("read_parquet", backend, path, *args, **kwargs)
 
 
 #: rows per partition that ``timeseries`` aims at on a GPU when no ``partition_freq`` is given
@@ -123,3 +127,7 @@ def gpu_partition_freq(start, end, freq: str) -> str:
     while rows % parts:  # the nearest smaller count that divides the rows evenly
         parts -= 1
     return to_offset(step * (rows // parts)).freqstr
+
+
+# every other name of dask.dataframe (merge, concat, to_datetime, DataFrame, ...): Dask's own
+__getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.dataframe")

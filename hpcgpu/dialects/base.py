@@ -94,9 +94,10 @@ class Dialect:
         """Raise ``ValueError`` when this site cannot run ``shape``."""
         shape.check_fits(self.limits)
 
-    def submit_argv(self, script_path: str) -> list[str]:
-        """The command that submits a job script file."""
-        return [self.submit_executable, script_path]
+    def submit_argv(self, script_path: str | None = None) -> list[str]:
+        """The command that submits a job script file, or (``None``) the script on its
+        standard input: nothing on disk that another user could swap before it is read."""
+        return [self.submit_executable] + ([script_path] if script_path else [])
 
     def cancel_argv(self, job_ids: list[str]) -> list[str]:
         """The command that cancels jobs."""

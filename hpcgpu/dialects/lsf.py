@@ -93,9 +93,9 @@ class LSFDialect(Dialect):
         lines += [f"-o {log_directory}/%J.out", f"-e {log_directory}/%J.err"]
         return lines
 
-    def submit_argv(self, script_path: str) -> list[str]:
+    def submit_argv(self, script_path: str | None = None) -> list[str]:
         # bsub reads #BSUB directives only from a script on standard input.
-        return ["sh", "-c", 'exec bsub < "$0"', script_path]
+        return ["sh", "-c", 'exec bsub < "$0"', script_path] if script_path else ["bsub"]
 
     def status_argv(self, job_ids: list[str]) -> list[str]:
         # -a: recently finished jobs too; -json -o: one machine-readable answer.

@@ -115,8 +115,8 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
         lines += ["-cwd", "-j y", f"-o {log_directory}/"]
         return lines
 
-    def submit_argv(self, script_path: str) -> list[str]:
-        return ["qsub", "-terse", script_path]
+    def submit_argv(self, script_path: str | None = None) -> list[str]:
+        return ["qsub", "-terse"] + ([script_path] if script_path else [])
 
     def check_argv(self, script_path: str) -> list[str]:
         # -w v: verify the request against an empty cluster, schedule nothing.

@@ -111,8 +111,8 @@ class SlurmDialect(Dialect):
         lines += [f"--output={log_directory}/%x-%j.out", f"--error={log_directory}/%x-%j.err"]
         return lines
 
-    def submit_argv(self, script_path: str) -> list[str]:
-        return ["sbatch", "--parsable", script_path]
+    def submit_argv(self, script_path: str | None = None) -> list[str]:
+        return ["sbatch", "--parsable"] + ([script_path] if script_path else [])
 
     def check_argv(self, script_path: str) -> list[str]:
         return ["sbatch", "--test-only", script_path]

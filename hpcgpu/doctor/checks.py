@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 from hpcgpu.network import INSTALL_HINT, NetworkSettings, job_environment, resolve
 
-__all__ = ["Check", "VERDICTS", "evaluate", "worst"]
+__all__ = ["VERDICTS", "Check", "evaluate", "worst"]
 
 VERDICTS = ("ok", "warn", "fail")
 _NVLINK_HINT = "transports='auto' (or 'nvlink') with protocol='ucx' moves GPU data over NVLink"
@@ -160,12 +160,23 @@ def check_scheduler(facts: dict) -> Check | None:
     sched = facts["scheduler"]
     if not sched.get("address"):
         return None
+    via = sched.get("via") or {}
+    reach = sorted(name for name, result in via.items() if result == "ok")
+    routes = "; ".join(f"via {name}: {result}" for name, result in sorted(via.items()))
     if sched["reachable"]:
-        return Check("Scheduler reachable", "ok", f"{sched['address']} in {sched['ms']} ms")
-    return Check("Scheduler reachable", "fail", f"{sched['address']}: {sched['error']}",
-                 "the workers cannot reach the scheduler: give scheduler_interface an interface the "
-                 "compute nodes can route to (often ib0 or the cluster network, not the login node's "
-                 "public one), check firewalls, or run the scheduler inside the job")
+        return Check("Scheduler reachable", "ok",
+                     f"{sched['address']} in {sched['ms']} ms" + (f"; reached via {', '.join(reach)}" if reach else ""))
+    networks = ", ".join(f"{name} {' '.join(info['ipv4'])}" for name, info in sorted(facts["interfaces"].items())
+                         if name != "lo" and info["ipv4"])
+    fix = ("the workers cannot reach the scheduler: give scheduler_interface an interface the "
+           "compute nodes can route to (often ib0 or the cluster network, not the login node's "
+           "public one), check firewalls, or run the scheduler inside the job")
+    if via and not reach:
+        fix = (f"no interface of this host reaches it ({routes}): start the scheduler on one of "
+               f"this host's networks ({networks}), e.g. interface='ib0' or scheduler_interface= "
+               "naming the login host's interface on that network; or run the scheduler inside the job")
+    return Check("Scheduler reachable", "fail", f"{sched['address']}: {sched['error']}" +
+                 (f"; {routes}" if routes else ""), fix)
 
 
 def check_configuration(settings: NetworkSettings, role: str) -> Check:

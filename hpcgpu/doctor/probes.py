@@ -17,8 +17,18 @@ import time
 from pathlib import Path
 
 __all__ = [
-    "probe_gpus", "probe_gpu_links", "probe_infiniband", "probe_ucx", "probe_mpi",
-    "probe_interfaces", "probe_reachable", "parse_gpu_list", "parse_topo", "parse_ucx_info", "collect",
+    "collect",
+    "parse_gpu_list",
+    "parse_topo",
+    "parse_ucx_info",
+    "probe_gpu_links",
+    "probe_gpus",
+    "probe_infiniband",
+    "probe_interfaces",
+    "probe_mpi",
+    "probe_reachable",
+    "probe_routes",
+    "probe_ucx",
 ]
 
 
@@ -126,7 +136,7 @@ def probe_infiniband(root: str = "/sys/class/infiniband") -> dict:
     for dev in sorted(base.iterdir()) if base.is_dir() else []:
         ports = []
         for port in sorted((dev / "ports").iterdir()) if (dev / "ports").is_dir() else []:
-            read = lambda name: (port / name).read_text().strip() if (port / name).exists() else None  # noqa: E731
+            read = lambda name: (port / name).read_text().strip() if (port / name).exists() else None
             ports.append({"port": port.name, "state": read("state"), "rate": read("rate"),
                           "link_layer": read("link_layer")})
         devices.append({"device": dev.name, "ports": ports})
@@ -246,6 +256,36 @@ def probe_reachable(address: str | None, timeout: float = 5.0) -> dict:
     return {"address": address, "reachable": True, "ms": round(1000 * (time.perf_counter() - start), 2)}
 
 
+def probe_routes(address: str | None) -> dict[str, str]:
+    """Interface -> ``"ok"`` when the scheduler's host is on that interface's network or this
+    host's routing table sends it there (``ip route get``), else what it is instead.
+
+    A connection forced onto one interface (``SO_BINDTODEVICE``) says little: a host answers
+    for all its addresses on every link, so the route is what workers will really use.
+    """
+    import ipaddress
+
+    import psutil
+    from distributed.comm.addressing import get_address_host_port
+
+    if not address:
+        return {}
+    try:
+        target = ipaddress.ip_address(socket.gethostbyname(get_address_host_port(address)[0]))
+    except (OSError, ValueError):  # not an address, or a name that does not resolve here
+        return {}
+    code, text = _run(["ip", "-o", "route", "get", str(target)], timeout=5)
+    routed = text.split(" dev ", 1)[1].split()[0] if code == 0 and " dev " in text else None
+    out = {}
+    for name, addrs in psutil.net_if_addrs().items():
+        for a in addrs:
+            if name == "lo" or a.family != socket.AF_INET or not a.netmask:
+                continue
+            network = ipaddress.ip_interface(f"{a.address}/{a.netmask}").network
+            out[name] = "ok" if target in network or routed == name else f"not on its network {network}"
+    return out
+
+
 def collect(scheduler_address: str | None = None, ib_root: str = "/sys/class/infiniband") -> dict:
     """All facts of this host."""
     return {
@@ -257,5 +297,5 @@ def collect(scheduler_address: str | None = None, ib_root: str = "/sys/class/inf
         "ucx": probe_ucx(),
         "mpi": probe_mpi(),
         "interfaces": probe_interfaces(),
-        "scheduler": probe_reachable(scheduler_address),
+        "scheduler": {**probe_reachable(scheduler_address), "via": probe_routes(scheduler_address)},
     }

@@ -13,9 +13,10 @@ from typing import Iterable, Mapping
 
 __all__ = ["NetworkSettings", "PROTOCOLS", "TRANSPORTS", "UCX_PROTOCOLS", "FALLBACK_PROTOCOLS"]
 
-#: Protocols hpcgpu speaks; ``ucx`` and ``ucxx`` both name distributed-ucxx's backend.
-PROTOCOLS = ("tcp", "tls", "ucx", "ucxx")
-UCX_PROTOCOLS = ("ucx", "ucxx")
+#: Protocols hpcgpu speaks; ``ucx`` and ``ucxx`` both name distributed-ucxx's backend,
+#: ``ucx+auth`` the same with a challenge-response on every connection (hpcgpu.network.ucxauth).
+PROTOCOLS = ("tcp", "tls", "ucx", "ucxx", "ucx+auth")
+UCX_PROTOCOLS = ("ucx", "ucxx", "ucx+auth")
 #: Protocols to fall back to when UCX cannot be loaded.
 FALLBACK_PROTOCOLS = ("tcp", "tls")
 #: Explicit UCX transports (``tcp`` is TCP over UCX); none given means UCX picks (auto).
@@ -160,7 +161,7 @@ class NetworkSettings:
         if self.protocol not in PROTOCOLS:
             raise ValueError(
                 f"protocol={self.protocol!r} is not supported: use one of {', '.join(PROTOCOLS)} "
-                "(ucx and ucxx both mean distributed-ucxx)"
+                "(ucx and ucxx both mean distributed-ucxx; ucx+auth authenticates each connection)"
             )
         for field in ("client_protocol", "fallback"):
             value = getattr(self, field)

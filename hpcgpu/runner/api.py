@@ -22,6 +22,7 @@ from distributed import Client, Scheduler
 from distributed.core import Status
 from distributed.security import Security
 
+from hpcgpu._jobqueue import BaseRunner, Role  # without dask_jobqueue's SIGINT handler
 from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
@@ -31,17 +32,6 @@ from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
 from hpcgpu.worker_command import WorkerCommand
 
 
-def _import_base_runner():
-    # dask_jobqueue.runner replaces the SIGINT handler on import; keep the user's.
-    previous = signal.getsignal(signal.SIGINT)
-    from dask_jobqueue.runner import BaseRunner, Role
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, previous)
-    return BaseRunner, Role
-
-
-BaseRunner, Role = _import_base_runner()
 
 __all__ = ["GPURunner", "SLURMRunner"]
 

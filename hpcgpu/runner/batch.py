@@ -30,6 +30,7 @@ from pathlib import Path
 from hpcgpu.closelog import quiet_expected_close
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
+from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.dashboard import dashboard_message
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
@@ -281,7 +282,8 @@ def run_batch(options: BatchOptions) -> int:
     made_work_dir = not Path(options.work_dir).exists()  # ours to remove at the end, if empty
     directory = make_job_directory(options.work_dir, allocation.job_id)
     quiet_expected_close()  # this process's client, when the scheduler went first
-    with _Stop() as stop:
+    # ucx+auth: a key in the job's 0700 directory, its path in every role's environment
+    with _Stop() as stop, key_for(net.protocol, directory):
         session = _Session(options, allocation, directory, stop, net)
         client = None
         try:

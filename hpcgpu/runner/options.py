@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 
 from hpcgpu.network import UCX_PROTOCOLS, NetworkSettings, resolve
+from hpcgpu.network.advice import log_ucx_hint
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD
 
 __all__ = ["BatchOptions", "network"]
@@ -102,6 +103,9 @@ def network(options: BatchOptions) -> NetworkSettings:
         fallback = "tls" if options.tls else "tcp"
     net = NetworkSettings.create(options.protocol_name(), options.transports or "auto",
                                  options.interface, fallback=fallback)
-    return resolve(net)
+    net = resolve(net)
+    log_ucx_hint(net.protocol, "--protocol ucx",
+                 say=lambda text: print(f"hpcgpu run: {text}", file=sys.stderr, flush=True))
+    return net
 
 

@@ -137,8 +137,8 @@ def temporary_tls() -> TLSFiles:
         temporary = Security.temporary()
     except ImportError:
         raise ImportError(
-            "TLS needs the 'cryptography' package: pip install cryptography, "
-            "or turn TLS off (hpcgpu run --no-tls)"
+            "TLS needs the 'cryptography' package, a dependency of hpcgpu: pip install "
+            "cryptography (or reinstall hpcgpu), or turn TLS off (hpcgpu run --no-tls)"
         ) from None
     return TLSFiles(temporary.tls_ca_file, temporary.tls_client_cert, temporary.tls_client_key)
 

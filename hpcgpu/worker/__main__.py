@@ -17,6 +17,7 @@ from hpcgpu.dialects.arrays import element_name
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
+from hpcgpu.worker.startfailure import with_restart_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
@@ -110,6 +111,18 @@ def _require_ucx(protocol: str) -> None:
                 dask.config.set({f"distributed-ucxx.{key}": False})
 
 
+def _check_network(scheduler: str | None, options: dict) -> None:
+    """Exit now, naming host, address and fix, when this host cannot reach the scheduler
+    (rather than after ``--death-timeout`` with a Dask timeout)."""
+    from hpcgpu.worker.reach import NetworkCheckError, check_worker_network
+
+    try:
+        check_worker_network(scheduler, options["interface"], security_args=options)
+    except NetworkCheckError as error:
+        print(f"NetworkCheckError: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
 class _GPUCount(click.ParamType):
     """A whole number of at least 1, or ``all`` (every GPU this task sees)."""
 
@@ -198,11 +211,15 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
     gpu_workers = nworkers if gpus_per_node is not None else gpu_workers_on_host(os.environ)
     options["memory_limit"] = host_memory_limit(options["memory_limit"], gpu_workers)
     use_forkserver(multiprocessing_method, nworkers)
+    from distributed.cli import dask_worker as cli
     from distributed.cli.dask_worker import main as dask_worker
+
+    cli.Nanny = with_restart_limit(cli.Nanny)  # a restart storm ends the job, reported
 
     extra = tuple(ctx.args)
     if options["lifetime"] is None:
         extra += tuple(lifetime_options(walltime, retire_before, lifetime_stagger, extra))
+    _check_network(scheduler, options)
     forward_drain_to_children()
     dask_worker.main(args=_dask_worker_argv(scheduler, options, name, nworkers, extra),
                      prog_name="hpcgpu.worker")

@@ -3,15 +3,32 @@
 ``python -m hpcgpu.worker`` exits within a second when a nanny's worker fails in its
 constructor ("PinnedNanny failed to start"); whoever waits for its workers must watch that
 process rather than wait until a timeout (a benchmark waited 110 s on a 4 x H200 host).
+
+A nanny restarts its worker whenever the worker process dies: with too little memory, a
+preload that crashes or a GPU that faults, that is hundreds of restarts a minute while the
+job shows ``running``. :func:`with_restart_limit` makes a nanny give up after
+:data:`RESTART_LIMIT` exits within :data:`RESTART_WINDOW` seconds, with a
+:data:`STORM_MARK` line that the cluster reports as a start failure (:func:`storm_lines`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 
-__all__ = ["WorkerStartError", "exception_lines", "start_error", "wait_for_workers_or_exit"]
+__all__ = ["WorkerStartError", "exception_lines", "start_error", "wait_for_workers_or_exit",
+           "with_restart_limit", "storm_lines", "RestartCounter", "STORM_MARK"]
+
+logger = logging.getLogger("hpcgpu.worker")
+
+#: worker exits within RESTART_WINDOW seconds after which its nanny stops restarting it
+RESTART_LIMIT = 5
+RESTART_WINDOW = 60.0
+#: the first words of the nanny's last line when it gives up (what the cluster looks for)
+STORM_MARK = "WorkerRestartStormError"
 
 # "MemoryError: std::bad_alloc: ...", "RuntimeError: PinnedNanny failed to start."
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Failure)\b:?.*")
@@ -86,3 +103,71 @@ def wait_for_workers_or_exit(count: Callable[[], int], expected: int, exit_code:
             raise TimeoutError(f"only {n} of {expected} workers connected within {timeout:g} s")
         time.sleep(poll)
     return n
+
+
+class RestartCounter:
+    """Exit times of one worker; :meth:`exited` says when there were too many.
+
+    Examples
+    --------
+    >>> counter = RestartCounter(limit=3, window=10)
+    >>> [counter.exited(t) for t in (0, 1, 20, 21, 22)]
+    [False, False, False, False, True]
+    """
+
+    def __init__(self, limit: int = RESTART_LIMIT, window: float = RESTART_WINDOW):
+        self.limit, self.window, self.times = limit, window, deque()
+
+    def exited(self, now: float) -> bool:
+        self.times.append(now)
+        while now - self.times[0] > self.window:
+            self.times.popleft()
+        return len(self.times) >= self.limit
+
+
+def with_restart_limit(nanny_class: type) -> type:
+    """A subclass of ``nanny_class`` (a ``distributed.Nanny``) that closes itself, instead of
+    restarting its worker again, once the worker exited :data:`RESTART_LIMIT` times within
+    :data:`RESTART_WINDOW` s; its last line starts with :data:`STORM_MARK`."""
+
+    class LimitedNanny(nanny_class):
+        async def _on_worker_exit(self, exitcode):
+            counter = self.__dict__.setdefault("_hpcgpu_exits", RestartCounter())
+            if self.status.name == "running" and counter.exited(time.monotonic()):
+                logger.error("%s: worker %s exited %d times within %g s (last exit code %s); "
+                             "not restarting it: the lines before say why", STORM_MARK,
+                             self.name, len(counter.times), counter.window, exitcode)
+                await self.close(reason="hpcgpu-restart-storm")
+                return
+            await super()._on_worker_exit(exitcode)
+
+    LimitedNanny.__name__ = LimitedNanny.__qualname__ = nanny_class.__name__
+    return LimitedNanny
+
+
+_LOG_LINE = re.compile(r"^[\d\- :,]*- ([\w.]+) - (WARNING|ERROR|CRITICAL) - (.*)$")
+
+
+def storm_lines(log: str, lines: int = 5) -> list[str]:
+    """For a log with a restart storm: its distinct warnings and errors (the worker's and its
+    nanny's own words, such as the memory budget it exceeded), the storm line last; else ``[]``.
+
+    Examples
+    --------
+    >>> budget = "1 - distributed.nanny.memory - WARNING - Worker exceeded 95% memory budget."
+    >>> log = "\\n".join([budget, budget, f"2 - hpcgpu.worker - ERROR - {STORM_MARK}: worker j-0-0 exited"])
+    >>> storm_lines(log)
+    ['Worker exceeded 95% memory budget.', 'WorkerRestartStormError: worker j-0-0 exited']
+    >>> storm_lines(budget)
+    []
+    """
+    if STORM_MARK not in log:
+        return []
+    found: dict[str, str] = {}  # by the line with its numbers (pid, port) left out
+    for line in log.splitlines():
+        match = _LOG_LINE.match(line.strip())
+        text = match.group(3).strip() if match else ""
+        if text and not text.startswith(("Restarting worker", STORM_MARK)):
+            found.setdefault(re.sub(r"\d+", "#", text), text)
+    storm = next(line[line.index(STORM_MARK):] for line in log.splitlines() if STORM_MARK in line)
+    return list(found.values())[:lines - 1] + [storm]

@@ -1,0 +1,8 @@
+"""``dask.array.lib`` under hpcgpu.array: Dask's own objects (hpcgpu has no other path for them)."""
+
+from hpcgpu.reexport import fallback
+
+__getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.array.lib")
+
+from hpcgpu.array.lib import stride_tricks  # noqa: E402,F401  (as dask.array.lib has it)
+

@@ -1,0 +1,172 @@
+"""The cluster's private directory: its TLS credentials and job files, for the user's eyes only.
+
+Batch systems keep copies of job scripts where other users may read them (Grid Engine's
+execd: ``job_scripts/<id>``, mode 0755), so no job script carries key material. The
+cluster writes its temporary certificate, key and CA to files (mode 0600) in a directory
+only the user can enter (mode 0700) on the filesystem the nodes share, as dask-jobqueue's
+``shared_temp_directory`` does; job scripts name those paths. The directory goes when the
+cluster closes, is collected, or its process ends (:mod:`hpcgpu.cluster.shutdown`).
+
+Layout: ``<parent>/.hpcgpu-<uid>/<cluster name>-<random>/``, where ``parent`` is
+``shared_temp_directory`` (default: the log directory). The per-user level may already
+exist; it is used only when it is the user's own with mode 0700. The parent itself may be
+shared (a group-writable setgid project directory).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import stat
+import tempfile
+import warnings
+import weakref
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["PrivateDirectory", "user_directory", "write_private", "worker_credentials"]
+
+
+def user_directory(parent: str | os.PathLike, field: str = "log_directory") -> Path:
+    """``parent/.hpcgpu-<uid>``, made with mode 0700 if missing; refused (``ValueError``
+    naming ``field`` and the fix) unless it is the user's own directory with mode 0700.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = user_directory(tempfile.mkdtemp())
+    >>> d.name == f".hpcgpu-{os.getuid()}", oct(stat.S_IMODE(d.stat().st_mode))
+    (True, '0o700')
+    >>> os.chmod(d, 0o755)
+    >>> user_directory(d.parent)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: log_directory=...: .../.hpcgpu-... has mode 0755, not 0700: hpcgpu keeps \
+credentials there (chmod 700 ...), or choose another log_directory
+    """
+    path = Path(parent) / f".hpcgpu-{os.getuid()}"
+    _warn_if_open(parent, field)
+    try:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)  # the umask may have removed bits, never added: make it exact
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise ValueError(f"{field}={str(parent)!r}: cannot make {path} ({error.strerror}): "
+                         f"choose a {field} you can write to") from None
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ValueError(
+            f"{field}={str(parent)!r}: {path} is not a directory of yours (owner uid "
+            f"{info.st_uid}): someone else may read or change what hpcgpu would put there; "
+            f"remove it, or choose another {field}")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        raise ValueError(
+            f"{field}={str(parent)!r}: {path} has mode {stat.S_IMODE(info.st_mode):04o}, not "
+            f"0700: hpcgpu keeps credentials there (chmod 700 {path}), or choose another {field}")
+    return path
+
+
+def _warn_if_open(parent: str | os.PathLike, field: str) -> None:
+    """Anyone may rename entries of a world-writable directory without the sticky bit:
+    the private directory too (its content stays private; a replacement is not the user's,
+    and the next cluster refuses it). Group-writable project directories are normal."""
+    try:
+        mode = os.stat(parent).st_mode
+    except OSError:
+        return
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        warnings.warn(
+            f"{field}={str(parent)!r} is writable by every user and has no sticky bit: others "
+            f"may rename what is in it, job logs included (chmod +t {parent}, or choose a "
+            f"{field} of your own; docs/security.md)", UserWarning, stacklevel=4)
+
+
+def write_private(path: str | os.PathLike, text: str) -> None:
+    """Write a new file readable by the user only (mode 0600; an existing file is refused)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def worker_credentials(security: Any, where: Callable[[], Path]) -> Any:
+    """``security`` with its in-memory PEM texts (``Security.temporary()``) written as
+    ``ca.pem``, ``cert.pem``, ``key.pem`` to the directory ``where()`` gives (called only
+    then) and named by path; unchanged when it holds files already (or is ``None``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from distributed.security import Security
+    >>> files = worker_credentials(Security.temporary(), lambda: Path(tempfile.mkdtemp()))
+    >>> sorted(Path(v).name for v in files.get_tls_config_for_role("worker").values() if v)
+    ['ca.pem', 'cert.pem', 'key.pem']
+    >>> worker_credentials(None, lambda: 1 / 0) is None
+    True
+    """
+    if security is None:
+        return None
+    worker = security.get_tls_config_for_role("worker")
+    if not any(value and "\n" in value for value in worker.values()):
+        return security
+    directory = where()
+    security = copy.copy(security)
+    names = {"ca_file": ("ca.pem", "tls_ca_file"), "cert": ("cert.pem", "tls_worker_cert"),
+             "key": ("key.pem", "tls_worker_key")}
+    for key, value in worker.items():
+        if value and "\n" in value:
+            file, attribute = names[key]
+            write_private(directory / file, value)
+            setattr(security, attribute, str(directory / file))
+    return security
+
+
+class PrivateDirectory:
+    """One cluster's private directory, made on first use, removed by :meth:`remove`.
+
+    Parameters
+    ----------
+    parent : str
+        Where the per-user directory goes (``shared_temp_directory`` or the log directory).
+    name : str
+        The cluster's name: the directory's prefix.
+    field : str
+        The option that chose ``parent``, for error messages.
+    """
+
+    def __init__(self, parent: str, name: str, field: str = "log_directory") -> None:
+        self.parent = os.path.abspath(os.path.expanduser(os.path.expandvars(parent)))
+        self.name, self.field = re.sub(r"[^\w.-]", "_", name), field
+        self._path: Path | None = None
+
+    @classmethod
+    def of(cls, owner: Any, setup: Any, name: str) -> PrivateDirectory:
+        """The directory of a cluster (``owner``) with ``setup``
+        (:class:`~hpcgpu.cluster.setup.ClusterSetup`), removed when ``owner`` is collected or
+        the interpreter exits, also when its start fails
+        (:func:`hpcgpu.cluster.shutdown.watch` adds SIGTERM and SIGHUP)."""
+        field = ("log_directory" if setup.shared_temp_directory == setup.log_directory
+                 else "shared_temp_directory")
+        private = cls(setup.shared_temp_directory, name, field)
+        weakref.finalize(owner, private.remove)
+        return private
+
+    @property
+    def path(self) -> Path:
+        """The directory (made now if not yet)."""
+        if self._path is None:
+            user = user_directory(self.parent, self.field)
+            self._path = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=user))  # mode 0700
+        return self._path
+
+    @property
+    def made(self) -> str | None:
+        """The directory's path if it was made, else ``None``."""
+        return None if self._path is None else str(self._path)
+
+    def remove(self) -> None:
+        """Remove the directory and everything in it (never raises)."""
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)

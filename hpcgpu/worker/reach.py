@@ -1,0 +1,146 @@
+"""Before a worker starts: its interface exists on this host and the scheduler answers from here.
+
+On a real site the workers run on other hosts than the scheduler: an interface only the login
+host has, a scheduler address the compute hosts cannot route to, a firewall that drops the
+scheduler's port. Dask reports each as a timeout after ``death_timeout`` (or a worker-thread
+traceback); this check names the host, the address and the fix within seconds, as one
+``NetworkCheckError:`` line that the cluster's failure report shows (see
+:mod:`hpcgpu.worker.startfailure`). Messages and fixes: docs/sites.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import ssl
+
+__all__ = ["NetworkCheckError", "check_worker_network", "connect_problem", "host_interfaces",
+           "interface_problem"]
+
+#: fixes named in the messages (docs/sites.md has them too)
+INTERFACE_FIX = ("pass an interface every compute host has, e.g. interface='ib0' (or "
+                 "worker_interface= for the workers alone); `hpcgpu doctor` on a compute host lists them")
+ROUTE_FIX = ("start the scheduler on a network the compute hosts share: interface='ib0' (or "
+             "scheduler_interface=) naming an interface whose network they are on; "
+             "`hpcgpu doctor --local --scheduler-address ADDRESS` on a compute host shows which of its interfaces reach it")
+PORT_FIX = ("open TCP port {port} on the scheduler's host to the compute hosts, or choose a port its "
+            "firewall allows with scheduler_options={{'port': N}}; the workers' own ports, which the "
+            "scheduler and client connect back to, are set with worker_extra_args=['--worker-port', "
+            "'A:B', '--nanny-port', 'C:D']")
+
+
+class NetworkCheckError(RuntimeError):
+    """This worker cannot work with the scheduler from this host; the message has the fix."""
+
+
+def host_interfaces() -> dict[str, list[str]]:
+    """This host's interfaces and their IPv4 addresses (``{"ib0": ["10.78.0.11"], ...}``)."""
+    import psutil
+
+    return {name: [a.address for a in addrs if a.family == socket.AF_INET]
+            for name, addrs in psutil.net_if_addrs().items()}
+
+
+def _listing(interfaces: dict[str, list[str]]) -> str:
+    return ", ".join(f"{name} {' '.join(addrs) or '(no IPv4 address)'}"
+                     for name, addrs in sorted(interfaces.items()) if name != "lo") or "none but lo"
+
+
+def interface_problem(interface: str | None, host: str, interfaces: dict[str, list[str]],
+                      role: str = "", fix: str = INTERFACE_FIX) -> str | None:
+    """Why ``interface`` cannot carry this worker (None when it can); ``role`` follows the
+    host's name (", where the scheduler runs"), ``fix`` ends the message.
+
+    Examples
+    --------
+    >>> ifs = {"lo": ["127.0.0.1"], "eth0": ["10.77.0.11"], "ib0": ["10.78.0.11"]}
+    >>> interface_problem("ib0", "node1", ifs) is None
+    True
+    >>> print(interface_problem("ext0", "node1", ifs))  # doctest: +ELLIPSIS
+    interface 'ext0' does not exist on host node1 (its interfaces: eth0 10.77.0.11, ib0 10.78.0.11): pass ...
+    """
+    if interface is None:
+        return None
+    if interface not in interfaces:
+        return (f"interface {interface!r} does not exist on host {host}{role} (its interfaces: "
+                f"{_listing(interfaces)}): {fix}")
+    if not interfaces[interface]:
+        return (f"interface {interface!r} on host {host}{role} has no IPv4 address (its interfaces: "
+                f"{_listing(interfaces)}): {fix}")
+    return None
+
+
+def connect_problem(error: OSError, host: str, address: str, port: int, timeout: float,
+                    interfaces: dict[str, list[str]]) -> str:
+    """The message for a failed connection from ``host`` to the scheduler at ``address:port``.
+
+    Examples
+    --------
+    >>> ifs = {"eth0": ["10.77.0.11"], "ib0": ["10.78.0.11"]}
+    >>> unreachable = OSError(101, "Network is unreachable")
+    >>> print(connect_problem(unreachable, "node1", "10.79.0.10", 8786, 5, ifs))  # doctest: +ELLIPSIS
+    host node1 cannot reach the scheduler at 10.79.0.10:8786 (Network is unreachable; its networks: eth0 10.77.0.11, ib0 10.78.0.11): start the scheduler on a network ...
+    >>> print(connect_problem(TimeoutError(), "node1", "10.78.0.10", 8786, 5, ifs))  # doctest: +ELLIPSIS
+    host node1 got no answer from the scheduler at 10.78.0.10:8786 within 5 s (packets dropped, as a firewall does): open TCP port 8786 on ...
+    """
+    where = f"host {host}"
+    target = f"the scheduler at {address}:{port}"
+    code = getattr(error, "errno", None)
+    if isinstance(error, (TimeoutError, socket.timeout)) or code == errno.ETIMEDOUT:
+        return (f"{where} got no answer from {target} within {timeout:g} s (packets dropped, as a "
+                f"firewall does): {PORT_FIX.format(port=port)}")
+    if isinstance(error, socket.gaierror):
+        return (f"{where} cannot resolve the scheduler's host name {address!r} ({error.strerror}): "
+                f"give the scheduler an interface (interface='ib0') so that workers get its address, "
+                f"or add the name to this host's resolver")
+    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return f"{where} cannot reach {target} ({reason}; its networks: {_listing(interfaces)}): {ROUTE_FIX}"
+
+
+def _host_port(scheduler: str) -> tuple[str, int] | None:
+    from distributed.comm import parse_address, parse_host_port
+
+    scheme, location = parse_address(scheduler)
+    if scheme not in ("tcp", "tls", "ucx", "ucxx"):  # inproc:// and the like: nothing to check
+        return None
+    return parse_host_port(location)
+
+
+def check_worker_network(scheduler: str | None, interface: str | None, timeout: float = 5.0,
+                         security_args: dict | None = None) -> None:
+    """Raise :class:`NetworkCheckError` naming host, address and fix when ``interface`` is
+    missing here or the scheduler's address does not answer from here within ``timeout`` s.
+
+    ``security_args``: the worker's TLS files (``tls_ca_file``/``tls_cert``/``tls_key``), with
+    which a ``tls://`` scheduler gets a complete handshake (a bare connection would make it log
+    a failed one). Without a scheduler address (a scheduler file) only the interface is checked.
+    """
+    host, interfaces = socket.gethostname(), host_interfaces()
+    if (problem := interface_problem(interface, host, interfaces)) is not None:
+        raise NetworkCheckError(problem)
+    target = _host_port(scheduler) if scheduler else None
+    if target is None:
+        return
+    address, port = target
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as sock:
+            context = _tls_context(scheduler, security_args)
+            if context is not None:
+                sock.settimeout(timeout)
+                with context.wrap_socket(sock, server_hostname=None):
+                    pass
+    except ssl.SSLError:
+        return  # it answered: TLS trouble is Dask's to report, with its own words
+    except ConnectionRefusedError:
+        return  # reached, but not listening yet (a scheduler still starting): Dask waits for it
+    except OSError as error:
+        raise NetworkCheckError(connect_problem(error, host, address, port, timeout, interfaces)) from None
+
+
+def _tls_context(scheduler: str, args: dict | None) -> ssl.SSLContext | None:
+    if not scheduler.startswith("tls://") or not args or not args.get("tls_cert"):
+        return None
+    context = ssl.create_default_context(cafile=args.get("tls_ca_file"))
+    context.check_hostname = False
+    context.load_cert_chain(args["tls_cert"], args.get("tls_key"))
+    return context

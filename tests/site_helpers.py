@@ -1,0 +1,112 @@
+"""The site in a box (scripts/setup-site): its fixture and the ways tests reach its hosts.
+
+Tests reach site hosts only through scripts/site-exec (each host is its own network and UTS
+namespace; this process is on none of the site's networks). Import the fixture with
+``from site_helpers import site``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = Path("/run/site")
+COMPUTE = ("node1", "node2")
+PYTHON = sys.executable
+#: cluster options every site test uses: small, quick to notice a failed job
+FAST = {"walltime": "00:05:00", "death_timeout": 30, "poll_interval": 0.5,
+        "scheduler_options": {"dashboard_address": "localhost:0"}}
+
+
+@pytest.fixture(scope="session")
+def site():
+    """The site, built by scripts/setup-site (idempotent) when missing; taken down at the end
+    if this session built it. Skips only where it cannot exist (not root on Linux); under
+    CI=true a site that cannot be built fails the tests."""
+    if platform.system() != "Linux" or os.geteuid() != 0:
+        pytest.skip("the site in a box needs root on Linux (scripts/setup-site)")
+    built_here = not (SITE / "compute-hosts").exists()
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "setup-site")], capture_output=True,
+                          text=True, timeout=180, check=False)
+    if done.returncode != 0:
+        reason = f"scripts/setup-site failed:\n{done.stderr[-3000:]}"
+        if os.environ.get("CI") == "true" or "SLURM is not installed" not in done.stderr:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield
+    if built_here:
+        subprocess.run(["bash", str(ROOT / "scripts" / "setup-site"), "--down"], timeout=120, check=False)
+
+
+def on_host(host: str, *argv: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    """``argv`` run on a site host (scripts/site-exec), its output captured as text."""
+    kwargs.setdefault("cwd", ROOT)
+    return subprocess.run(["bash", str(ROOT / "scripts" / "site-exec"), host, *argv],
+                          capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
+
+
+APP = Path(__file__).with_name("site_app.py")
+
+
+def run_on_login(tmp_path: Path, mode: str, options: dict, timeout: float = 150,
+                 env: dict | None = None) -> dict:
+    """Run tests/site_app.py on the login host (``mode`` and the cluster's ``options``); the
+    JSON of its last output line (its whole output is in the assertion message otherwise)."""
+    options = {**FAST, "log_directory": str(tmp_path / "logs"), **options}
+    done = on_host("login", PYTHON, str(APP), mode, json.dumps(options), timeout=timeout, cwd=tmp_path,
+                   env={**os.environ, **(env or {})})
+    lines = done.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise AssertionError(f"no JSON from the login host (exit {done.returncode}):\n"
+                             f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}") from None
+    result["stderr"] = done.stderr
+    assert_nothing_left()
+    return result
+
+
+def site_jobs() -> list[str]:
+    """The site's SLURM jobs still listed (any state but finished)."""
+    out = on_host("login", "squeue", "-h", "-o", "%i %T", timeout=30).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def leftovers() -> dict[str, list[str]]:
+    """Processes still running on each compute host, its slurmd excepted."""
+    found: dict[str, list[str]] = {}
+    for host in COMPUTE:
+        slurmd = (SITE / "slurm" / f"slurmd-{host}.pid").read_text().strip()
+        pids = subprocess.run(["ip", "netns", "pids", f"site-{host}"], capture_output=True,
+                              text=True, timeout=30, check=False).stdout.split()
+        for pid in pids:
+            if pid == slurmd:
+                continue
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            found.setdefault(host, []).append(f"{pid} {cmd[:200]}")
+    return found
+
+
+def assert_nothing_left(timeout: float = 30) -> None:
+    """No site job listed and no process left on any compute host (waits for them to end)."""
+    try:
+        wait_for(lambda: not site_jobs() and not leftovers(), timeout,
+                 what="the site's jobs and processes to end")
+    except AssertionError as error:
+        raise AssertionError(f"{error}: jobs {site_jobs()}, processes {leftovers()}") from None
+
+
+def elapsed_since(start: float) -> float:
+    return time.monotonic() - start

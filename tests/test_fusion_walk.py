@@ -1,0 +1,91 @@
+"""The one-walk tree search of hpcgpu's fusion pass finds the same trees, in the same
+order, as the walk it replaced (kept here as the reference): per key, its leaf count from
+a dependents list, then a post-order walk under each root."""
+
+from __future__ import annotations
+
+import random
+
+import dask
+from dask._task_spec import Task
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hpcgpu.array as ha
+from hpcgpu.array.lazy_blocks import lazy_graph
+from hpcgpu.array.optimization import _exclusive_trees, _toposort
+
+
+def _reference(dsk, keys, width):
+    dependents = {k: [] for k in dsk}
+    for k, node in dsk.items():
+        for d in node.dependencies:
+            if d in dependents:
+                dependents[d].append(k)
+    seen, ordered = set(), True
+    for k, node in dsk.items():
+        ordered = ordered and all(d in seen or d not in dsk for d in node.dependencies)
+        seen.add(k)
+    order = dsk if ordered else _toposort({k: v.dependencies for k, v in dsk.items()})
+    counts = {}
+    for k in order:
+        deps = dsk[k].dependencies
+        total = 0 if deps else 1
+        for d in deps:
+            if not counts.get(d) or d in keys or len(dependents[d]) != 1:
+                total = 0
+                break
+            total += counts[d]
+        counts[k] = total if total <= width else 0
+    trees = []
+    for k, count in counts.items():
+        if count < 2 or (k not in keys and any(counts.get(p) for p in dependents[k])):
+            continue
+        tree, stack = [], [(k, False)]
+        while stack:
+            key, expanded = stack.pop()
+            if expanded:
+                tree.append(key)
+            else:
+                stack.append((key, True))
+                stack.extend((d, False) for d in dsk[key].dependencies)
+        trees.append((k, tree))
+    return trees
+
+
+def _array_sum_graph(blocks: int):
+    x = ha.random.normal(10, 1, size=(2 * blocks,) * 2, chunks=(2, 2), seed=0, backend="cpu")
+    y = (x + 1)[::2, ::2].sum()
+    hlg = dask.blockwise.optimize_blockwise(y.__dask_graph__(), keys=list(dask.core.flatten(y.__dask_keys__())))
+    return lazy_graph(hlg.cull(set(dask.core.flatten(y.__dask_keys__())))), set(dask.core.flatten(y.__dask_keys__()))
+
+
+def test_array_sum_trees_as_before():
+    dsk, keys = _array_sum_graph(20)
+    for width in (2, 4, 16, 25, 400):
+        assert _exclusive_trees(dsk, keys, width) == _reference(dsk, keys, width)
+    assert len(_exclusive_trees(dsk, keys, 16)) == 25  # 400 blocks, 16 per tree: the test can see a change
+
+
+@st.composite
+def graphs(draw):
+    """A random DAG of Tasks (each key depending on 0-3 earlier keys), in a shuffled order."""
+    n = draw(st.integers(1, 40))
+    deps = [draw(st.lists(st.integers(0, i - 1), max_size=3, unique=True)) if i else [] for i in range(n)]
+    tasks = {f"k{i}": Task(f"k{i}", _f, *(dask._task_spec.TaskRef(f"k{d}") for d in ds)) for i, ds in enumerate(deps)}
+    names = list(tasks)
+    if draw(st.booleans()):
+        random.Random(draw(st.integers(0, 99))).shuffle(names)
+    outputs = set(draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))
+    return {k: tasks[k] for k in names}, outputs, draw(st.integers(2, 8))
+
+
+def _f(*args):
+    return sum(args)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(graphs())
+def test_random_graph_trees_as_before(case):
+    dsk, keys, width = case
+    assert _exclusive_trees(dsk, keys, width) == _reference(dsk, keys, width)

@@ -1,0 +1,35 @@
+"""A scheduler that does not start is reported by its cause (busy port, bad UCX transport)."""
+
+from __future__ import annotations
+
+import socket
+import traceback
+
+import pytest
+
+from hpcgpu import SLURMCluster
+
+
+def _failure(tmp_path, **options) -> str:
+    with pytest.raises(RuntimeError) as caught:
+        SLURMCluster(gpus_per_node=1, log_directory=str(tmp_path), **options)
+    text = "".join(traceback.format_exception(caught.value))
+    assert "AttributeError" not in text and "_pools" not in text, text
+    return str(caught.value)
+
+
+def test_a_busy_scheduler_port_is_named_with_its_cause(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        message = _failure(tmp_path, scheduler_options={"port": port})
+    assert message.startswith("the Dask scheduler did not start: OSError: [Errno 98] Address already in use")
+    assert f"'port': {port}" in message
+
+
+def test_a_ucx_transport_that_is_not_there_is_named_with_its_cause(tmp_path):
+    pytest.importorskip("distributed_ucxx")
+    message = _failure(tmp_path, protocol="ucx", ucx_environment={"UCX_TLS": "nonsense"})
+    assert message.startswith("the Dask scheduler did not start: UCXXNoDeviceError"), message
+    assert "ucx_environment={'UCX_TLS': 'nonsense'}" in message

@@ -1,0 +1,166 @@
+"""The network faults of real sites, on the site in a box: each a clear error within 15 s that
+names the host, the address and the fix (docs/sites.md), with no job or process left."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+from site_helpers import (  # noqa: F401
+    APP,
+    FAST,
+    PYTHON,
+    ROOT,
+    SITE,
+    assert_nothing_left,
+    on_host,
+    run_on_login,
+    site,
+)
+
+pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site")]
+
+ONE_PER_HOST = {"gpus_per_node": 1, "exclusive": True, "_scale": {"jobs": 2}, "_workers": 2}
+
+
+def fault(tmp_path, **options) -> str:
+    out = run_on_login(tmp_path, "fault", {**ONE_PER_HOST, **options})
+    assert "error" in out, out
+    assert out["seconds"] < 15, out
+    assert "Traceback" not in out["error"] and "TimeoutError" not in out["error"], out["error"]
+    return out["error"]
+
+
+def test_an_interface_only_the_login_host_has(tmp_path):
+    error = fault(tmp_path, interface="ext0")
+    assert re.search(r"interface 'ext0' does not exist on host node[12] \(its interfaces: "
+                     r"eth0 10\.77\.0\.1[12], ib0 10\.78\.0\.1[12]\)", error), error
+    assert "interface='ib0'" in error and "worker_interface=" in error, error
+
+
+def test_an_interface_that_exists_nowhere_fails_before_anything_is_submitted(tmp_path):
+    error = fault(tmp_path, interface="ib1")
+    assert error.startswith("ValueError: interface 'ib1' does not exist on host login, where the "
+                            "scheduler runs (its interfaces: eth0 10.77.0.10, ext0 10.79.0.10, "
+                            "ib0 10.78.0.10)"), error
+    assert "scheduler_interface=" in error and not list((tmp_path / "logs").glob("*.err"))
+
+
+def test_a_scheduler_address_the_compute_hosts_cannot_route_to(tmp_path):
+    error = fault(tmp_path, scheduler_interface="ext0", worker_interface="ib0")
+    assert re.search(r"host node[12] cannot reach the scheduler at 10\.79\.0\.10:\d+ \(Network is "
+                     r"unreachable; its networks: eth0 10\.77\.0\.1[12], ib0 10\.78\.0\.1[12]\)", error), error
+    assert "interface='ib0'" in error and "hpcgpu doctor" in error, error
+
+
+@pytest.fixture
+def login_drops_port_8786():
+    rule = ("add table inet hpcgpu_test; add chain inet hpcgpu_test input "
+            "{ type filter hook input priority 0; }; "
+            "add rule inet hpcgpu_test input iifname != \"lo\" tcp dport 8786 drop")
+    done = on_host("login", "nft", rule, timeout=30)
+    assert done.returncode == 0, done.stderr
+    yield
+    on_host("login", "nft", "delete table inet hpcgpu_test", timeout=30)
+
+
+def test_the_login_host_dropping_the_schedulers_port(login_drops_port_8786, tmp_path):
+    error = fault(tmp_path, interface="ib0",
+                  scheduler_options={"port": 8786, "dashboard_address": "localhost:0"})
+    assert re.search(r"host node[12] got no answer from the scheduler at 10\.78\.0\.10:8786 within "
+                     r"5 s \(packets dropped, as a firewall does\): open TCP port 8786", error), error
+    assert "scheduler_options={'port': N}" in error and "'--worker-port', 'A:B'" in error, error
+
+
+def hold_results_then(tmp_path, fault) -> dict:
+    """Start a cluster on login holding results on both hosts, run ``fault()``, finish: its result."""
+    options = {**FAST, "log_directory": str(tmp_path / "logs"), "interface": "ib0", **ONE_PER_HOST}
+    run = subprocess.Popen(["bash", str(ROOT / "scripts" / "site-exec"), "login", PYTHON, str(APP),
+                            "cut", json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        ready = json.loads(run.stdout.readline() or "{}")
+        assert sorted(ready.get("ready", {}).values()) == ["node1", "node2"], run.stderr.read()
+        fault()
+        out, _ = run.communicate("go\n", timeout=150)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["result"] == sum(x * x for x in range(60)), result
+    return result
+
+
+def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
+    def cut():
+        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "down", timeout=30)
+
+    try:
+        result = hold_results_then(tmp_path, cut)
+    finally:
+        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "up", timeout=30)
+    # distributed notices the silent host when its TCP timeout (30 s) ends the connection
+    assert result["seconds"] < 90, result
+    assert list(result["workers_after"].values()) == ["node1"], result
+    assert_nothing_left(60)
+
+
+def node_state(host: str) -> str:
+    return on_host("login", "sinfo", "-h", "-n", host, "-o", "%T", timeout=30).stdout.split("\n")[0].strip()
+
+
+def test_a_compute_host_killed_mid_computation(tmp_path):
+    def kill():
+        for pid in subprocess.run(["ip", "netns", "pids", "site-node2"], capture_output=True,
+                                  text=True, check=True).stdout.split():
+            subprocess.run(["kill", "-9", pid], check=False)
+
+    try:
+        result = hold_results_then(tmp_path, kill)
+        # its workers' connections closed with their processes: recomputed at once
+        assert result["seconds"] < 30, result
+        assert list(result["workers_after"].values()) == ["node1"], result
+        wait_for(lambda: node_state("node2").startswith("down"), 60, 1, what="SLURM to mark node2 down")
+    finally:
+        on_host("node2", "slurmd", "-f", str(SITE / "slurm" / "slurm.conf"), timeout=30)
+        wait_for(lambda: node_state("node2") == "idle", 60, 0.5, what="node2 back")
+    assert_nothing_left(60)
+
+
+def test_slurmctld_restarted_mid_computation(tmp_path):
+    pid_file = SITE / "slurm" / "slurmctld.pid"
+
+    def restart():
+        pid = int(pid_file.read_text())
+        subprocess.run(["kill", str(pid)], check=True)
+        wait_for(lambda: not Path(f"/proc/{pid}").exists(), 30, 0.2, what="slurmctld to stop")
+        done = on_host("login", "slurmctld", "-f", str(SITE / "slurm" / "slurm.conf"), timeout=30)
+        assert done.returncode == 0, done.stderr
+
+    result = hold_results_then(tmp_path, restart)
+    assert sorted(result["workers_after"].values()) == ["node1", "node2"], result
+    assert_nothing_left(60)
+
+
+@pytest.fixture
+def name_only_login_resolves():
+    hosts = Path("/etc/netns/site-login/hosts")
+    before = hosts.read_text()
+    hosts.write_text(before + "10.78.0.10 login-ib\n")
+    yield "login-ib"
+    hosts.write_text(before)
+
+
+def test_a_scheduler_name_that_resolves_on_the_login_host_only(name_only_login_resolves):
+    name = name_only_login_resolves
+    assert on_host("login", "getent", "hosts", name, timeout=30).stdout.startswith("10.78.0.10")
+    done = on_host("node1", PYTHON, "-m", "hpcgpu.worker", f"tls://{name}:8786", "--death-timeout", "60",
+                   timeout=15)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert (f"NetworkCheckError: host node1 cannot resolve the scheduler's host name {name!r}"
+            in done.stderr), done.stderr[-3000:]
+    assert "interface='ib0'" in done.stderr
