@@ -33,12 +33,12 @@ from hpcgpu._jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobTable, format_table, html_table
-from hpcgpu.cluster.scheduler_job import worker_address
-from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
-from hpcgpu.cluster.shutdown import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.pools import DEFAULT_POOL
+from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
 from hpcgpu.cluster.progress import wait_for_workers
+from hpcgpu.cluster.scheduler_job import worker_address
+from hpcgpu.cluster.shutdown import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.submitter import JobSubmitter
 from hpcgpu.cluster.walltime_planner import WalltimePlanner
 

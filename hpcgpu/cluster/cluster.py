@@ -14,11 +14,11 @@ from hpcgpu.cluster.arrays import ArraySettings
 from hpcgpu.cluster.base import BatchCluster
 from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.job import GPUJob
-from hpcgpu.cluster.scheduler_job import JobScheduler
 from hpcgpu.cluster.network import cluster_network, dashboard_link, jobqueue_options
 from hpcgpu.cluster.pool_setup import named_pool, prepare_cluster
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, worker_groups
 from hpcgpu.cluster.private import PrivateDirectory
+from hpcgpu.cluster.scheduler_job import JobScheduler
 from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.network import client_address, config_context
 from hpcgpu.scriptfields import shell_word
