@@ -279,3 +279,44 @@ def test_scaling_adaptive_picks_the_pool_policy_and_checks_its_bounds(tmp_path):
         scaling.adaptive(pools, {}, {"big": {"gpus": 2}})
     with pytest.raises(ValueError, match=r"needs a cluster made with pools="):
         scaling.adaptive({"default": pools["default"]}, {}, {"big": {}})
+
+
+# ---------------------------------------------------------------------- arrays
+def test_arrays_make_consecutive_new_jobs_one_submission(tmp_path, commands):
+    from hpcgpu.cluster.arrays import ArrayElementJob
+    from hpcgpu.cluster.job import GPUJob
+
+    setup = prepare("slurm", {"gpus_per_node": 2, "log_directory": str(tmp_path)})
+    fleet = JobFleet(lambda n: f"c-{n}", arrays=JobArrays(ArraySettings(True), SLURM))
+    fleet.add_pool(Pool("default", setup, None, {"cls": GPUJob, "options": setup.job_options}))
+    fleet.grow(3)
+    commands.answers["scontrol"] = (0, "MaxArraySize            = 2\n")
+    jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-2", "c-0", "c-1"]))
+    assert list(jobs) == ["c-0", "c-1", "c-2"] and commands.ran == [["scontrol", "show", "config"]]
+    first, second, single = jobs.values()
+    assert isinstance(first, ArrayElementJob) and isinstance(second, ArrayElementJob)
+    assert first.submission is second.submission and (first.index, second.index) == (0, 1)
+    assert type(single) is GPUJob  # the site allows 2 elements per array: c-2 alone
+    assert "#SBATCH --array=0-1" in first.submission.template.job_script()
+    assert [r.state for r in fleet.records.values()] == ["submitting"] * 3
+    asyncio.run(fleet.arrays.site_limit())
+    assert len(commands.ran) == 1  # the site's limit is read once
+
+
+# ---------------------------------------------------------------------- wait_for_workers
+def test_wait_for_workers_fails_early_once_failed_jobs_leave_too_few(tmp_path):
+    from hpcgpu.cluster.progress import wait_for_workers
+
+    fleet = fleet_of(pool(tmp_path))
+    fleet.grow(1)
+    running = {"a": {"name": "c-0-0-0", "status": "running"}}
+
+    async def workers():
+        return running
+
+    asyncio.run(wait_for_workers(1, 5, workers=workers, fleet=fleet, failures=[]))
+    with pytest.raises(TimeoutError, match="1 of 3 workers connected after 0 s; jobs:\njob"):
+        asyncio.run(wait_for_workers(3, 0, workers=workers, fleet=fleet, failures=[]))
+    with pytest.raises(RuntimeError, match="3 workers cannot connect: .*\nthe report"):
+        asyncio.run(wait_for_workers(3, None, workers=workers, fleet=fleet,
+                                     failures=["the report"]))
