@@ -52,7 +52,7 @@ def _hpcgpu_cluster(stack: ExitStack, case: str, args) -> tuple[str, dict]:
 
     from hpcgpu.network import (NetworkSettings, config_context, job_environment, resolve,
                                 scheduler_options, worker_options)
-    from hpcgpu.worker_command import WorkerCommand
+    from hpcgpu.jobspec.worker_command import WorkerCommand
 
     if case == "hpcgpu-fallback-tcp":
         settings = resolve(NetworkSettings.create("ucx", interface=args.interface, fallback="tcp"),

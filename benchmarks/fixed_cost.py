@@ -14,7 +14,7 @@ to a few hundred tasks after optimisation, median of ``--repeats`` runs per row:
 - ``dispatch``: from there to the first task starting on a worker (its ``startstops``);
 - ``total``: ``build`` start to first task start; ``compute``: ``compute()`` to first task.
 
-Rows: hpcgpu.array on a :class:`~hpcgpu.local.LocalGPUCluster` (CPU mode) and dask.array
+Rows: hpcgpu.array on a :class:`~hpcgpu.cluster.local.LocalGPUCluster` (CPU mode) and dask.array
 on distributed's ``LocalCluster``, one worker process with one thread each, the same
 transport (TLS with a temporary certificate, and TCP); graphs with the same number of
 tasks after optimisation (hpcgpu fuses the array-sum's 2,500 generated blocks into about
@@ -49,7 +49,7 @@ from distributed.protocol import serialize, to_serialize
 from distributed.security import Security
 
 import hpcgpu.array as ha
-from hpcgpu.local import LocalGPUCluster
+from hpcgpu.cluster.local import LocalGPUCluster
 
 PHASES = ("build", "submit", "opt", "ser", "mat", "state", "dispatch", "compute", "total")
 

@@ -32,8 +32,8 @@ from distributed import Client  # noqa: E402
 
 import hpcgpu.array as ha  # noqa: E402
 from hpcgpu import workloads as W  # noqa: E402
-from hpcgpu.backends import cuda_device_count, module_usable  # noqa: E402
-from hpcgpu.local import LocalGPUCluster  # noqa: E402
+from hpcgpu.system.backends import cuda_device_count, module_usable  # noqa: E402
+from hpcgpu.cluster.local import LocalGPUCluster  # noqa: E402
 
 ROWS: list[dict] = []
 LIMIT: dict = {}  # seconds of the one-kernel array-sum, by (n, chunk): the ratios' reference
@@ -133,7 +133,7 @@ def bare_cupy_loop(n: int, chunk: int, backend: str, steps: str = "dask") -> flo
     """
     from dask.array.chunk import getitem
 
-    from hpcgpu.array.random import _block
+    from hpcgpu.array.seeds import draw_block as _block
 
     xp = __import__("cupy" if backend == "cupy" else "numpy")
     if backend == "cupy":  # the allocator hpcgpu's workers use

@@ -91,7 +91,7 @@ def load_steps(flavor: str, cpu: bool = False) -> types.ModuleType:
 
 def sizes_for(name: str, gpus: str | None = None) -> dict:
     if gpus is None and name != "cpu":
-        from hpcgpu.local import visible_gpus
+        from hpcgpu.cluster.local import visible_gpus
 
         gpus = ",".join(visible_gpus())
     return dict(SIZES[name], gpus=gpus or "")

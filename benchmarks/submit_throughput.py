@@ -19,7 +19,8 @@ import platform
 import statistics
 import time
 
-from hpcgpu import SGECluster, SLURMCluster, commands
+from hpcgpu import SGECluster, SLURMCluster
+from hpcgpu.system import commands
 
 HOLD = {"slurm": ["--hold"], "sge": ["-h"]}
 STATUS = {"slurm": "squeue", "sge": "qstat"}

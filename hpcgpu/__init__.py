@@ -13,14 +13,14 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it
 _EXPORTS = {
-    "GPUJobShape": "hpcgpu.resources",
-    "NodeLimits": "hpcgpu.resources",
+    "GPUJobShape": "hpcgpu.jobspec.resources",
+    "NodeLimits": "hpcgpu.jobspec.resources",
     "GPUCluster": "hpcgpu.cluster",
     "SLURMCluster": "hpcgpu.cluster",
     "PBSCluster": "hpcgpu.cluster",
     "LSFCluster": "hpcgpu.cluster",
     "SGECluster": "hpcgpu.cluster",
-    "LocalGPUCluster": "hpcgpu.local",
+    "LocalGPUCluster": "hpcgpu.cluster.local",
     "GPURunner": "hpcgpu.runner",
     "SLURMRunner": "hpcgpu.runner",  # dask_jobqueue.slurm.SLURMRunner's name (docs/migrating.md)
     "get_client": "hpcgpu.runner",

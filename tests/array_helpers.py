@@ -8,7 +8,7 @@ from distributed import Client
 
 from cluster_helpers import gpu_placement, recorded_commands
 from conftest import wait_for
-from hpcgpu.dialects.arrays import element_index
+from hpcgpu.jobspec.dialects.arrays import element_index
 
 
 def submits(calls: list[list[str]], executable: str) -> list[list[str]]:

@@ -12,7 +12,7 @@ import pytest
 from distributed import Client
 
 from conftest import wait_for
-from hpcgpu import commands
+from hpcgpu.system import commands
 
 FAST = dict(walltime="00:10:00", death_timeout=60, poll_interval=0.5,
             scheduler_options={"dashboard_address": "localhost:0"})

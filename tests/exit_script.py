@@ -1,4 +1,4 @@
-"""Run by tests/test_reliability_exit.py: a user's script that ends abruptly.
+"""Run by tests/integration/test_reliability_exit.py: a user's script that ends abruptly.
 
 ``python exit_script.py MODE LOG_DIRECTORY``: two SLURM clusters, one whose job runs (its
 worker connects) and one whose job stays pending (``--begin=now+1hour``). It prints

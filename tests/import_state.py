@@ -1,6 +1,6 @@
 """Print a snapshot of process-wide state, import every public module of hpcgpu, print it again.
 
-Run in a fresh interpreter by tests/test_import_state.py. Dask, distributed and their
+Run in a fresh interpreter by tests/unit/test_import_state.py. Dask, distributed and their
 collections are imported first: the defaults they register are theirs, not hpcgpu's.
 """
 

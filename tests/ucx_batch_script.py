@@ -1,4 +1,4 @@
-"""Run by tests/test_batch_ucx.py inside a batch job: compute over UCX, check the addresses."""
+"""Run by tests/integration/test_batch_ucx.py inside a batch job: compute over UCX, check the addresses."""
 
 import sys
 import dask.array as da

@@ -1,4 +1,4 @@
-"""Run by tests/test_ucxauth_batch.py inside a batch job: compute over ``ucx+auth``, and
+"""Run by tests/integration/test_ucxauth_batch.py inside a batch job: compute over ``ucx+auth``, and
 check that a plain ``ucx://`` connection to the same scheduler is refused."""
 
 import asyncio

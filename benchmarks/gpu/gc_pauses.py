@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from distributed import Client, get_task_stream  # noqa: E402
 from gpu_perf import array_sum_graph  # noqa: E402  (also puts the repository on sys.path)
 
-from hpcgpu.local import LocalGPUCluster  # noqa: E402
+from hpcgpu.cluster.local import LocalGPUCluster  # noqa: E402
 from hpcgpu.worker.gpuworker import freeze_startup_objects  # noqa: E402
 
 

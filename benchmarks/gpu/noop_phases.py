@@ -20,7 +20,7 @@ sys.path.insert(0, ROOT)
 
 import hpcgpu.array as ha  # noqa: E402
 from distributed import Client, get_task_stream  # noqa: E402
-from hpcgpu.local import LocalGPUCluster  # noqa: E402
+from hpcgpu.cluster.local import LocalGPUCluster  # noqa: E402
 
 
 def graph():

@@ -33,8 +33,8 @@ import dask  # noqa: E402
 from distributed import Client, get_task_stream  # noqa: E402
 
 import hpcgpu.array as ha  # noqa: E402
-from hpcgpu.backends import cuda_device_count  # noqa: E402
-from hpcgpu.local import LocalGPUCluster  # noqa: E402
+from hpcgpu.system.backends import cuda_device_count  # noqa: E402
+from hpcgpu.cluster.local import LocalGPUCluster  # noqa: E402
 
 ROWS: list[dict] = []
 

@@ -24,7 +24,7 @@ fi
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv | tee "$OUT/gpus.csv"
-$PY -c "import hpcgpu.local, hpcgpu.array, cupy, dask_cuda" || { echo "missing hpcgpu.local/cupy/dask-cuda"; exit 1; }
+$PY -c "import hpcgpu.cluster.local, hpcgpu.array, cupy, dask_cuda" || { echo "missing hpcgpu.cluster.local/cupy/dask-cuda"; exit 1; }
 
 bench() {  # bench NAME SECONDS ARGS...: one sweep under a time limit, log kept
   local name=$1 limit=$2; shift 2

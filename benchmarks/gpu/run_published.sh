@@ -20,7 +20,7 @@ if [ -d .whl ] && ! python3 -c "import dask_cuda" 2>/dev/null; then
 fi
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/gpus.txt"
-python3 -c "import cupy, dask_cuda, rmm, hpcgpu.local" || { echo "missing CuPy, dask-cuda or rmm"; exit 1; }
+python3 -c "import cupy, dask_cuda, rmm, hpcgpu.cluster.local" || { echo "missing CuPy, dask-cuda or rmm"; exit 1; }
 python3 -c "import cudf, dask_cudf" 2>/dev/null || echo "cuDF/dask-cuDF not importable: the dataframe step skips"
 case $WHAT in
   tests)

@@ -5,7 +5,7 @@ A superset of :mod:`dask.array`: ``import hpcgpu.array as da`` runs code written
 GPU, fused random generators, cluster-sized ``linalg``); every other name, here and in the
 submodules (``random``, ``linalg``, ``fft``, ``ma``, ``stats``, ``overlap``, ``image``,
 ``gufunc``, ``utils``, ``lib.stride_tricks``), is Dask's own object, found through a
-module ``__getattr__`` (:mod:`hpcgpu.reexport`). Dask itself is not modified.
+module ``__getattr__`` (:mod:`hpcgpu.system.reexport`). Dask itself is not modified.
 
 The functions return plain :class:`dask.array.Array` objects (made through Dask's own
 ``array.backend`` dispatch and ``to_backend``), so the rest of ``dask.array`` works on
@@ -26,8 +26,8 @@ from hpcgpu.array import (fft, gufunc, image, lib, linalg, ma, optimization, ove
                           utils)
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
-from hpcgpu.backends import resolve_backend
-from hpcgpu.reexport import fallback
+from hpcgpu.system.backends import resolve_backend
+from hpcgpu.system.reexport import fallback
 
 __all__ = ["random", "linalg", "optimization", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
            "backend_of", "resolve_backend", "fft", "ma", "stats", "overlap", "image", "gufunc", "utils", "lib"]

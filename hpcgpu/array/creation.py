@@ -14,8 +14,8 @@ import dask
 import dask.array as da
 
 from hpcgpu.array.optimization import mark
-from hpcgpu.backends import library_of, moved_to, resolve_backend
-from hpcgpu.reexport import fallback
+from hpcgpu.system.backends import library_of, moved_to, resolve_backend
+from hpcgpu.system.reexport import fallback
 
 __all__ = ["ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu", "backend_of"]
 # the rest of dask.array.creation (linspace, eye, ...): Dask's own

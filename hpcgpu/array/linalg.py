@@ -20,7 +20,7 @@ import dask
 import dask.array as da
 from dask.utils import parse_bytes
 
-from hpcgpu.reexport import fallback
+from hpcgpu.system.reexport import fallback
 
 __all__ = ["svd", "qr", "row_blocks", "tall_and_skinny"]
 __getattr__, __dir__, __all__ = fallback(__name__, globals(), "dask.array.linalg")

@@ -37,6 +37,7 @@ from dask.blockwise import fuse_roots, optimize_blockwise
 from dask.highlevelgraph import HighLevelGraph
 
 from hpcgpu.array.fused import force_all, fused_backends, run_step
+from hpcgpu.array.fused.runner import _run_subgraph
 from hpcgpu.array.fused.batch import run_alike_chains
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
@@ -205,15 +206,6 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
         out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown)
     return out
-
-
-def _run_subgraph(plan: tuple, *dependencies) -> Any:
-    """``dask._task_spec._execute_subgraph`` with its steps ordered once, not on every call."""
-    steps, outkey, inkeys = plan
-    values = dict(zip(inkeys, dependencies))
-    for task in steps:
-        values[task.key] = task(values)
-    return values[outkey]
 
 
 def _without_dask_order(task: Task, plans: dict) -> Task:

@@ -147,7 +147,7 @@ def philox_block(key: int, method: str, args: tuple, dtype, shape: tuple):
 
     ``args`` are ``(loc, scale)`` or ``(low, high)``; ``dtype`` is float32 or float64, or an
     integer type for integers (:mod:`hpcgpu.array.random` checks it); ``key`` is the
-    block's 64-bit key (:func:`hpcgpu.array.random.block_seed`).
+    block's 64-bit key (:func:`hpcgpu.array.seeds.block_seed`).
 
     Examples
     --------

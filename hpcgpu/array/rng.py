@@ -18,11 +18,12 @@ CuPy: :func:`fused_backend`.
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
 import dask.array.random as _dask_random
+
+from hpcgpu.array.draw import check_dtype, make, scalars
 
 __all__ = ["RandomState", "Generator", "default_rng", "fused_backend", "FUSED_LIBRARIES"]
 
@@ -46,19 +47,13 @@ def fused_backend(generator) -> str | None:
     return FUSED_LIBRARIES.get(cls.__module__.split(".")[0])
 
 
-def _scalars(*values) -> bool:
-    return all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values)
-
-
 def _fusable(method, args, size, dtype, kwargs, *params) -> bool:
     """Whether hpcgpu's kernel draws exactly this call: scalar parameters, a ``size``,
     no other keyword, a dtype it makes, integer bounds inside the dtype."""
-    from hpcgpu.array.random import _check_dtype  # random imports this module
-
-    if size is None or kwargs or not _scalars(*params):
+    if size is None or kwargs or not scalars(*params):
         return False
     try:
-        dtype = _check_dtype(method, dtype)
+        dtype = check_dtype(method, dtype)
     except TypeError:
         return False
     if method == "integers":
@@ -68,9 +63,7 @@ def _fusable(method, args, size, dtype, kwargs, *params) -> bool:
 
 
 def _draw(method, args, size, chunks, dtype, seed, backend):
-    from hpcgpu.array.random import _make
-
-    return _make(method, args, size, chunks, dtype, seed, backend)
+    return make(method, args, size, chunks, dtype, seed, backend)
 
 
 class RandomState(_dask_random.RandomState):
@@ -116,7 +109,7 @@ class RandomState(_dask_random.RandomState):
     def randint(self, low, high=None, size=None, chunks="auto", dtype="l", **kwargs):
         lo, hi = (0, low) if high is None else (low, high)
         out = None
-        if _scalars(lo, hi):
+        if scalars(lo, hi):
             out = self._fused("integers", (int(lo), int(hi)), size, chunks, dtype, kwargs)
         return super().randint(low, high, size, chunks, dtype, **kwargs) if out is None else out
 
@@ -161,7 +154,7 @@ class Generator(_dask_random.Generator):
     def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False, chunks="auto", **kwargs):
         lo, hi = (0, low) if high is None else (low, high)
         out = None
-        if not endpoint and _scalars(lo, hi):
+        if not endpoint and scalars(lo, hi):
             out = self._fused("integers", (int(lo), int(hi)), size, chunks, dtype, kwargs)
         if out is None:
             return super().integers(low, high, size, dtype, endpoint, chunks, **kwargs)

@@ -84,8 +84,6 @@ def describe(client, workers: list[str], cluster: str, path: str, protocol: str)
     import dask
     import distributed
 
-    from hpcgpu import __version__
-
     answers = client.run(worker_facts, workers=workers)
     facts = [answers[w] for w in workers if w in answers]
     nodes = len({f["node"] for f in facts}) or 1
@@ -96,7 +94,7 @@ def describe(client, workers: list[str], cluster: str, path: str, protocol: str)
         cluster=cluster, path=path, protocol=protocol, nodes=nodes,
         gpus_per_node=math.ceil(len(workers) / nodes), hostname=socket.gethostname(),
         gpu_model=first.get("gpu_model"), driver=first.get("driver"),
-        backend=f"{array}/{frame}", hpcgpu_version=__version__, dask_version=dask.__version__,
+        backend=f"{array}/{frame}", hpcgpu_version=_version("hpcgpu"), dask_version=dask.__version__,
         distributed_version=distributed.__version__, python_version=platform.python_version(),
         versions=tuple(versions.items()),
     )

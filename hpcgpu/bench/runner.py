@@ -17,7 +17,8 @@ from typing import Callable, Iterable
 
 from hpcgpu.bench.environment import backends, describe
 from hpcgpu.bench.records import FAILED, OK, Environment, RunRecord
-from hpcgpu.bench.registry import PRESETS, SCALINGS, RunContext, Workload, resolve_workloads
+from hpcgpu.bench.registry import resolve_workloads
+from hpcgpu.bench.workload import PRESETS, SCALINGS, RunContext, Workload
 
 __all__ = ["SweepSpec", "run_sweep", "write_outputs"]
 

@@ -1,6 +1,6 @@
 """Where a sweep runs: the cluster paths, each opened once per GPU count.
 
-- ``LocalTarget``: this machine's GPUs (``hpcgpu.local.LocalGPUCluster``), or without
+- ``LocalTarget``: this machine's GPUs (``hpcgpu.cluster.local.LocalGPUCluster``), or without
   GPUs (or without that module) a ``distributed.LocalCluster`` with one worker per "GPU".
 - ``DaskCudaTarget`` and ``PlainTarget``: the references of the side-by-side mode,
   dask-cuda's ``LocalCUDACluster`` and plain Dask (one Nanny per GPU, pinned through
@@ -61,7 +61,7 @@ def _open_owned(make: Callable[[], Any], gpus: int, timeout: float) -> Session:
 
 @dataclass(frozen=True)
 class LocalTarget:
-    """This machine: LocalGPUCluster when GPUs and ``hpcgpu.local`` are there, else LocalCluster."""
+    """This machine: LocalGPUCluster when GPUs and ``hpcgpu.cluster.local`` are there, else LocalCluster."""
 
     protocol: str = "tcp"
     threads_per_worker: int = 1
@@ -75,7 +75,7 @@ class LocalTarget:
         from hpcgpu.worker.gpuinfo import count_gpus
 
         if count_gpus() >= gpus:
-            from hpcgpu.local import LocalGPUCluster
+            from hpcgpu.cluster.local import LocalGPUCluster
 
             return LocalGPUCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
                                    protocol=self.protocol)

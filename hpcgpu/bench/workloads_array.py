@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from itertools import combinations, cycle, islice
 
-from hpcgpu.bench.registry import RunContext, Size, Workload, register
+from hpcgpu.bench.workload import RunContext, Size, Workload
 
 __all__ = ["random_array", "ARRAY_SUM", "TRANSPOSE_SUM", "SVD", "MANY_FITS", "NOOP", "BOOTSTRAP"]
 
@@ -75,9 +75,9 @@ def _array_sum(ctx: RunContext, size: Size, state) -> float:
     return float(ctx.compute((x + 1)[::2, ::2].sum())[0])
 
 
-ARRAY_SUM = register(Workload(
+ARRAY_SUM = Workload(
     "array-sum", "(x + 1)[::2, ::2].sum() of normal(10, 1) (Dask blog, 2019); generation timed",
-    "array", _square_size, _array_sum))
+    "array", _square_size, _array_sum)
 
 
 def _noop_size(preset: str, gpus: int, scaling: str) -> Size:
@@ -95,9 +95,9 @@ def _noop(ctx: RunContext, size: Size, state) -> float:
     return float(ctx.compute((x + 1).sum())[0])
 
 
-NOOP = register(Workload(
+NOOP = Workload(
     "noop", "array-sum's graph with one-element chunks: Dask's own per-task cost", "graph",
-    _noop_size, _noop))
+    _noop_size, _noop)
 
 
 def _transpose_size(preset: str, gpus: int, scaling: str) -> Size:
@@ -116,9 +116,9 @@ def _transpose_sum(ctx: RunContext, size: Size, x) -> float:
     return float(ctx.compute((x + x.T).sum())[0])
 
 
-TRANSPOSE_SUM = register(Workload(
+TRANSPOSE_SUM = Workload(
     "transpose-sum", "(x + x.T).sum() on a persisted array (dask-cuda local_cupy): communication",
-    "array", _transpose_size, _transpose_sum, _transpose_prepare))
+    "array", _transpose_size, _transpose_sum, _transpose_prepare)
 
 
 def _svd_size(preset: str, gpus: int, scaling: str) -> Size:
@@ -143,10 +143,10 @@ def _svd(ctx: RunContext, size: Size, x) -> None:
     ctx.persist(u, s, v)  # results stay distributed, as in the RAPIDS notebook
 
 
-SVD = register(Workload(
+SVD = Workload(
     "svd", "svd of a persisted tall-skinny array (RAPIDS multi-GPU notebook): hpcgpu.array.linalg.svd, or "
     "da.linalg.svd for plain Dask",
-    "array", _svd_size, _svd, _svd_prepare))
+    "array", _svd_size, _svd, _svd_prepare)
 
 
 def _fits_size(preset: str, gpus: int, scaling: str) -> Size:
@@ -196,15 +196,18 @@ def _many_fits(ctx: RunContext, size: Size, state) -> None:
     ctx.client.gather(ctx._wait(futures))
 
 
-MANY_FITS = register(Workload(
+MANY_FITS = Workload(
     "many-fits", "one small regression per column pair on a frame broadcast to every worker",
-    "graph", _fits_size, _many_fits, _fits_prepare))
+    "graph", _fits_size, _many_fits, _fits_prepare)
 
 
 def _bootstrap_size(preset: str, gpus: int, scaling: str) -> Size:
     return Size(f"{gpus} workers", float(gpus), "workers", {})
 
 
-BOOTSTRAP = register(Workload(
+BOOTSTRAP = Workload(
     "bootstrap", "time from asking for N GPU workers to N workers connected", "cluster",
-    _bootstrap_size, None))
+    _bootstrap_size, None)
+
+#: The workloads this module defines (the registry lists them by name).
+WORKLOADS = (ARRAY_SUM, NOOP, TRANSPOSE_SUM, SVD, MANY_FITS, BOOTSTRAP)

@@ -7,7 +7,7 @@ part is the operation itself, its result persisted (or, for the groupby, gathere
 
 from __future__ import annotations
 
-from hpcgpu.bench.registry import RunContext, Size, Workload, register
+from hpcgpu.bench.workload import RunContext, Size, Workload
 
 __all__ = ["timeseries", "keyed_frame", "GROUPBY", "ROLLING", "MERGE", "SHUFFLE"]
 
@@ -70,9 +70,9 @@ def _groupby(ctx: RunContext, size: Size, frame) -> int:
     return len(ctx.compute(result)[0])
 
 
-GROUPBY = register(Workload(
+GROUPBY = Workload(
     "groupby", 'groupby(["id", "name"]).agg({"x": ["sum", "mean"]}) on persisted timeseries',
-    "dataframe", _timeseries_size, _groupby, _timeseries_prepare))
+    "dataframe", _timeseries_size, _groupby, _timeseries_prepare)
 
 
 def _sorted_rolling(part):
@@ -83,9 +83,9 @@ def _rolling(ctx: RunContext, size: Size, frame) -> None:
     ctx.persist(frame.map_partitions(_sorted_rolling))
 
 
-ROLLING = register(Workload(
+ROLLING = Workload(
     "rolling", "map_partitions: sort by id, rolling(3) mean of x and y (RAPIDS notebook)",
-    "dataframe", _timeseries_size, _rolling, _timeseries_prepare))
+    "dataframe", _timeseries_size, _rolling, _timeseries_prepare)
 
 
 def _keyed_part(index: int, rows: int, key_range: int, unique: bool, seed: int):
@@ -138,9 +138,9 @@ def _method(ctx: RunContext) -> str | None:
     return "tasks" if ctx.dataframe_backend == "cudf" else None
 
 
-MERGE = register(Workload(
+MERGE = Workload(
     "merge", "inner merge on key of two persisted frames (all-to-all shuffle of both)",
-    "dataframe", _keyed_size, _merge, _merge_prepare))
+    "dataframe", _keyed_size, _merge, _merge_prepare)
 
 
 def _shuffle_prepare(ctx: RunContext, size: Size):
@@ -151,6 +151,9 @@ def _shuffle(ctx: RunContext, size: Size, frame) -> None:
     ctx.persist(frame.shuffle(on="key", method=_method(ctx)))
 
 
-SHUFFLE = register(Workload(
+SHUFFLE = Workload(
     "shuffle", "shuffle of a persisted frame on key (all-to-all exchange)",
-    "dataframe", _keyed_size, _shuffle, _shuffle_prepare))
+    "dataframe", _keyed_size, _shuffle, _shuffle_prepare)
+
+#: The workloads this module defines (the registry lists them by name).
+WORKLOADS = (GROUPBY, ROLLING, MERGE, SHUFFLE)

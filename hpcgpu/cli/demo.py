@@ -1,7 +1,7 @@
 """``hpcgpu demo``: the reference workloads on whatever this machine or allocation has.
 
 Inside a batch allocation (``DASK_SCHEDULER_ADDRESS`` set, as ``hpcgpu run`` does) it
-connects to that scheduler; otherwise it starts a :class:`~hpcgpu.local.LocalGPUCluster`
+connects to that scheduler; otherwise it starts a :class:`~hpcgpu.cluster.local.LocalGPUCluster`
 (one worker per GPU, or CPU workers without GPUs). Sizes fit the machine: the GPU sizes
 take seconds on one modern GPU, the CPU sizes about a minute on two cores.
 """
@@ -53,7 +53,7 @@ def _client(scheduler: str | None):
         with Client(address) as client:
             yield client, f"scheduler {address}"
         return
-    from hpcgpu.local import LocalGPUCluster
+    from hpcgpu.cluster.local import LocalGPUCluster
 
     with LocalGPUCluster(dashboard_address=None, silence_logs=40) as cluster, Client(cluster) as client:
         client.wait_for_workers(len(cluster.worker_spec), timeout=120)
@@ -69,7 +69,7 @@ def worker_gpus(client) -> list[dict]:
 
 def _kind(client) -> str:
     gpu = any(info.get("gpu_present") for info in worker_gpus(client))
-    from hpcgpu.backends import module_usable
+    from hpcgpu.system.backends import module_usable
 
     return "gpu" if gpu and module_usable("cupy") else "cpu"
 
@@ -96,7 +96,7 @@ def demo(scheduler, scale, names, json_path) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from hpcgpu import workloads
+    from hpcgpu.bench import reference as workloads
 
     console = Console()
     rows = []
@@ -112,7 +112,7 @@ def demo(scheduler, scale, names, json_path) -> None:
                 progress.update(overall, description=f"{name} {kwargs}")
                 backend = "gpu" if kind == "gpu" else "cpu"
                 if name == "groupby" and kind == "gpu":
-                    from hpcgpu.backends import module_usable
+                    from hpcgpu.system.backends import module_usable
 
                     backend = "gpu" if module_usable("cudf") else "cpu"
                 timing = workloads.run(workloads.WORKLOADS[name](**kwargs, backend=backend), client)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from hpcgpu.dialects import DIALECTS
+from hpcgpu.jobspec.dialects import DIALECTS
 from hpcgpu.network import PROTOCOLS, NetworkSettings
 
 __all__ = ["doctor", "print_report"]

@@ -8,13 +8,13 @@ import tempfile
 
 import click
 
-from hpcgpu import commands
+from hpcgpu.system import commands
 from hpcgpu.cluster.setup import ClusterSetup, prepare
-from hpcgpu.dialects import DIALECTS, get_dialect
-from hpcgpu.launchers import LAUNCHERS, get_launcher
-from hpcgpu.queues import check_queue
-from hpcgpu.render import render, worker_job_script
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.dialects import DIALECTS, get_dialect
+from hpcgpu.jobspec.launchers import LAUNCHERS, get_launcher
+from hpcgpu.jobspec.queues import check_queue
+from hpcgpu.jobspec.render import render, worker_job_script
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["jobscript", "parse_site_options", "check_script"]
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcgpu.launchers import LAUNCHERS
+from hpcgpu.jobspec.launchers import LAUNCHERS
 
 __all__ = ["run"]
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
 
-from hpcgpu import commands, config
+from hpcgpu.system import commands, config
 from hpcgpu.cluster.job import GPUJob
-from hpcgpu.dialects.arrays import (FIRST_INDEX, ArrayRequest, array_directives, element_job_id,
+from hpcgpu.jobspec.dialects.arrays import (FIRST_INDEX, ArrayRequest, array_directives, element_job_id,
                                     name_template)
 
 __all__ = ["ArraySettings", "ArrayElementJob", "ArraySubmission", "JobArrays",

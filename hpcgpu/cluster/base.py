@@ -28,8 +28,8 @@ from distributed.core import Status
 from distributed.objects import SchedulerInfo
 from tornado.ioloop import PeriodicCallback
 
-from hpcgpu import config
-from hpcgpu._jobqueue import JobQueueCluster
+from hpcgpu.system import config
+from hpcgpu.system.jobqueue import JobQueueCluster
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobTable, format_table, html_table

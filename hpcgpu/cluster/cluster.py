@@ -21,8 +21,8 @@ from hpcgpu.cluster.private import PrivateDirectory
 from hpcgpu.cluster.scheduler_job import JobScheduler
 from hpcgpu.cluster.schedulerstart import root_cause, start_error
 from hpcgpu.network import client_address, config_context
-from hpcgpu.scriptfields import shell_word
-from hpcgpu.tls import cluster_security
+from hpcgpu.jobspec.scriptfields import shell_word
+from hpcgpu.network.tls import cluster_security
 
 __all__ = ["GPUCluster"]
 

@@ -4,7 +4,7 @@ Without a GPU request a job must be exactly what dask-jobqueue's would be, so it
 (``job_header``), its worker command (``--nthreads``, ``--nworkers``, ``--memory-limit``) and
 the ``jobqueue.<config_name>`` configuration come from dask-jobqueue's ``SLURMJob``,
 ``PBSJob``, ``LSFJob`` and ``SGEJob``. hpcgpu adds what they lack: submission and
-cancellation through :mod:`hpcgpu.commands` with the dialect's argv (so job states and
+cancellation through :mod:`hpcgpu.system.commands` with the dialect's argv (so job states and
 failure diagnostics work as for GPU jobs), ``job_script_epilogue``, and the network's
 exports.
 """
@@ -20,9 +20,9 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu._jobqueue import Job
+from hpcgpu.system.jobqueue import Job
 from hpcgpu.cluster.job import DialectSubmission, tls_settings
-from hpcgpu.dialects import Dialect, get_dialect
+from hpcgpu.jobspec.dialects import Dialect, get_dialect
 
 __all__ = ["cpu_job_class", "cpu_error_log"]
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu import config
+from hpcgpu.system import config
 from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory, prepare
-from hpcgpu.cpushape import CPUJobShape
-from hpcgpu.dialects import get_dialect
-from hpcgpu.scriptfields import CPU_WORDS, check_options
-from hpcgpu.units import parse_walltime
+from hpcgpu.jobspec.cpushape import CPUJobShape
+from hpcgpu.jobspec.dialects import get_dialect
+from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options
+from hpcgpu.jobspec.units import parse_walltime
 
 __all__ = ["is_cpu_request", "prepare_any", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
 

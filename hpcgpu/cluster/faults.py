@@ -13,8 +13,8 @@ import asyncio
 import logging
 import re
 
-from hpcgpu import commands, config
-from hpcgpu.commands import CommandError, CommandResult
+from hpcgpu.system import commands, config
+from hpcgpu.system.commands import CommandError, CommandResult
 
 __all__ = ["cancel_together", "is_transient", "status_failed", "submit_with_retries",
            "TRANSIENT_PATTERNS"]

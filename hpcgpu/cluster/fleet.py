@@ -15,7 +15,7 @@ from typing import Any, Callable
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.job_table import JobRecord, JobTable
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey
-from hpcgpu.worker_command import split_resources
+from hpcgpu.jobspec.worker_command import split_resources
 
 __all__ = ["JobFleet"]
 

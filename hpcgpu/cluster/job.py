@@ -1,9 +1,9 @@
 """One batch job of GPU workers: dask-jobqueue's ``Job`` with hpcgpu's header and command.
 
 dask-jobqueue's per-scheduler ``XJob`` classes build a one-node header and a
-``dask worker --nworkers`` line; here the whole script comes from :func:`hpcgpu.render.render`
+``dask worker --nworkers`` line; here the whole script comes from :func:`hpcgpu.jobspec.render.render`
 (any number of nodes, one ``hpcgpu.worker`` per GPU through the launcher), and sbatch/qsub/bsub
-and their cancel commands run through :mod:`hpcgpu.commands`, the one subprocess seam.
+and their cancel commands run through :mod:`hpcgpu.system.commands`, the one subprocess seam.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
 
-from hpcgpu import commands
-from hpcgpu._jobqueue import Job
+from hpcgpu.system import commands
+from hpcgpu.system.jobqueue import Job
 from hpcgpu.cluster.faults import submit_with_retries
-from hpcgpu.dialects import Dialect
-from hpcgpu.launchers import Launcher
-from hpcgpu.render import render, worker_job_script
-from hpcgpu.resources import GPUJobShape
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.dialects import Dialect
+from hpcgpu.jobspec.launchers import Launcher
+from hpcgpu.jobspec.render import render, worker_job_script
+from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["DialectSubmission", "GPUJob", "worker_suffixes"]
 
@@ -37,7 +37,7 @@ def worker_suffixes(shape: GPUJobShape) -> list[str]:
 
 
 class DialectSubmission:
-    """Submit and cancel a job through the dialect's argv and :mod:`hpcgpu.commands`.
+    """Submit and cancel a job through the dialect's argv and :mod:`hpcgpu.system.commands`.
 
     Needs ``dialect``, ``name`` and ``job_script()`` on the job.
     """
@@ -90,7 +90,7 @@ class GPUJob(DialectSubmission, Job):
         the address from ``scheduler_file``; ``scheduler_lines`` start the scheduler before
         them, and the last one waits for it after them.
     retire_before, lifetime_stagger : str or None
-        Walltime-aware retirement of the workers (:class:`hpcgpu.walltime.Retirement`).
+        Walltime-aware retirement of the workers (:class:`hpcgpu.jobspec.walltime.Retirement`).
     """
 
     config_name = "slurm"  # dask-jobqueue's fallback config section; hpcgpu passes its own

@@ -14,12 +14,12 @@ import logging
 import time
 from typing import Any, Callable
 
-from hpcgpu import commands
+from hpcgpu.system import commands
 from hpcgpu.cluster.cpujob import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
-from hpcgpu.dialects import JobStatus
+from hpcgpu.jobspec.dialects import JobStatus
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["JobMonitor"]

@@ -9,16 +9,16 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu import config
+from hpcgpu.system import config
 from hpcgpu.cluster.cpujob import cpu_job_class
 from hpcgpu.cluster.cpusetup import prepare_any
 from hpcgpu.cluster.job import GPUJob
 from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, pool_resources, prepare_pool,
                                   with_resources, worker_groups)
 from hpcgpu.cluster.setup import ClusterSetup
-from hpcgpu.partition import check_cpu_partition
-from hpcgpu.queues import check_queue
-from hpcgpu.walltime import Retirement, preemption_directives, retirement_off
+from hpcgpu.jobspec.partition import check_cpu_partition
+from hpcgpu.jobspec.queues import check_queue
+from hpcgpu.jobspec.walltime import Retirement, preemption_directives, retirement_off
 
 __all__ = ["PreparedPool", "job_options_for", "named_pool", "prepare_cluster", "prepare_pools",
            "retirement_options"]
@@ -138,7 +138,7 @@ def retirement_options(dialect: str, walltime: int, retire_before: Any = None,
     ValueError: signal_before_walltime='soon' is not a duration: give seconds (90) or text \
 ('5 minutes', '90s'), or 'auto'
     """
-    from hpcgpu.walltime import _seconds
+    from hpcgpu.jobspec.walltime import _seconds
 
     before = config.get("retire-before") if retire_before is None else retire_before
     stagger = config.get("lifetime-stagger") if lifetime_stagger is None else lifetime_stagger

@@ -22,7 +22,7 @@ import dask.config
 from hpcgpu.cluster.cpusetup import CPU_ONLY, GPU_ONLY, prepare_cpu
 from hpcgpu.cluster.job import worker_suffixes
 from hpcgpu.cluster.setup import SHAPE_OPTIONS, ClusterSetup, prepare
-from hpcgpu.walltime import Retirement
+from hpcgpu.jobspec.walltime import Retirement
 
 __all__ = ["DEFAULT_POOL", "POOL_OPTIONS", "Pool", "PoolJobKey", "name_levels", "pool_options",
            "pool_resources", "prepare_pool", "with_resources", "worker_groups"]

@@ -5,7 +5,10 @@ execd: ``job_scripts/<id>``, mode 0755), so no job script carries key material. 
 cluster writes its temporary certificate, key and CA to files (mode 0600) in a directory
 only the user can enter (mode 0700) on the filesystem the nodes share, as dask-jobqueue's
 ``shared_temp_directory`` does; job scripts name those paths. The directory goes when the
-cluster closes, is collected, or its process ends (:mod:`hpcgpu.cluster.shutdown`).
+cluster closes, is collected, or its process ends (:mod:`hpcgpu.cluster.shutdown`); a
+process killed with SIGKILL cannot remove it, so the next cluster of the same user on the
+same host removes the directories whose process is gone (each names its host and pid in
+``owner``).
 
 Layout: ``<parent>/.hpcgpu-<uid>/<cluster name>-<random>/``, where ``parent`` is
 ``shared_temp_directory`` (default: the log directory). The per-user level may already
@@ -19,6 +22,7 @@ import copy
 import os
 import re
 import shutil
+import socket
 import stat
 import tempfile
 import warnings
@@ -26,7 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["PrivateDirectory", "user_directory", "write_private", "worker_credentials"]
+__all__ = ["PrivateDirectory", "user_directory", "write_private", "worker_credentials", "prune_stale"]
 
 
 def user_directory(parent: str | os.PathLike, field: str = "log_directory") -> Path:
@@ -123,6 +127,41 @@ def worker_credentials(security: Any, where: Callable[[], Path]) -> Any:
     return security
 
 
+def prune_stale(user: Path) -> list[Path]:
+    """Remove the private directories in ``user`` of this host's processes that are gone
+    (a client killed with SIGKILL); those of other hosts and of live processes stay.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> user = Path(tempfile.mkdtemp())
+    >>> for name, pid in (("gone", 2**22 + 1), ("alive", os.getpid())):
+    ...     (user / name).mkdir(); write_private(user / name / "owner", f"{socket.gethostname()} {pid}")
+    >>> [p.name for p in prune_stale(user)], sorted(p.name for p in user.iterdir())
+    (['gone'], ['alive'])
+    """
+    host, removed = socket.gethostname(), []
+    for directory in user.iterdir():
+        try:
+            owner_host, pid = (directory / "owner").read_text().split()
+        except (OSError, ValueError):
+            continue
+        if owner_host == host and not _alive(int(pid)):
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class PrivateDirectory:
     """One cluster's private directory, made on first use, removed by :meth:`remove`.
 
@@ -158,7 +197,9 @@ class PrivateDirectory:
         """The directory (made now if not yet)."""
         if self._path is None:
             user = user_directory(self.parent, self.field)
+            prune_stale(user)
             self._path = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=user))  # mode 0700
+            write_private(self._path / "owner", f"{socket.gethostname()} {os.getpid()}\n")
         return self._path
 
     @property

@@ -34,7 +34,7 @@ def jobs_to_scale(pool: Any, n: int | None = None, jobs: int = 0, memory: Any = 
     up, the largest of the counts asked for (warned when GPUs round up).
 
     >>> from types import SimpleNamespace
-    >>> from hpcgpu.resources import GPUJobShape
+    >>> from hpcgpu.jobspec.resources import GPUJobShape
     >>> shape = GPUJobShape.create(gpus_per_node=4, memory_per_gpu="10GB")
     >>> pool = SimpleNamespace(name="default", cpu=False, shape=shape, workers_per_job=4)
     >>> jobs_to_scale(pool, jobs=1, memory="50GB"), jobs_to_scale(pool, gpus=8)
@@ -69,7 +69,7 @@ def adaptive(pools: dict[str, Any], bounds: dict, given: dict | None) -> tuple[t
     of the default pool, or each adapted pool between its own bounds.
 
     >>> from types import SimpleNamespace
-    >>> from hpcgpu.resources import GPUJobShape
+    >>> from hpcgpu.jobspec.resources import GPUJobShape
     >>> shape = GPUJobShape.create(gpus_per_node=4)
     >>> pools = {"default": SimpleNamespace(shape=shape, workers_per_job=4)}
     >>> cls, options = adaptive(pools, dict(minimum_gpus=1, maximum_gpus=10), None)
@@ -129,7 +129,7 @@ def jobs_for(shape: Any, *, cores: Any = None, memory: Any = None, up: bool = Tr
     """Jobs of ``shape`` that hold ``cores`` cores and ``memory`` (rounded up; down for a
     maximum, ``up=False``, where nothing asked gives infinity).
 
-    >>> from hpcgpu.cpushape import CPUJobShape
+    >>> from hpcgpu.jobspec.cpushape import CPUJobShape
     >>> shape = CPUJobShape(cores=8, processes=4, memory=28 * 10**9)
     >>> jobs_for(shape, cores=20), jobs_for(shape, memory="60GB"), jobs_for(shape)
     (3, 3, 0)

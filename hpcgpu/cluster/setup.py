@@ -9,14 +9,14 @@ from typing import Any
 
 from dask.utils import parse_timedelta
 
-from hpcgpu import config
-from hpcgpu.dialects import Dialect, get_dialect
-from hpcgpu.launchers import Launcher, get_launcher
-from hpcgpu.logdir import default_log_directory, prune_job_logs
-from hpcgpu.cpushape import CPUJobShape
-from hpcgpu.resources import GPUJobShape, NodeLimits
-from hpcgpu.scriptfields import check_options
-from hpcgpu.units import parse_memory
+from hpcgpu.system import config
+from hpcgpu.jobspec.dialects import Dialect, get_dialect
+from hpcgpu.jobspec.launchers import Launcher, get_launcher
+from hpcgpu.system.logdir import default_log_directory, prune_job_logs
+from hpcgpu.jobspec.cpushape import CPUJobShape
+from hpcgpu.jobspec.resources import GPUJobShape, NodeLimits
+from hpcgpu.jobspec.scriptfields import check_options
+from hpcgpu.jobspec.units import parse_memory
 
 __all__ = ["ClusterSetup", "prepare", "make_log_directory", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
 

@@ -9,7 +9,7 @@ process can end still cancels every job the cluster submitted, pending or runnin
 - ``SIGTERM`` or ``SIGHUP`` with Python's default handler (death): the jobs are cancelled,
   then the process dies of the same signal, as it would have without hpcgpu.
 
-The cancel is synchronous, through :func:`hpcgpu.commands.run`: at interpreter shutdown
+The cancel is synchronous, through :func:`hpcgpu.system.commands.run`: at interpreter shutdown
 the thread pool behind ``asyncio.to_thread`` no longer accepts work. After ``SIGKILL``
 nothing runs in this process: the workers end themselves when the scheduler connection
 breaks (or, for a job that starts later, after ``death_timeout``), see docs/reliability.md.
@@ -29,7 +29,7 @@ from typing import Any
 
 from distributed.core import Status
 
-from hpcgpu import commands
+from hpcgpu.system import commands
 from hpcgpu.worker.nannies import stop_through_nannies
 
 __all__ = ["cancel_now", "end_workers", "scheduler_gone", "SCHEDULER_ANSWER", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
@@ -52,8 +52,8 @@ def cancel_now(dialect: Any, jobs: dict[str, Any]) -> list[str]:
     Examples
     --------
     >>> from types import SimpleNamespace as Job
-    >>> from hpcgpu.dialects import get_dialect
-    >>> from hpcgpu.commands import CommandResult, set_runner
+    >>> from hpcgpu.jobspec.dialects import get_dialect
+    >>> from hpcgpu.system.commands import CommandResult, set_runner
     >>> ran = []
     >>> set_runner(lambda argv, timeout, input: ran.append(argv) or
     ...            CommandResult(tuple(argv), 0, "", ""))

@@ -5,7 +5,7 @@ Each running job's workers retire on their own before the walltime
 the planner marks the job *retiring*, takes it out of the fleet's spec (so ``scale``/``adapt``
 count its replacement instead) and adds the replacement; the retiring job is not cancelled but
 left to end by itself, its workers handing their data to the others first. Closing the cluster
-still cancels it. The plan of each pool is its :class:`~hpcgpu.walltime.Retirement`.
+still cancels it. The plan of each pool is its :class:`~hpcgpu.jobspec.walltime.Retirement`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class WalltimePlanner:
     >>> from types import SimpleNamespace
     >>> from hpcgpu.cluster.job_table import JobRecord
     >>> from hpcgpu.cluster.pools import Pool
-    >>> from hpcgpu.walltime import Retirement
+    >>> from hpcgpu.jobspec.walltime import Retirement
     >>> fleet = JobFleet(lambda n: f"c-{n}")
     >>> plan = Retirement.create(600, 60, 0, 30)
     >>> fleet.add_pool(Pool("default", SimpleNamespace(cpu=False, shape=None), plan, {}))

@@ -24,8 +24,8 @@ from typing import Any
 import dask
 import dask.dataframe as dd
 
-from hpcgpu.backends import library_of, moved_to, resolve_backend
-from hpcgpu.reexport import fallback
+from hpcgpu.system.backends import library_of, moved_to, resolve_backend
+from hpcgpu.system.reexport import fallback
 
 __all__ = ["from_pandas", "read_csv", "read_parquet", "timeseries", "gpu_partition_freq", "asgpu", "ascpu", "backend_of"]
 

@@ -1,6 +1,6 @@
 """``hpcgpu doctor``: a network and GPU preflight, on the login node and on a compute node.
 
-:func:`diagnose` gathers the facts of this host (:mod:`hpcgpu.doctor.probes`) and
+:func:`diagnose` gathers the facts of this host (:mod:`hpcgpu.network.probes`) and
 judges them (:mod:`hpcgpu.doctor.checks`); :func:`hpcgpu.doctor.job.run_doctor_job` does
 the same inside a tiny batch job.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 
 from hpcgpu.doctor.checks import VERDICTS, Check, evaluate, worst
-from hpcgpu.doctor.probes import collect
+from hpcgpu.network.probes import collect
 from hpcgpu.network import NetworkSettings
 
 __all__ = ["diagnose", "Check", "VERDICTS", "ROLES"]

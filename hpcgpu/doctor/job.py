@@ -2,8 +2,8 @@
 
 The login node opens a TCP listener on the scheduler's interface while the job runs, so
 the compute node can tell whether the address a scheduler would have is reachable.
-The job script is rendered with :mod:`hpcgpu.render` (the one template) and submitted
-through :mod:`hpcgpu.commands`, with the environment a worker job would export.
+The job script is rendered with :mod:`hpcgpu.jobspec.render` (the one template) and submitted
+through :mod:`hpcgpu.system.commands`, with the environment a worker job would export.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from hpcgpu import commands
-from hpcgpu.dialects import get_dialect
-from hpcgpu.launchers import get_launcher
+from hpcgpu.system import commands
+from hpcgpu.jobspec.dialects import get_dialect
+from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, job_environment
-from hpcgpu.render import JobScript, render
-from hpcgpu.resources import GPUJobShape
+from hpcgpu.jobspec.render import JobScript, render
+from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["settings_argv", "doctor_job_script", "listener", "run_doctor_job"]
 

@@ -22,13 +22,13 @@ import traceback
 
 import dask
 
-from hpcgpu.closelog import quiet_expected_close
+from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
 from hpcgpu.runner.security import temporary_tls
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["initialize", "shutdown", "node_placement", "check_gpus", "mpi"]
 

@@ -51,13 +51,13 @@ def nvlink_pairs(topo_text: str) -> tuple[str, ...]:
     >>> nvlink_pairs("\\tGPU0\\tGPU1\\tGPU2\\nGPU0\\t X \\tNV18\\tSYS\\nGPU1\\tNV18\\t X \\tPHB\\nGPU2\\tSYS\\tPHB\\t X ")
     ('0-1 NV18',)
     """
-    from hpcgpu.doctor.probes import parse_topo
+    from hpcgpu.network.probes import parse_topo
 
     return tuple(f"{pair} {kind}" for pair, kind in parse_topo(topo_text).items() if kind.startswith("NV"))
 
 
 def active_ports(infiniband: dict) -> tuple[str, ...]:
-    """Active ports of :func:`hpcgpu.doctor.probes.probe_infiniband`'s facts."""
+    """Active ports of :func:`hpcgpu.network.probes.probe_infiniband`'s facts."""
     return tuple(f"{d['device']}:{p['port']}" for d in infiniband.get("devices", ())
                  for p in d["ports"] if (p.get("state") or "").endswith("ACTIVE"))
 
@@ -102,7 +102,7 @@ choose it with protocol='ucx' ...
 @functools.lru_cache(maxsize=1)
 def host_links() -> FastLinks:
     """This host's facts, probed once per process (``nvidia-smi topo -m``, sysfs)."""
-    from hpcgpu.doctor.probes import probe_gpu_links, probe_infiniband
+    from hpcgpu.network.probes import probe_gpu_links, probe_infiniband
     from hpcgpu.network.availability import ucx_unavailable_reason
 
     missing = ucx_unavailable_reason()

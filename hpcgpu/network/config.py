@@ -151,7 +151,7 @@ def job_environment(settings: NetworkSettings, role: str = "worker", gpu: bool |
 
 
 def worker_options(settings: NetworkSettings) -> dict[str, str | None]:
-    """``protocol`` and ``interface`` for :class:`hpcgpu.worker_command.WorkerCommand`.
+    """``protocol`` and ``interface`` for :class:`hpcgpu.jobspec.worker_command.WorkerCommand`.
 
     Examples
     --------

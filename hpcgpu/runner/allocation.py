@@ -7,13 +7,12 @@ they are tested without a batch system. An explicit option always wins.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from hpcgpu.resources import GPUJobShape
+from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
+from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.runner.slurm_env import (_count, _ids, _int, _min_cpus, _tres_gpus,  # noqa: F401
                                      in_salloc_shell as _in_salloc_shell, slurm_gpus as _slurm_gpus,
                                      slurm_tasks as _slurm_tasks)
@@ -125,7 +124,7 @@ class Allocation:
         return DEFAULT_LAUNCHERS[self.scheduler]
 
     def shape(self) -> GPUJobShape:
-        """The allocation as a :class:`~hpcgpu.resources.GPUJobShape`, for the launchers."""
+        """The allocation as a :class:`~hpcgpu.jobspec.resources.GPUJobShape`, for the launchers."""
         return GPUJobShape.create(nodes=self.nodes, gpus_per_node=self.gpus_per_node,
                                   cpus_per_gpu=self.cpus_per_gpu)
 
@@ -207,15 +206,6 @@ def _unknown_gpus(scheduler: str | None, env: Mapping[str, str]) -> str:
     return ("gpus_per_node is unknown: no SLURM GPU variable (SLURM_GPUS_ON_NODE, "
             "SLURM_GPUS_PER_NODE, ...), SGE_HGR_gpu, CUDA_VISIBLE_DEVICES or nvidia-smi here; "
             + fix)
-
-
-def count_nvidia_smi_gpus() -> int | None:
-    """GPUs ``nvidia-smi -L`` lists on this node, or None without nvidia-smi."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("GPU ")]
-    return len(lines) if done.returncode == 0 and lines else None
 
 
 _OPTION_FIX = {

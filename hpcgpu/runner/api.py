@@ -22,14 +22,14 @@ from distributed import Client, Scheduler
 from distributed.core import Status
 from distributed.security import Security
 
-from hpcgpu._jobqueue import BaseRunner, Role  # without dask_jobqueue's SIGINT handler
-from hpcgpu.closelog import quiet_expected_close
+from hpcgpu.system.jobqueue import BaseRunner, Role  # without dask_jobqueue's SIGINT handler
+from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
 from hpcgpu.runner.security import TLSFiles, make_private_directory, write_tls_files
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 
 

@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcgpu.closelog import quiet_expected_close
-from hpcgpu.launchers import get_launcher
+from hpcgpu.system.closelog import quiet_expected_close
+from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
 from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
@@ -40,7 +40,7 @@ from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
 from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker.startfailure import start_error
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"]
 

@@ -14,9 +14,9 @@ import os
 import shlex
 from typing import Mapping
 
-from hpcgpu.launchers import Launcher
+from hpcgpu.jobspec.launchers import Launcher
 from hpcgpu.runner.allocation import Allocation, _int
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
 
@@ -30,7 +30,7 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
 
     Examples
     --------
-    >>> from hpcgpu.launchers import get_launcher
+    >>> from hpcgpu.jobspec.launchers import get_launcher
     >>> w = WorkerCommand(scheduler="tls://n1:4000")
     >>> a = Allocation("slurm", "7", nodes=2, gpus_per_node=2, cpus_per_node=8)
     >>> shlex.join(workers_argv(a, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
@@ -88,7 +88,7 @@ def launcher_environment(allocation: Allocation, launcher: Launcher,
 
     Examples
     --------
-    >>> from hpcgpu.launchers import get_launcher
+    >>> from hpcgpu.jobspec.launchers import get_launcher
     >>> t = Allocation("slurm", "7", nodes=1, gpus_per_node=2, cpus_per_node=2,
     ...                gpus_per_task=1, tasks=2)
     >>> launcher_environment(t, get_launcher("mpirun"), {"SLURM_GPUS_PER_TASK": "1", "A": "b"})
@@ -139,7 +139,7 @@ def started_per_task(env: Mapping[str, str] | None = None) -> str | None:
     >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_NTASKS": "8"}) is None  # the batch script
     True
     """
-    from hpcgpu.launchers import RANK_VARIABLES
+    from hpcgpu.jobspec.launchers import RANK_VARIABLES
 
     env = os.environ if env is None else env
     for variable, launcher in _TASK_SIZES:

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.worker.placement import Placement, job_id_from_env, placement_from_env
-from hpcgpu.worker_command import WorkerCommand
+from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = [
     "rank_and_size", "pin_gpu", "worker_options", "start_own_worker", "exit_code_of",
@@ -39,7 +39,7 @@ def rank_and_size(env: Mapping[str, str] | None = None) -> tuple[int, int]:
     RuntimeError: no launcher rank here (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, ...): \
 start the script on every rank with srun, mpirun, mpiexec or jsrun
     """
-    from hpcgpu.launchers import RANK_VARIABLES
+    from hpcgpu.jobspec.launchers import RANK_VARIABLES
 
     env = os.environ if env is None else env
     rank = next((int(env[v]) for v in RANK_VARIABLES if env.get(v, "").isdigit()), None)

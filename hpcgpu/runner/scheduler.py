@@ -46,10 +46,10 @@ def scheduler_argv(python: str, scheduler_file: str, options: SchedulerOptions,
     ...                       TLSFiles("/j/ca.pem", "/j/cert.pem", "/j/key.pem"))
     >>> " ".join(argv)  # doctest: +NORMALIZE_WHITESPACE
     'python3 -m distributed.cli.dask_scheduler --scheduler-file /j/s.json --port 0
-     --protocol tls --preload hpcgpu.closelog --no-dashboard --tls-ca-file /j/ca.pem --tls-cert /j/cert.pem --tls-key /j/key.pem'
+     --protocol tls --preload hpcgpu.system.closelog --no-dashboard --tls-ca-file /j/ca.pem --tls-cert /j/cert.pem --tls-key /j/key.pem'
     """
     argv = [python, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", scheduler_file,
-            "--port", "0", "--protocol", options.protocol, "--preload", "hpcgpu.closelog"]
+            "--port", "0", "--protocol", options.protocol, "--preload", "hpcgpu.system.closelog"]
     if options.interface:
         argv += ["--interface", options.interface]
     if options.dashboard_address is None:

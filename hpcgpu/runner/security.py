@@ -51,7 +51,7 @@ class TLSFiles:
                 "distributed.comm.tls.client.cert": self.cert, "distributed.comm.tls.client.key": self.key}
 
     def worker_args(self) -> dict:
-        """The TLS keyword arguments of :class:`~hpcgpu.worker_command.WorkerCommand`."""
+        """The TLS keyword arguments of :class:`~hpcgpu.jobspec.worker_command.WorkerCommand`."""
         return {"tls_ca_file": self.ca_file, "tls_cert": self.cert, "tls_key": self.key}
 
     def security(self) -> Security:

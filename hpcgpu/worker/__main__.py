@@ -1,6 +1,6 @@
 """``python -m hpcgpu.worker <scheduler> [options]``: one Dask worker (with a nanny) per GPU.
 
-The options are those :class:`hpcgpu.worker_command.WorkerCommand` renders; anything else
+The options are those :class:`hpcgpu.jobspec.worker_command.WorkerCommand` renders; anything else
 is passed to ``dask worker`` unchanged.
 """
 
@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from hpcgpu.dialects.arrays import element_name
+from hpcgpu.jobspec.dialects.arrays import element_name
 from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
@@ -21,7 +21,7 @@ from hpcgpu.worker.startfailure import with_restart_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
 from hpcgpu.worker.placement import Placement, job_id_from_env, node_placements, placement_from_env
 from hpcgpu.worker.walltime import forward_drain_to_children, lifetime_options
-from hpcgpu.worker_command import split_resources
+from hpcgpu.jobspec.worker_command import split_resources
 
 __all__ = ["main", "merged_resources"]
 

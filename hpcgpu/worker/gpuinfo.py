@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass
 
-__all__ = ["GPUInfo", "describe_gpu", "count_gpus", "gpu_handle", "nvml_library"]
+__all__ = ["GPUInfo", "describe_gpu", "count_gpus", "count_nvidia_smi_gpus", "gpu_handle", "nvml_library"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +72,12 @@ def describe_gpu(index: str) -> GPUInfo:
         return GPUInfo(index=index)
     decode = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
     return GPUInfo(index=index, uuid=decode(uuid), model=decode(model), memory=memory)
+
+
+def count_nvidia_smi_gpus() -> int | None:
+    """GPUs ``nvidia-smi -L`` lists on this node, or None without nvidia-smi."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("GPU ")]
+    return len(lines) if done.returncode == 0 and lines else None

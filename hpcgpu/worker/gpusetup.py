@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from dask.utils import parse_bytes
+from hpcgpu.jobspec.units import parse_device_bytes
 
 __all__ = ["GPUSetup", "parse_device_bytes", "unpack_bitmask", "choose_cores",
            "apply_cpu_affinity", "setup_rmm", "device_data"]
@@ -27,38 +27,6 @@ logger = logging.getLogger("distributed.hpcgpu")
 AUTO_POOL_FRACTION = 0.9
 #: device memory a worker fills before spilling to host with ``auto`` (dask-cuda's default)
 AUTO_DEVICE_LIMIT_FRACTION = 0.8
-
-
-def parse_device_bytes(value: str | None, total: int | None, field: str = "size") -> int | None:
-    """Bytes from ``"40GB"``, a fraction of ``total`` (``"0.8"``) or ``0``/``none`` (None).
-
-    Examples
-    --------
-    Rounded down to RMM's 256-byte alignment:
-
-    >>> parse_device_bytes("0.5", 4096), parse_device_bytes("1GB", None), parse_device_bytes("0", 9)
-    (2048, 1000000000, None)
-    >>> parse_device_bytes("lots", 9, "rmm_pool_size")
-    Traceback (most recent call last):
-    ...
-    ValueError: rmm_pool_size='lots' is not a size: give bytes ('40GB'), a fraction of device memory ('0.9'), 'auto' or 'none'
-    """
-    if value is None or str(value).strip().lower() in ("0", "none", "off", "false", ""):
-        return None
-    text = str(value).strip()
-    try:
-        number = float(text)
-    except ValueError:
-        number = None
-    try:
-        if number is not None and 0 < number <= 1:
-            if total is None:
-                return None
-            return int(total * number) // 256 * 256
-        return int(parse_bytes(text)) // 256 * 256
-    except (ValueError, TypeError):
-        raise ValueError(f"{field}={value!r} is not a size: give bytes ('40GB'), a fraction of "
-                         "device memory ('0.9'), 'auto' or 'none'") from None
 
 
 @dataclass(frozen=True)
@@ -103,7 +71,7 @@ class GPUSetup:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "GPUSetup":
-        """The set-up the entry point (or :class:`~hpcgpu.local.LocalGPUCluster`) asked for."""
+        """The set-up the entry point (or :class:`~hpcgpu.cluster.local.LocalGPUCluster`) asked for."""
         env = os.environ if env is None else env
         return cls(rmm_pool_size=env.get("HPCGPU_RMM_POOL_SIZE", "auto"),
                    rmm_async=env.get("HPCGPU_RMM_ASYNC", "0") == "1",

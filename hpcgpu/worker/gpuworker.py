@@ -1,7 +1,7 @@
 """``GPUWorker``: a ``distributed.Worker`` that sets up its GPU before anything runs on it.
 
 The entry point starts ``dask worker --worker-class hpcgpu.worker.gpuworker.GPUWorker``
-and :class:`~hpcgpu.local.LocalGPUCluster` passes the same class to its nannies. It must
+and :class:`~hpcgpu.cluster.local.LocalGPUCluster` passes the same class to its nannies. It must
 be a worker class rather than a plugin because the device-to-host spilling store is the
 worker's ``data=``, fixed at construction (as in dask-cuda's ``CUDAWorker``).
 """

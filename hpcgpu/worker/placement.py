@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass
 from typing import Mapping
 
-from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
+from hpcgpu.jobspec.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
 
 __all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env",
            "visible_devices", "physical_gpu", "shared_gpu_error"]
@@ -109,7 +109,7 @@ def _own_entry(visible: list[str], local: int, local_size: int | None,
 
 def _node_gpu_count() -> int | None:
     """GPUs of this node (``nvidia-smi -L``), None where there is no NVIDIA driver."""
-    from hpcgpu.runner.allocation import count_nvidia_smi_gpus
+    from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
 
     return count_nvidia_smi_gpus()
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 
-from hpcgpu.closelog import quiet_expected_close
+from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.worker.gpuinfo import count_gpus, describe_gpu
 from hpcgpu.worker.placement import physical_gpu
 

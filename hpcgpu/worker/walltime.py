@@ -20,7 +20,7 @@ import time
 from datetime import datetime
 from typing import Any, Mapping
 
-from hpcgpu.walltime import Retirement, retirement_off
+from hpcgpu.jobspec.walltime import Retirement, retirement_off
 
 __all__ = ["job_end_time", "lifetime_options", "install_drain", "forward_drain_to_children",
            "DRAIN_SIGNALS"]
@@ -32,7 +32,7 @@ DRAIN_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
 
 def _slurm_end(job_id: str) -> float | None:
-    from hpcgpu import commands
+    from hpcgpu.system import commands
 
     done = commands.run(["squeue", "-h", "-j", job_id, "-o", "%e"], timeout=15, check=False)
     text = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""

@@ -6,8 +6,8 @@ for what a chain records, :mod:`~hpcgpu.array.fused.codegen` and
 :mod:`~hpcgpu.array.fused.replay` for the NumPy backend the CPU tests use.
 """
 
-from hpcgpu.array.fused import functions  # noqa: F401 - registers Dask's numel for lazy blocks
-from hpcgpu.array.fused.expr import LazyBlock, Unsupported, force_all
+from hpcgpu.array.fused.expr import LazyBlock, force_all
+from hpcgpu.array.fused.nodes import Unsupported
 from hpcgpu.array.fused.runner import fused_backends, lazy_random_block, run_step
 
 __all__ = ["LazyBlock", "Unsupported", "force_all", "fused_backends", "lazy_random_block", "run_step"]

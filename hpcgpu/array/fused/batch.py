@@ -26,7 +26,8 @@ import operator
 import numpy as np
 from dask._task_spec import DataNode, GraphNode, Task, TaskRef
 
-from hpcgpu.array.fused.expr import LazyBlock, RandomLeaf, Reduce, leaves_of
+from hpcgpu.array.fused.expr import LazyBlock
+from hpcgpu.array.fused.nodes import RandomLeaf, Reduce, leaves_of
 from hpcgpu.array.lazy_blocks import BlockStep
 
 __all__ = ["split_chains", "chain_print", "run_alike_chains", "NotAlike"]
@@ -150,7 +151,7 @@ def _layer_print(step: BlockStep, layers: dict):
             layers[id(layer)] = error
     if layers[id(layer)] is not None:
         raise layers[id(layer)]
-    from hpcgpu.array.random import RandomBlocks
+    from hpcgpu.array.seeds import RandomBlocks
 
     per_block = []
     for name, dep in layer.io_deps.items():

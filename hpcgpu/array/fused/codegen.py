@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
+from hpcgpu.array.fused.nodes import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
 from hpcgpu.array.philox import _PHILOX
 
 __all__ = ["kernel_source", "batch_kernel_source", "check_loop", "check_reduction", "literal", "C_TYPES",

@@ -16,7 +16,7 @@ import numpy as np
 
 from hpcgpu.array.fused.codegen import (_THREADS, BATCH_KEY_WORDS, batch_kernel_source, check_loop,
                                         check_reduction, cupy_ufunc, kernel_source)
-from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
+from hpcgpu.array.fused.nodes import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
 
 #: NVRTC options of the fused kernels: CuPy's defaults (contraction on), with C++17
 OPTIONS = ("--std=c++17",)
@@ -110,7 +110,7 @@ def evaluate_batch(node: Reduce, block_ids: list):
     """
     import cupy
 
-    from hpcgpu.array.random import block_seeds
+    from hpcgpu.array.seeds import block_seeds
 
     leaves: list = []
     key = ("batch", signature(node, leaves, {}))

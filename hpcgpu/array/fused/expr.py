@@ -19,70 +19,14 @@ import numbers
 import operator
 
 import numpy as np
+from dask.array.backends import numel_lookup
+
+from hpcgpu.array.fused.codegen import check_loop, check_reduction
+from hpcgpu.array.fused.nodes import (ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported, leaves_of,
+                                      with_keys)
 
 __all__ = ["Unsupported", "LazyBlock", "RandomLeaf", "ArrayLeaf", "Map", "Slice", "Reduce", "force_all", "leaves_of",
-           "with_keys"]
-
-
-class Unsupported(TypeError):
-    """An operation the fused expressions do not record; the step runs on real blocks."""
-
-
-class Node:
-    __slots__ = ("shape", "dtype")
-
-
-class RandomLeaf(Node):
-    """A block of :mod:`hpcgpu.array.random` (its arguments, as ``random._block`` takes them)."""
-
-    __slots__ = ("backend", "seed", "method", "args", "key", "block_id")
-
-    def __init__(self, backend, seed, method, args, dtype, shape, key, block_id):
-        self.backend, self.seed, self.method, self.args = backend, seed, method, args
-        self.dtype, self.shape, self.key, self.block_id = np.dtype(dtype), tuple(shape), key, tuple(block_id)
-
-
-class ArrayLeaf(Node):
-    """A block already in memory."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value, self.shape, self.dtype = value, tuple(value.shape), np.dtype(value.dtype)
-
-
-class Map(Node):
-    """An elementwise step: ``fn(*args)``, ``args`` nodes or scalars, computed in ``loop``
-    dtypes (the inputs', then the output's) as the ufunc ``name``."""
-
-    __slots__ = ("fn", "name", "args", "loop")
-
-    def __init__(self, fn, name, args, loop, shape):
-        self.fn, self.name, self.args, self.loop = fn, name, tuple(args), tuple(np.dtype(d) for d in loop)
-        self.shape, self.dtype = tuple(shape), self.loop[-1]
-
-
-class Slice(Node):
-    """``child[index]``, ``index`` a tuple of one slice per dimension, ``ranges`` the
-    indices each takes (``slice(3, None, -1).indices(n)`` cannot be applied again)."""
-
-    __slots__ = ("child", "index", "ranges")
-
-    def __init__(self, child, index):
-        self.child, self.index, self.dtype = child, index, child.dtype
-        self.ranges = tuple(range(*s.indices(n)) for s, n in zip(index, child.shape))
-        self.shape = tuple(len(r) for r in self.ranges)
-
-
-class Reduce(Node):
-    """``fn(child, axis=axis, dtype=..., keepdims=keepdims)`` as the reduction ``name``."""
-
-    __slots__ = ("fn", "name", "child", "axis", "keepdims", "kwargs")
-
-    def __init__(self, fn, name, child, axis, dtype, keepdims, kwargs):
-        self.fn, self.name, self.child, self.axis, self.keepdims = fn, name, child, axis, keepdims
-        self.kwargs, self.dtype = kwargs, np.dtype(dtype)
-        self.shape = tuple(1 if d in axis else n for d, n in enumerate(child.shape) if keepdims or d not in axis)
+           "with_keys", "array_function", "astype", "getitem", "reduce"]
 
 
 _REDUCTIONS = {np.sum: "sum", np.prod: "prod", np.min: "min", np.max: "max", np.amin: "min", np.amax: "max"}
@@ -172,8 +116,6 @@ class LazyBlock:
 
     def map(self, fn, ufunc, args) -> LazyBlock:
         """The lazy ``fn(*args)`` computed as ``ufunc`` (Unsupported for what NumPy would refuse)."""
-        from hpcgpu.array.fused.codegen import check_loop
-
         nodes = [self._operand(a) for a in args]
         try:
             loop = ufunc.resolve_dtypes(tuple(_dispatch_type(a) for a in nodes) + (None,) * ufunc.nout)
@@ -194,18 +136,12 @@ class LazyBlock:
         return self.map(ufunc, ufunc, inputs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from hpcgpu.array.fused.functions import array_function  # registers Dask's numel too
-
         return array_function(self, func, args, kwargs)
 
     def astype(self, dtype, casting="unsafe", copy=True, **kwargs):
-        from hpcgpu.array.fused.functions import astype
-
         return astype(self, dtype, casting, kwargs)
 
     def __getitem__(self, index):
-        from hpcgpu.array.fused.functions import getitem
-
         return getitem(self, index)
 
     def __neg__(self):
@@ -236,58 +172,6 @@ for _name, (_fn, _ufunc) in _OPERATORS.items():
 LazyBlock.__hash__ = None
 
 
-def leaves_of(node: Node, found: dict | None = None) -> list:
-    """The leaves of ``node`` (each once), in the order the expression first reaches them.
-
-    Examples
-    --------
-    >>> x = LazyBlock(ArrayLeaf(np.ones((2, 2))), "numpy")
-    >>> [type(leaf).__name__ for leaf in leaves_of((x * x + 1)[::2].node)]
-    ['ArrayLeaf']
-    """
-    found = {} if found is None else found
-    if isinstance(node, (RandomLeaf, ArrayLeaf)):
-        found.setdefault(id(node), node)
-    elif isinstance(node, Map):
-        for arg in node.args:
-            if isinstance(arg, Node):
-                leaves_of(arg, found)
-    else:
-        leaves_of(node.child, found)
-    return list(found.values())
-
-
-def with_keys(node: Node, keys: dict, memo: dict | None = None) -> Node:
-    """``node`` with each random leaf ``id(leaf)`` in ``keys`` drawn from the block
-    ``keys[id(leaf)] = (key, block_id)`` instead (the rest of the expression shared).
-
-    Examples
-    --------
-    >>> leaf = RandomLeaf("numpy", 0, "uniform", (0.0, 1.0), "float64", (2, 2), 7, (0, 0))
-    >>> moved = with_keys(Reduce(np.sum, "sum", leaf, (0, 1), "float64", True, {}), {id(leaf): (9, (1, 0))})
-    >>> moved.child.key, moved.child.block_id, moved.child.shape
-    (9, (1, 0), (2, 2))
-    """
-    memo = {} if memo is None else memo
-    if id(node) in memo:
-        return memo[id(node)]
-    if isinstance(node, RandomLeaf):
-        key, block_id = keys.get(id(node), (node.key, node.block_id))
-        new = RandomLeaf(node.backend, node.seed, node.method, node.args, node.dtype, node.shape, key, block_id)
-    elif isinstance(node, ArrayLeaf):
-        new = node
-    elif isinstance(node, Map):
-        args = [with_keys(a, keys, memo) if isinstance(a, Node) else a for a in node.args]
-        new = Map(node.fn, node.name, args, node.loop, node.shape)
-    elif isinstance(node, Slice):
-        new = Slice(with_keys(node.child, keys, memo), node.index)
-    else:
-        new = Reduce(node.fn, node.name, with_keys(node.child, keys, memo), node.axis, node.dtype, node.keepdims,
-                     node.kwargs)
-    memo[id(node)] = new
-    return new
-
-
 def force_all(value):
     """``value`` with every LazyBlock in it (inside tuples, lists, dicts) computed."""
     if isinstance(value, LazyBlock):
@@ -297,3 +181,89 @@ def force_all(value):
     if isinstance(value, dict):
         return {k: force_all(v) for k, v in value.items()}
     return value
+
+
+# NumPy functions on lazy blocks: reductions, ``where``, ``astype``, slicing. Functions not
+# listed here run on the forced blocks (the call NumPy's dispatch would make).
+
+@numel_lookup.register(LazyBlock)
+def _numel(x: LazyBlock, **kwargs):
+    """Dask's element count (``mean``, ``var``) of a lazy block: its backend's, from the shape."""
+    return numel_lookup.dispatch(type(__import__(x.backend).empty(0)))(x, **kwargs)
+
+
+class _AsType:
+    """``x.astype(dtype)``, kept as a callable for the NumPy replay."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __call__(self, x):
+        return x.astype(self.dtype)
+
+
+def astype(block: LazyBlock, dtype, casting, kwargs) -> LazyBlock:
+    dtype = np.dtype(dtype)
+    if kwargs or not np.can_cast(block.dtype, dtype, casting=casting):
+        raise Unsupported(f"astype({dtype}, casting={casting!r}, {sorted(kwargs)})")
+    check_loop("astype", (block.dtype, dtype))
+    return LazyBlock(Map(_AsType(dtype), "astype", (block._operand(block),), (block.dtype, dtype), block.shape), block.backend)
+
+
+def getitem(block: LazyBlock, index) -> LazyBlock:
+    """``block[index]`` for slices and ``...`` (other indices: Unsupported)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if index.count(Ellipsis) > 1 or not all(isinstance(i, slice) or i is Ellipsis for i in index):
+        raise Unsupported(f"index {index!r}")
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        index = index[:at] + (slice(None),) * (block.ndim - len(index) + 1) + index[at + 1:]
+    if len(index) > block.ndim:
+        raise Unsupported(f"index {index!r} for {block.ndim} dimensions")
+    index = index + (slice(None),) * (block.ndim - len(index))
+    for s in index:
+        for part in (s.start, s.stop, s.step):
+            if part is not None and not isinstance(part, numbers.Integral):
+                raise Unsupported(f"slice {s!r}")
+    return LazyBlock(Slice(block._operand(block), index), block.backend)
+
+
+def reduce(block: LazyBlock, func, axis=None, dtype=None, keepdims=False, **kwargs) -> LazyBlock:
+    """``func(block, axis, dtype, keepdims)`` for sum, prod, min and max."""
+    if kwargs or not keepdims or block.size == 0:
+        raise Unsupported("reductions are fused with keepdims=True over a non-empty block")
+    axes = tuple(range(block.ndim)) if axis is None else (axis,) if isinstance(axis, numbers.Integral) else axis
+    axes = tuple(sorted({int(a) % block.ndim for a in axes}))
+    extra = {} if dtype is None else {"dtype": dtype}
+    try:
+        meta = func(np.ones((1,) * block.ndim, block.dtype), axis=axes, keepdims=True, **extra)
+    except (TypeError, ValueError) as error:
+        raise Unsupported(str(error)) from None
+    check_reduction(_REDUCTIONS[func], meta.dtype)
+    return LazyBlock(Reduce(func, _REDUCTIONS[func], block._operand(block), axes, meta.dtype, True, extra), block.backend)
+
+
+def _where(block: LazyBlock, condition, x, y) -> LazyBlock:
+    nodes = [block._operand(v) for v in (condition, x, y)]
+    metas = [np.zeros((), n.dtype) if hasattr(n, "dtype") and not isinstance(n, np.generic) else n for n in nodes]
+    out = np.where(*metas).dtype
+    cond_dtype = getattr(nodes[0], "dtype", np.dtype(bool))
+    loop = (np.dtype(bool) if cond_dtype == bool else cond_dtype, out, out, out)
+    check_loop("where", loop)
+    shape = np.broadcast_shapes(*(n.shape for n in nodes if hasattr(n, "shape") and not isinstance(n, np.generic)))
+    return LazyBlock(Map(np.where, "where", nodes, loop, shape), block.backend)
+
+
+def array_function(block: LazyBlock, func, args, kwargs):
+    """NumPy's ``__array_function__`` for a lazy block."""
+    if func in _REDUCTIONS and len(args) == 1 and isinstance(args[0], LazyBlock):
+        return reduce(args[0], func, **kwargs)
+    if func is np.where and len(args) == 3 and not kwargs:
+        return _where(block, *args)
+    if func is np.full_like and kwargs.get("shape") is not None:  # dask's numel
+        xp = __import__(block.backend)
+        fill = args[1] if len(args) > 1 else kwargs["fill_value"]
+        return xp.full(kwargs["shape"], fill, dtype=kwargs.get("dtype") or block.dtype)
+    return func(*force_all(args), **force_all(kwargs))  # not fused: the call on real blocks

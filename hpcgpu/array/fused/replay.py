@@ -7,7 +7,7 @@ expressions capture (operands, their order, slices, axes, dtypes) against the ch
 
 from __future__ import annotations
 
-from hpcgpu.array.fused.expr import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, leaves_of, with_keys
+from hpcgpu.array.fused.nodes import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, leaves_of, with_keys
 
 __all__ = ["evaluate", "evaluate_batch"]
 
@@ -29,7 +29,7 @@ def evaluate(node: Node, memo: dict | None = None):
     if isinstance(node, ArrayLeaf):
         value = node.value
     elif isinstance(node, RandomLeaf):
-        from hpcgpu.array.random import _block
+        from hpcgpu.array.seeds import draw_block as _block
 
         value = _block(node.backend, node.seed, node.method, node.args, node.dtype, node.shape, node.block_id)
     elif isinstance(node, Map):
@@ -55,7 +55,7 @@ def evaluate_batch(node: Node, block_ids: list) -> list:
     >>> bool((first == evaluate(leaf)).all()), bool((first != second).any())
     (True, True)
     """
-    from hpcgpu.array.random import block_seeds
+    from hpcgpu.array.seeds import block_seeds
 
     leaves = leaves_of(node)
     keys = [block_seeds(leaf.seed, block_ids) for leaf in leaves]

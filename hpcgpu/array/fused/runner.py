@@ -20,7 +20,8 @@ import contextlib
 
 import dask
 
-from hpcgpu.array.fused.expr import ArrayLeaf, LazyBlock, RandomLeaf, force_all
+from hpcgpu.array.fused.expr import LazyBlock, force_all
+from hpcgpu.array.fused.nodes import ArrayLeaf, RandomLeaf
 
 __all__ = ["fused_backends", "run_step", "lazy_random_block", "force_all"]
 
@@ -57,7 +58,7 @@ def lazy_random_block(backend, seed, method, args, dtype, shape, block_id):
     """A lazy random block while a fused step runs (None otherwise: compute it)."""
     if backend not in _TRACING.get():
         return None
-    from hpcgpu.array.random import block_seed
+    from hpcgpu.array.seeds import block_seed
 
     key = block_seed(seed, block_id)
     return LazyBlock(RandomLeaf(backend, seed, method, args, dtype, shape, key, block_id), backend)
@@ -85,7 +86,6 @@ def _traced(task, values: dict, backends: frozenset):
     it (``ones``, ``full``, a slice of an array in memory) enters the expression as a leaf."""
     from dask._task_spec import TaskRef
 
-    from hpcgpu.array.optimization import _run_subgraph
 
     if task.func is not _run_subgraph:
         return task(values)
@@ -94,3 +94,12 @@ def _traced(task, values: dict, backends: frozenset):
     for step in steps:
         inner[step.key] = _wrapped(step(inner), backends)
     return inner[outkey]
+
+
+def _run_subgraph(plan: tuple, *dependencies):
+    """``dask._task_spec._execute_subgraph`` with its steps ordered once, not on every call."""
+    steps, outkey, inkeys = plan
+    values = dict(zip(inkeys, dependencies))
+    for task in steps:
+        values[task.key] = task(values)
+    return values[outkey]

@@ -3,7 +3,7 @@
     HOME=$(mktemp -d) python tests/data/jobqueue/capture.py
 
 Writes <case>.sh next to this file: what dask-jobqueue 0.9 renders, with the scheduler
-address and the Python executable replaced by placeholders. tests/test_jobqueue_api.py
+address and the Python executable replaced by placeholders. tests/unit/test_jobqueue_api.py
 compares hpcgpu's scripts for the same arguments with these files.
 """
 

@@ -1,0 +1,92 @@
+"""What the nodes of a SLURM partition have (``sinfo``), for the check of a job shape
+against them before submitting (:func:`hpcgpu.jobspec.queues.check_queue`, for every scheduler).
+
+Where ``sinfo`` cannot answer, that check warns once and changes nothing: the scheduler's
+own answer stands. An unknown partition changes nothing either (sbatch names it).
+"""
+
+from __future__ import annotations
+
+from hpcgpu.system import commands
+from hpcgpu.jobspec.queues.offer import (PartitionNode, QueryUnavailable, QueueOffer, cpu_shape_problem,
+                                 shape_problem)
+from hpcgpu.jobspec.resources import GPUJobShape
+
+__all__ = ["PartitionNode", "parse_sinfo", "slurm_partition_nodes", "slurm_offer",
+           "shape_problem", "check_cpu_partition"]
+
+#: sinfo's one line per node and partition: name, CPUs, memory (MB), GRES, partition
+SINFO_FORMAT = "%N|%c|%m|%G|%P"
+
+
+def _gres_gpus(gres: str) -> tuple[tuple[str, int], ...]:
+    """``gpu:h100:4(S:0-1),gpu:a100:2`` -> ``(("h100", 4), ("a100", 2))``."""
+    found = []
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] != "gpu" or len(parts) < 2 or not parts[-1].isdigit():
+            continue
+        found.append((parts[1] if len(parts) == 3 else "", int(parts[-1])))
+    return tuple(found)
+
+
+def parse_sinfo(text: str, partition: str | None = None) -> list[PartitionNode]:
+    """Nodes of ``partition`` (the default one, marked ``*``, where None) from
+    ``sinfo --noheader --Node --format='%N|%c|%m|%G|%P'``.
+
+    Examples
+    --------
+    >>> text = "node1|32|262144|gpu:h100:4|debug*\\nnode1|32|262144|gpu:h100:4|gpu\\n"
+    >>> parse_sinfo(text, "gpu")
+    [PartitionNode(name='node1', cpus=32, memory=274877906944, gpus=(('h100', 4),), slots=0)]
+    >>> parse_sinfo("node9|64|512000|(null)|cpu*\\n")
+    [PartitionNode(name='node9', cpus=64, memory=536870912000, gpus=(), slots=0)]
+    >>> parse_sinfo(text, "nosuch")
+    []
+    """
+    nodes: dict[str, PartitionNode] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 5 or not fields[1].rstrip("+").isdigit():
+            continue
+        name, cpus, memory, gres, part = fields
+        if (part.rstrip("*") != partition) if partition else not part.endswith("*"):
+            continue
+        memory = memory.rstrip("+")
+        nodes[name] = PartitionNode(name, int(cpus.rstrip("+")),
+                                    int(memory) * 2**20 if memory.isdigit() else 0,
+                                    _gres_gpus(gres))
+    return list(nodes.values())
+
+
+def slurm_partition_nodes(partition: str | None) -> list[PartitionNode]:
+    """The partition's nodes (the default partition's when None).
+
+    Raises :class:`QueryUnavailable` when ``sinfo`` cannot answer."""
+    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
+    result = commands.run(argv, check=False, timeout=30)
+    if result.returncode != 0:
+        said = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
+        raise QueryUnavailable(f"{' '.join(argv[:3])} failed ({result.returncode}): "
+                               f"{said[0] if said else 'no output'}")
+    return parse_sinfo(result.stdout, partition)
+
+
+def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
+    """What the partition of ``shape.queue`` offers (no nodes for an unknown partition:
+    sbatch's own ``invalid partition specified`` names it)."""
+    return QueueOffer("partition", shape.queue, tuple(slurm_partition_nodes(shape.queue)))
+
+
+def check_cpu_partition(scheduler: str, queue: str | None, cores: int, memory: int) -> None:
+    """The partition check for a CPU pool's job (SLURM; elsewhere, or where ``sinfo``
+    cannot answer, the scheduler's own check stands)."""
+    if scheduler != "slurm":
+        return
+    try:
+        nodes = slurm_partition_nodes(queue)
+    except QueryUnavailable:
+        return
+    problem = cpu_shape_problem(cores, memory, QueueOffer("partition", queue, tuple(nodes)))
+    if problem:
+        raise ValueError(problem)

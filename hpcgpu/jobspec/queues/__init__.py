@@ -1,0 +1,75 @@
+"""Before submitting: does the job shape fit what the queue's nodes offer?
+
+One query per scheduler reads what the nodes behind the queue have into a
+:class:`~hpcgpu.jobspec.queues.offer.QueueOffer` (SLURM ``sinfo``; Grid Engine ``qconf``; PBS Pro
+``qstat -Qf``/``pbsnodes``; LSF ``bqueues``/``lshosts``), and one check
+(:func:`~hpcgpu.jobspec.queues.offer.shape_problem`) refuses what cannot run there, naming the field
+and the fix. Where the scheduler cannot be asked (no command, a restricted ``qconf``, an
+error, an answer not understood), :func:`check_queue` warns once and lets the job go: the
+scheduler's own answer stands.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Callable
+
+from hpcgpu.jobspec.queues.lsf import lsf_offer
+from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, shape_problem
+from hpcgpu.jobspec.queues.pbs import pbs_offer
+from hpcgpu.jobspec.queues.sge import sge_offer
+from hpcgpu.jobspec.resources import GPUJobShape
+
+__all__ = ["QUERIES", "QueueCheckWarning", "check_queue", "queue_offer", "PartitionNode",
+           "QueueOffer", "QueryUnavailable", "shape_problem"]
+
+logger = logging.getLogger(__name__)
+
+
+class QueueCheckWarning(UserWarning):
+    """The queue's nodes could not be asked: the request is submitted unchecked."""
+
+
+def _slurm(shape: GPUJobShape, dialect: object) -> QueueOffer:
+    from hpcgpu.jobspec.partition import slurm_offer
+
+    return slurm_offer(shape, dialect)
+
+
+#: scheduler name -> ``query(shape, dialect) -> QueueOffer`` (raises QueryUnavailable)
+QUERIES: dict[str, Callable[[GPUJobShape, object], QueueOffer]] = {
+    "slurm": _slurm, "sge": sge_offer, "pbs": pbs_offer, "lsf": lsf_offer,
+}
+_warned: set[tuple[str, str]] = set()
+
+
+def queue_offer(scheduler: str, shape: GPUJobShape, dialect: object = None) -> QueueOffer | None:
+    """What ``shape.queue`` offers on ``scheduler``; None (warned once per scheduler and
+    queue) where it cannot be asked."""
+    query = QUERIES.get(scheduler)
+    if query is None:
+        return None
+    try:
+        return query(shape, dialect)
+    except (QueryUnavailable, ValueError, KeyError, TypeError) as exc:
+        key = (scheduler, shape.queue or "")
+        if key not in _warned:
+            _warned.add(key)
+            message = (f"could not ask {scheduler} what the nodes of "
+                       f"{'queue ' + repr(shape.queue) if shape.queue else 'its queues'} offer "
+                       f"({exc}): the request is submitted unchecked, and the scheduler's own "
+                       "answer stands")
+            warnings.warn(message, QueueCheckWarning, stacklevel=3)
+            logger.warning(message)
+        return None
+
+
+def check_queue(scheduler: str, shape: GPUJobShape, dialect: object = None) -> None:
+    """Raise ``ValueError`` (the field, what the nodes have, the fix) before anything is
+    submitted where ``shape`` cannot run in its queue; nothing where it may, or where the
+    scheduler cannot be asked."""
+    offer = queue_offer(scheduler, shape, dialect)
+    problem = shape_problem(shape, offer) if offer is not None else None
+    if problem:
+        raise ValueError(problem)

@@ -1,0 +1,159 @@
+"""Render whole job scripts from one template inside the package.
+
+:func:`render` is pure: the same :class:`JobScript` gives the same text, which is
+what the golden files in ``jobscripts/`` check byte for byte.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import jinja2
+
+from hpcgpu.jobspec.dialects import Dialect
+from hpcgpu.jobspec.launchers import Launcher
+from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.jobspec.scriptfields import check_script
+from hpcgpu.jobspec.worker_command import WorkerCommand
+
+__all__ = ["JobScript", "render", "worker_job_script"]
+
+
+@dataclass(frozen=True)
+class JobScript:
+    """Everything a job script is made of.
+
+    Attributes
+    ----------
+    shape, dialect, launcher
+        What to ask for, in which scheduler's words, started how.
+    command : str
+        The shell command each task runs (quoted already), or the body run once when
+        ``launch`` is False.
+    launch : bool
+        Prefix ``command`` with the launcher (one task per GPU). Batch mode's
+        ``hpcgpu run`` runs once and starts the launcher itself.
+    log_directory : str
+        Where the scheduler writes the job's stdout and stderr.
+    job_extra_directives, job_directives_skip, job_script_prologue, job_script_epilogue
+        dask-jobqueue's escape hatches, with its names and meaning: extra directives (the
+        prefix is added when missing), substrings of directives to drop, shell lines before
+        and after the command.
+    environment : tuple of (name, value)
+        Variables exported before the command; values are shell-quoted.
+    shebang : str
+        First line.
+    header : tuple of str
+        Comment lines after the directives.
+    """
+
+    shape: GPUJobShape
+    dialect: Dialect
+    launcher: Launcher
+    command: str
+    launch: bool = True
+    log_directory: str = "."
+    job_extra_directives: tuple[str, ...] = ()
+    job_directives_skip: tuple[str, ...] = ()
+    job_script_prologue: tuple[str, ...] = ()
+    job_script_epilogue: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    shebang: str = "#!/usr/bin/env bash"
+    header: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        check_script(self)  # no value may add a line or leave its word (docs/security.md)
+
+    def directives(self) -> list[str]:
+        """The dialect's directives, minus skipped ones, plus the extra ones."""
+        lines = [
+            line
+            for line in self.dialect.directives(self.shape, self.log_directory)
+            if not any(skip in line for skip in self.job_directives_skip)
+        ]
+        prefix = self.dialect.prefix
+        for extra in self.job_extra_directives:
+            if "\n" in extra:
+                raise ValueError(f"job_extra_directives entry {extra!r} holds a newline: one per entry")
+            lines.append(extra if extra.startswith(prefix) else f"{prefix} {extra}")
+        return lines
+
+    def full_command(self) -> str:
+        """The command line, with the launcher in front when ``launch`` is set."""
+        if not self.launch:
+            return self.command
+        prefix = self.launcher.prefix(self.shape)
+        return shlex.join(prefix) + " " + self.command if prefix else self.command
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("hpcgpu.jobspec", "templates"),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+    return env.get_template("jobscript.sh.j2")
+
+
+def render(script: JobScript) -> str:
+    """Return the text of the job script.
+
+    Examples
+    --------
+    >>> from hpcgpu.jobspec.dialects import get_dialect
+    >>> from hpcgpu.jobspec.launchers import get_launcher
+    >>> shape = GPUJobShape.create(gpus_per_node=2, walltime=30)
+    >>> print(render(JobScript(shape, get_dialect("slurm"), get_launcher("srun"), "hostname")))
+    #!/usr/bin/env bash
+    #SBATCH --job-name=hpcgpu
+    #SBATCH --nodes=1
+    #SBATCH --ntasks-per-node=2
+    #SBATCH --gpus-per-node=2
+    #SBATCH --cpus-per-task=1
+    #SBATCH --time=00:30:00
+    #SBATCH --output=./%x-%j.out
+    #SBATCH --error=./%x-%j.err
+    <BLANKLINE>
+    srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --kill-on-bad-exit=1 hostname
+    <BLANKLINE>
+    """
+    environment = [(name, shlex.quote(value)) for name, value in script.environment]
+    return _template().render(
+        shebang=script.shebang,
+        directives=script.directives(),
+        header=list(script.header),
+        prologue=list(script.job_script_prologue),
+        environment=environment,
+        command=script.full_command(),
+        epilogue=list(script.job_script_epilogue),
+    )
+
+
+def worker_job_script(
+    shape: GPUJobShape,
+    dialect: Dialect,
+    launcher: Launcher,
+    worker: WorkerCommand,
+    python: str = "python3",
+    **options,
+) -> JobScript:
+    """A job script that starts one Dask worker per GPU through ``hpcgpu.worker``.
+
+    With one launcher task per node (the default) each task is told the GPU count and
+    starts a nanny per GPU itself (:meth:`Launcher.worker <hpcgpu.jobspec.launchers.Launcher.worker>`).
+    """
+    launcher.validate(shape)
+    dialect.validate(shape)
+    worker = launcher.worker(worker, shape)
+    tasks = "one task per node" if launcher.one_task_per == "node" else "one task per GPU"
+    header = (
+        f"hpcgpu: {shape.nodes} node(s) x {shape.gpus_per_node} GPU(s), "
+        f"one Dask worker per GPU, started by {launcher.name} ({tasks})",
+    )
+    options.setdefault("header", header)
+    return JobScript(shape, dialect, launcher, shlex.join(worker.argv(python)), **options)

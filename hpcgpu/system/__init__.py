@@ -1,0 +1,1 @@
+"""What every layer uses: configuration, the one subprocess seam, log places, GPU presence."""

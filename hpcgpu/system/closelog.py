@@ -1,0 +1,78 @@
+"""An expected end of a connection logged without its traceback.
+
+distributed logs ``Batched Comm Closed <comm>`` at INFO with the ``CommClosedError``'s
+traceback whenever the other end of a batched stream closed while a message was on its
+way: at the end of a run that went well, whenever a worker closes while the scheduler still
+sends to it, or the other way round. The message stays; its traceback, which says nothing
+more, goes. Only in processes hpcgpu runs: its workers (the worker preload), the batch
+scheduler (``--preload hpcgpu.system.closelog``) and the scheduler ``GPURunner`` and
+``hpcgpu.mpi`` start on rank 0. Any other record, and any other exception, is untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+
+__all__ = ["ExpectedCloseFilter", "CancelledTaskFilter", "quiet_expected_close", "dask_setup"]
+
+
+class ExpectedCloseFilter(logging.Filter):
+    """Drops the traceback of ``Batched Comm Closed`` records whose exception is a
+    ``CommClosedError``.
+
+    Examples
+    --------
+    >>> from distributed.comm.core import CommClosedError
+    >>> record = logging.LogRecord("distributed.batched", logging.INFO, "", 0,
+    ...                            "Batched Comm Closed %r", ("<TLS>",),
+    ...                            (CommClosedError, CommClosedError(), None))
+    >>> ExpectedCloseFilter().filter(record), record.exc_info, record.getMessage()
+    (True, None, "Batched Comm Closed '<TLS>'")
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from distributed.comm.core import CommClosedError
+
+        if (record.exc_info and isinstance(record.exc_info[1], CommClosedError)
+                and str(record.msg).startswith("Batched Comm Closed")):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+class CancelledTaskFilter(logging.Filter):
+    """Drops the empty ERROR record, with its traceback, that distributed's ``log_errors``
+    writes when a client task is cancelled: a client closed while it was reconnecting to a
+    scheduler that had gone (the end of a run, or a cancelled job). Cancelling is how
+    closing works; it is not an error.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> record = logging.LogRecord("distributed.client", logging.ERROR, "", 0,
+    ...                            asyncio.CancelledError(), (), (asyncio.CancelledError, None, None))
+    >>> CancelledTaskFilter().filter(record)
+    False
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import asyncio
+
+        return not (record.exc_info and record.exc_info[0] is not None
+                    and issubclass(record.exc_info[0], asyncio.CancelledError))
+
+
+_FILTERS = {"distributed.batched": ExpectedCloseFilter, "distributed.client": CancelledTaskFilter}
+
+
+def quiet_expected_close() -> None:
+    """Install :class:`ExpectedCloseFilter` on ``distributed.batched`` and
+    :class:`CancelledTaskFilter` on ``distributed.client`` (once each)."""
+    for name, kind in _FILTERS.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())
+
+
+def dask_setup(server) -> None:
+    """As a Dask preload (``--preload hpcgpu.system.closelog``)."""
+    quiet_expected_close()

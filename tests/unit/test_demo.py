@@ -1,0 +1,29 @@
+"""``hpcgpu demo`` on this machine (CPU workers of a LocalGPUCluster when there is no GPU)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from distributed import Client
+
+from hpcgpu.cli.demo import _kind, demo, worker_gpus
+from hpcgpu.cluster.local import LocalGPUCluster
+
+
+def test_demo_sees_each_workers_gpu_record_and_picks_the_backend():
+    with LocalGPUCluster(n_workers=2, gpus=[], dashboard_address=None, silence_logs=40) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        records = worker_gpus(client)
+        assert len(records) == 2 and all(r["gpu_present"] is False for r in records)
+        assert _kind(client) == "cpu"
+
+
+def test_demo_prints_and_writes_the_table(tmp_path):
+    out = tmp_path / "demo.json"
+    result = CliRunner().invoke(demo, ["--workload", "array-sum", "--scale", "0.2", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert [r["workload"] for r in rows] == ["array-sum"] and rows[0]["backend"] == "numpy"
+    assert rows[0]["seconds"] > 0 and "hpcgpu demo" in result.output

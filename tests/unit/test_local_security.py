@@ -1,0 +1,141 @@
+"""LocalGPUCluster listens on loopback only, refuses strangers with ``security=True``, and
+its ``dashboard_link`` answers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+from distributed import Client
+from distributed.security import Security
+
+from hpcgpu import LocalGPUCluster
+
+LOOPBACK = {"127.0.0.1", "::1"}
+
+
+def listening(pids: set[int]) -> set[tuple[str, int]]:
+    """(address, port) of every listening TCP socket of ``pids``."""
+    found = set()
+    for pid in pids:
+        for conn in psutil.Process(pid).net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN:
+                found.add((conn.laddr.ip, conn.laddr.port))
+    return found
+
+
+def cluster_pids() -> set[int]:
+    me = psutil.Process()
+    return {me.pid, *(child.pid for child in me.children(recursive=True))}
+
+
+@pytest.fixture
+def opened():
+    """``opened()``: the sockets this process and its children listen on that were not
+    there when the test began (a test run shares its process with other tests' listeners)."""
+    before = listening(cluster_pids())
+    return lambda: listening(cluster_pids()) - before
+
+
+def test_every_listener_and_the_dashboard_are_on_loopback(opened):
+    with LocalGPUCluster(n_workers=1, gpus=[]) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        sockets = opened()
+        # scheduler, dashboard, nanny, worker
+        assert len(sockets) >= 4 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
+        assert cluster.scheduler_address.startswith("tls://127.0.0.1:")  # TLS by default
+        with urllib.request.urlopen(cluster.dashboard_link, timeout=30) as response:
+            assert response.status == 200
+        assert cluster.dashboard_link.startswith("http://localhost:"), cluster.dashboard_link
+
+
+def test_without_a_dashboard_the_http_server_takes_a_free_loopback_port(opened):
+    """Not 8787, which the user's own dashboard (or a parallel cluster) may want."""
+    with LocalGPUCluster(n_workers=1, gpus=[], dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        sockets = opened()
+        assert len(sockets) >= 3 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
+        assert 8787 not in {port for _, port in sockets}, sockets
+
+
+def test_a_host_or_interface_still_opens_other_addresses(opened):
+    with LocalGPUCluster(n_workers=1, gpus=[], host="0.0.0.0", dashboard_address=None):
+        assert any(ip not in LOOPBACK for ip, _ in opened())
+
+
+# Run as `nobody` with the system Python (hpcgpu's environment is not readable by that user):
+# a TLS 1.2 handshake, where the server's check of the client certificate is part of the
+# handshake, so that its verdict is what wrap_socket returns.
+PROBE = textwrap.dedent("""
+    import socket, ssl, sys
+    host, port, cert = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    if cert:
+        ctx.load_cert_chain(cert[0], cert[1])
+    with socket.create_connection((host, port), timeout=30) as raw:
+        try:
+            with ctx.wrap_socket(raw) as tls:
+                print("accepted")
+        except (ssl.SSLError, OSError) as error:
+            print("refused", type(error).__name__)
+""")
+
+
+def split(address: str) -> tuple[str, int]:
+    host, port = address.split("://")[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def probe_as_nobody(address: tuple[str, int], cert: list[str]) -> str:
+    done = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", PROBE,
+                           address[0], str(address[1]), *cert],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None,
+                    reason="needs root to run a probe as the user nobody")
+def test_another_user_is_refused_by_every_listener_of_a_tls_cluster():
+    with tempfile.TemporaryDirectory() as shared:  # readable by nobody, unlike pytest's tmp_path
+        os.chmod(shared, 0o755)
+        refused_everywhere(Path(shared))
+
+
+def refused_everywhere(tmp_path: Path) -> None:
+    stranger = Security.temporary()  # a certificate of another CA, as another user could make
+    files = {"cert": stranger.tls_client_cert, "key": stranger.tls_client_key}
+    with LocalGPUCluster(n_workers=1, gpus=[]) as cluster, Client(cluster) as client:  # TLS by default
+        client.wait_for_workers(1, timeout=60)
+        assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
+        own = {"own-cert": cluster.security.tls_client_cert, "own-key": cluster.security.tls_client_key}
+        for name, text in {**files, **own}.items():
+            (tmp_path / f"{name}.pem").write_text(text)
+            (tmp_path / f"{name}.pem").chmod(0o644)  # this test hands them to nobody on purpose
+        workers = client.scheduler_info()["workers"]
+        comms = {split(a) for a in [cluster.scheduler_address, *workers,
+                                    *(w["nanny"] for w in workers.values())]}
+        assert len(comms) == 3 and comms <= listening(cluster_pids()), comms
+        for address in comms:
+            assert probe_as_nobody(address, []) == "refused"
+            assert probe_as_nobody(address, [str(tmp_path / "cert.pem"),
+                                                       str(tmp_path / "key.pem")]) == "refused"
+        # the probe can tell: with the cluster's own certificate the handshake completes
+        assert probe_as_nobody(split(cluster.scheduler_address),
+                               [str(tmp_path / "own-cert.pem"), str(tmp_path / "own-key.pem")]) == "accepted"
+        assert client.submit(sum, [1, 2]).result() == 3
+
+
+def test_plain_tcp_only_when_asked_and_warned():
+    with pytest.warns(UserWarning, match="security=False"):
+        with LocalGPUCluster(n_workers=1, gpus=[], security=False, dashboard_address=None) as cluster:
+            assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
