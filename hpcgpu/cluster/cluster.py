@@ -12,16 +12,16 @@ from distributed.utils import NoOpAwaitable
 from hpcgpu.cluster import scaling
 from hpcgpu.cluster.arrays import ArraySettings
 from hpcgpu.cluster.base import BatchCluster
-from hpcgpu.cluster.cpujob import cpu_job_class
+from hpcgpu.cluster.cpu_job import cpu_job_class
 from hpcgpu.cluster.job import GPUJob
 from hpcgpu.cluster.network import cluster_network, dashboard_link, jobqueue_options
 from hpcgpu.cluster.pool_setup import named_pool, prepare_cluster
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, worker_groups
 from hpcgpu.cluster.private import PrivateDirectory
 from hpcgpu.cluster.scheduler_job import JobScheduler
-from hpcgpu.cluster.schedulerstart import root_cause, start_error
-from hpcgpu.network import client_address, config_context
+from hpcgpu.cluster.start_errors import root_cause, start_error
 from hpcgpu.jobspec.scriptfields import shell_word
+from hpcgpu.network import client_address, config_context
 from hpcgpu.network.tls import cluster_security
 
 __all__ = ["GPUCluster"]

@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable
 
 from hpcgpu.system import commands
-from hpcgpu.cluster.cpujob import cpu_error_log
+from hpcgpu.cluster.cpu_job import cpu_error_log
 from hpcgpu.cluster.faults import status_failed
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobRecord, failure_report, tail

@@ -54,6 +54,16 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
         client_protocol=client_protocol, fallback=fallback,
         ucx_environment=options.get("ucx_environment") or None,
     )
+    _check_protocols(net, security)
+    if not scheduler_in_job:
+        _check_scheduler_interface(net.scheduler_interface)
+    # With the scheduler in a job and a second listener, this process never speaks UCX.
+    net = resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+    log_ucx_hint(net.protocol, "protocol='ucx'")
+    return net
+
+
+def _check_protocols(net: NetworkSettings, security: Any) -> None:
     if net.protocol == "ucx+auth":
         raise ValueError("protocol='ucx+auth' is not available in cluster mode yet (its jobs get no "
                          "key file): use protocol='tls' (default) or 'ucx'; hpcgpu run and "
@@ -64,12 +74,6 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
             "security (a Security with certificates, or the default security=None/True): pass "
             f"security=True or {'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tcp'"
         )
-    if not scheduler_in_job:
-        _check_scheduler_interface(net.scheduler_interface)
-    # With the scheduler in a job and a second listener, this process never speaks UCX.
-    net = resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
-    log_ucx_hint(net.protocol, "protocol='ucx'")
-    return net
 
 
 def _check_scheduler_interface(interface: str | None) -> None:

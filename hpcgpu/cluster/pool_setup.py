@@ -10,8 +10,8 @@ from typing import Any
 import dask.config
 
 from hpcgpu.system import config
-from hpcgpu.cluster.cpujob import cpu_job_class
-from hpcgpu.cluster.cpusetup import prepare_any
+from hpcgpu.cluster.cpu_job import cpu_job_class
+from hpcgpu.cluster.cpu_setup import prepare_any
 from hpcgpu.cluster.job import GPUJob
 from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, pool_resources, prepare_pool,
                                   with_resources, worker_groups)

@@ -15,7 +15,7 @@ from typing import Any
 import dask.config
 
 from hpcgpu.system import config
-from hpcgpu.cluster.cpujob import cpu_job_class
+from hpcgpu.cluster.cpu_job import cpu_job_class
 from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory, prepare
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.dialects import get_dialect
@@ -110,17 +110,7 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         del options["gpus_per_node"]
     config_name = options.pop("config_name", None) or scheduler
     section = f"jobqueue.{config_name}"
-    for name in GPU_ONLY:
-        if name in options:
-            raise ValueError(f"{name}= is for GPU workers: CPU workers take dask-jobqueue's "
-                             "cores=, memory=, processes= (docs/migrating.md)")
-    if options.get("retire_before") not in (None, "off"):
-        raise ValueError("retire_before applies to GPU workers: for CPU workers use "
-                         "worker_extra_args=['--lifetime', '55m'] as in dask-jobqueue")
-    _refuse_scheduler_arguments(scheduler, options)
-    check_options({name: options[name] if options.get(name) is not None
-                   else dask.config.get(f"{section}.{key}", None)
-                   for name, key in _SCRIPT_FIELDS.items()}, CPU_WORDS)
+    _check_cpu_arguments(scheduler, options, section)
     interface = options.pop("interface", None) or dask.config.get(f"{section}.interface", None)
     protocol = options.pop("protocol", None)
     scheduler_options = {
@@ -149,6 +139,22 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         network_options={"interface": interface, "protocol": protocol},
         cpu=True, config_name=config_name,
     )
+
+
+def _check_cpu_arguments(scheduler: str, options: dict[str, Any], section: str) -> None:
+    """GPU-only and scheduler arguments refused; the script fields checked, from the
+    arguments or the ``section`` of jobqueue's configuration."""
+    for name in GPU_ONLY:
+        if name in options:
+            raise ValueError(f"{name}= is for GPU workers: CPU workers take dask-jobqueue's "
+                             "cores=, memory=, processes= (docs/migrating.md)")
+    if options.get("retire_before") not in (None, "off"):
+        raise ValueError("retire_before applies to GPU workers: for CPU workers use "
+                         "worker_extra_args=['--lifetime', '55m'] as in dask-jobqueue")
+    _refuse_scheduler_arguments(scheduler, options)
+    check_options({name: options[name] if options.get(name) is not None
+                   else dask.config.get(f"{section}.{key}", None)
+                   for name, key in _SCRIPT_FIELDS.items()}, CPU_WORDS)
 
 
 def _probe_job(scheduler: str, dialect: Any, config_name: str, options: dict[str, Any]) -> Any:
