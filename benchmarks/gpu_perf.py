@@ -137,9 +137,9 @@ def bare_cupy_loop(n: int, chunk: int, backend: str, steps: str = "dask") -> flo
 
     xp = __import__("cupy" if backend == "cupy" else "numpy")
     if backend == "cupy":  # the allocator hpcgpu's workers use
-        from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
+        from hpcgpu.worker.gpusetup import setup_rmm
 
-        setup_rmm(GPUSetup(rmm_pool_size="16GiB"), xp.cuda.runtime.memGetInfo()[1])
+        setup_rmm("16GiB", xp.cuda.runtime.memGetInfo()[1])
     every_other = (slice(None, None, 2), slice(None, None, 2))
 
     def run():

@@ -89,3 +89,24 @@ def clusters(tmp_path):
     yield make
     for cluster in made:
         cluster.close()
+
+
+#: Tests that must not overlap with others of their group when pytest-xdist runs tests in
+#: parallel (scripts/test: ``-n 4 --dist loadgroup``): each group runs in one worker, in turn.
+#: ``ucx``: two UCX clusters started at once on one host fail to connect their workers
+#: (tried: two runs of tests/unit/test_ucx.py at once, both time out; each alone passes).
+#: ``site``: the site's faults cut links, kill hosts and restart its slurmctld.
+SERIAL_GROUPS = {
+    "ucx": ("test_ucx.py", "test_ucxauth.py", "test_cluster_ucx.py", "test_batch_ucx.py",
+            "test_ucxauth_batch.py", "test_comms_benchmark.py", "test_ucx_advice.py"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("site") is not None:
+            item.add_marker(pytest.mark.xdist_group("site"))
+            continue
+        for group, files in SERIAL_GROUPS.items():
+            if item.path.name in files:
+                item.add_marker(pytest.mark.xdist_group(group))

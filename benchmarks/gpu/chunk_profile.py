@@ -24,7 +24,7 @@ from cupy.cuda import curand
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from hpcgpu.array.philox import philox_block  # noqa: E402
 from hpcgpu.array.random import block_seed  # noqa: E402
-from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm  # noqa: E402
+from hpcgpu.worker.gpusetup import setup_rmm  # noqa: E402
 
 N = 10_000
 ROWS: dict = {}
@@ -103,7 +103,7 @@ def main() -> None:
            wall_ms_per_block(chunk(lambda b: fresh_state(b).normal(10, 1, (N, N)))))
     record("loop: hpcgpu Philox kernel, CuPy pool",
            wall_ms_per_block(chunk(lambda b: philox_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))
-    allocator = setup_rmm(GPUSetup(rmm_pool_size="40GiB"), cupy.cuda.runtime.memGetInfo()[1])
+    allocator = setup_rmm("40GiB", cupy.cuda.runtime.memGetInfo()[1])
     if allocator.startswith("rmm-pool"):
         record("loop: hpcgpu Philox kernel, RMM pool",
                wall_ms_per_block(chunk(lambda b: philox_block(block_seed(0, (b, 0)), "normal", (10.0, 1.0), "float64", (N, N)))))

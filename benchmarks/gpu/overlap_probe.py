@@ -60,9 +60,9 @@ def in_process(n: int, chunk: int, backend: str) -> None:
     if backend == "cupy":
         import cupy
 
-        from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
+        from hpcgpu.worker.gpusetup import setup_rmm
 
-        setup_rmm(GPUSetup(rmm_pool_size="16GiB"), cupy.cuda.runtime.memGetInfo()[1])
+        setup_rmm("16GiB", cupy.cuda.runtime.memGetInfo()[1])
         sync = cupy.cuda.Device().synchronize
     for task in roots[:4]:
         task({})  # warm: kernels compiled, pool grown

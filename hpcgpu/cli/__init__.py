@@ -12,6 +12,7 @@ __all__ = ["main"]
 SUBCOMMANDS = [
     ("jobscript", "hpcgpu.cli.jobscript", "jobscript"),
     ("run", "hpcgpu.cli.run", "run"),
+    ("worker", "hpcgpu.cli.worker", "worker"),
     ("bench", "hpcgpu.cli.bench", "bench"),
     ("demo", "hpcgpu.cli.demo", "demo"),
     ("doctor", "hpcgpu.cli.doctor", "doctor"),

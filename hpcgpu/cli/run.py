@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from hpcgpu.jobspec.gpuflags import flag_argv, gpu_flags, options_from_flags
 from hpcgpu.jobspec.launchers import LAUNCHERS
 
 __all__ = ["run"]
@@ -49,6 +50,7 @@ __all__ = ["run"]
 @click.option("--keep-work-dir", is_flag=True, help="Keep the job directory at the end.")
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds processes get to stop before SIGKILL.")
+@gpu_flags(transports=False)
 def run(script: str, args: tuple[str, ...], **kw) -> None:
     """Run SCRIPT with a Dask cluster of one worker per GPU of this allocation.
 
@@ -73,7 +75,8 @@ def run(script: str, args: tuple[str, ...], **kw) -> None:
             interface=kw["interface"], transports=kw["transports"], fallback=kw["fallback"],
             dashboard_address=kw["dashboard_address"] or None,
             nthreads=kw["nthreads"], memory_limit=kw["memory_limit"],
-            worker_args=split_args(kw["worker_args"]), work_dir=kw["work_dir"],
+            worker_args=(*flag_argv(options_from_flags(kw)), *split_args(kw["worker_args"])),
+            work_dir=kw["work_dir"],
             keep_work_dir=kw["keep_work_dir"], grace=kw["grace"],
         )
         code = run_batch(options)

@@ -13,15 +13,20 @@ import logging
 import os
 import socket
 
-from distributed import Nanny, Scheduler
+import dask
+from distributed import Scheduler
 from distributed.deploy.spec import SpecCluster
 from distributed.utils import format_dashboard_link
+from distributed.worker_memory import parse_memory_limit
 
+from hpcgpu.cluster.localspec import gpu_options, nanny_and_worker_class, split_local_kwargs, ucx_protocol
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.network.tls import cluster_security
-from hpcgpu.worker.gpusetup import GPUSetup
+from hpcgpu.worker.gpusetup import parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
-from hpcgpu.worker.hostmemory import host_memory_limit
+from hpcgpu.jobspec.gpuoptions import parse_cuda_visible_devices
+
+_logger = logging.getLogger("distributed.hpcgpu")
 
 __all__ = ["LocalGPUCluster", "visible_gpus", "rotated"]
 
@@ -34,6 +39,31 @@ def visible_gpus() -> list[str]:
     n = count_gpus()
     visible = visible_devices(os.environ)
     return visible[:n] if visible else [str(i) for i in range(n)]
+
+
+def _as_list(value) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+
+def _cudf_spill_here(stats: int) -> None:
+    """cuDF's spilling in this (client and scheduler) process too, as dask-cuda sets it."""
+    try:
+        import cudf
+    except ImportError:
+        return
+    cudf.set_option("spill", True)
+    cudf.set_option("spill_stats", stats)
+
+
+def _quiet(silence_logs, worker_options: dict) -> tuple[dict, dict]:
+    """SpecCluster's ``silence_logs`` and the workers' environment for it (the nanny's
+    option quiets only its own logger; the worker process reads its logging level from
+    dask config at import). Sets the nannies' option in ``worker_options``."""
+    if silence_logs is None:
+        return {}, {}
+    worker_options["silence_logs"] = silence_logs
+    level = logging.getLevelName(silence_logs) if isinstance(silence_logs, int) else silence_logs
+    return {"silence_logs": silence_logs}, {"DASK_LOGGING__DISTRIBUTED": str(level).lower()}
 
 
 def rotated(gpus: list[str], i: int) -> str:
@@ -50,31 +80,47 @@ def rotated(gpus: list[str], i: int) -> str:
 class LocalGPUCluster(SpecCluster):
     """A scheduler and one GPU worker per local GPU (a CPU worker per slot without GPUs).
 
+    Takes ``dask_cuda.LocalCUDACluster``'s signature (dask-cuda 26.10) with its meanings,
+    and every keyword of :class:`distributed.LocalCluster` (``scheduler_port``, ``host``,
+    ``worker_class``, ``data``, ``death_timeout``, ...): switching is one import,
+    ``from hpcgpu import LocalGPUCluster as LocalCUDACluster``. What differs
+    (docs/migrating.md): without an ``rmm_*`` keyword each worker gets hpcgpu's RMM pool;
+    TLS by default; the scheduler and dashboard listen on localhost; a machine without
+    GPUs runs CPU workers (named ``<host>-0-<i>``; a GPU worker is named after its device).
+
     Parameters
     ----------
+    CUDA_VISIBLE_DEVICES : str or list, optional
+        The GPUs, one worker each: ``"0,1"``, ``[0, 1]``, GPU or MIG UUIDs (as ``nvidia-smi
+        -L`` prints them). Default: this process's ``CUDA_VISIBLE_DEVICES``, else every GPU.
     n_workers : int, optional
-        Workers to start: all visible GPUs by default; without GPUs, ``cpu_count //
-        threads_per_worker`` up to 4.
+        Workers to start: one per GPU by default (the first ``n_workers`` GPUs when given);
+        without GPUs, ``cpu_count // threads_per_worker`` up to 4.
     threads_per_worker : int
-        Threads per worker (1 keeps one task's kernels queued on its GPU at a time; more
-        overlaps Python overhead with GPU work).
-    memory_limit : str
-        Host memory per worker (Dask's ``memory_limit``). "auto" with GPUs: the host's
-        memory less 5 % headroom, divided by the number of GPU workers (as dask-cuda);
-        without GPUs, Dask's share per thread.
-    rmm_pool_size, rmm_async, device_memory_limit, cpu_affinity
-        As the worker entry point's options (:class:`~hpcgpu.worker.gpusetup.GPUSetup`).
-    protocol, interface, host, dashboard_address
+        Threads per worker.
+    memory_limit : int, float, str or None
+        Host memory per worker: ``"auto"`` with GPUs is the host's memory divided by the
+        workers (as dask-cuda); without GPUs, Dask's share per thread.
+    device_memory_limit, enable_cudf_spill, cudf_spill_stats, rmm_pool_size,
+    rmm_maximum_pool_size, rmm_managed_memory, rmm_async, rmm_allocator_external_lib_list,
+    rmm_release_threshold, rmm_log_directory, rmm_track_allocations, log_spilling, pre_import,
+    enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affinity
+        Each worker's GPU options, as dask-cuda's
+        (:class:`~hpcgpu.jobspec.gpuoptions.GPUWorkerOptions`).
+    local_directory, protocol, interface, host, dashboard_address
         As :class:`distributed.LocalCluster`: scheduler, nannies and workers listen on
         ``127.0.0.1`` unless ``host`` or ``interface`` is given, the dashboard on
-        ``localhost`` (``dashboard_address=":8787"``: every interface).
+        ``localhost`` (``dashboard_address=":8787"``: every interface). A UCX transport
+        switched on means ``protocol="ucx"``.
     security : bool or distributed.security.Security, optional
         TLS with a temporary certificate held in this process by default, as the batch
         clusters make it: only clients given ``cluster.security`` connect (``Client(cluster)``
         does). ``False``: plain TCP, which any user of this machine can reach on the
         loopback address (warned).
     gpus : list of str, optional
-        Which GPUs (indices or UUIDs); default :func:`visible_gpus`.
+        hpcgpu's older name for ``CUDA_VISIBLE_DEVICES`` (``[]``: CPU workers only).
+    **kwargs
+        ``LocalCluster``'s other keywords; the rest go to each worker's nanny.
 
     Examples
     --------
@@ -85,63 +131,92 @@ class LocalGPUCluster(SpecCluster):
     3
     """
 
-    def __init__(self, n_workers: int | None = None, *, threads_per_worker: int = 1,
-                 memory_limit: str = "auto", rmm_pool_size: str = "auto", rmm_async: bool = False,
-                 device_memory_limit: str = "auto", cpu_affinity: bool = True,
-                 protocol: str | None = None, interface: str | None = None, host: str | None = None,
-                 dashboard_address: str | None = "localhost:0", security=None, gpus: list[str] | None = None,
+    def __init__(self, CUDA_VISIBLE_DEVICES=None, n_workers: int | None = None, threads_per_worker: int = 1,
+                 memory_limit="auto", device_memory_limit="default", enable_cudf_spill: bool = False,
+                 cudf_spill_stats: int = 0, local_directory: str | None = None, protocol: str | None = None,
+                 enable_tcp_over_ucx=None, enable_infiniband=None, enable_nvlink=None, enable_rdmacm=None,
+                 rmm_pool_size="auto", rmm_maximum_pool_size=None, rmm_managed_memory: bool = False,
+                 rmm_async: bool = False, rmm_allocator_external_lib_list=None, rmm_release_threshold=None,
+                 rmm_log_directory=None, rmm_track_allocations: bool = False, log_spilling: bool = False,
+                 pre_import=None, *, gpus: list[str] | None = None, cpu_affinity: bool = True,
+                 interface: str | None = None, host: str | None = None,
+                 dashboard_address: str | None = "localhost:0", security=None, worker_class=None,
                  asynchronous: bool = False, silence_logs=None, **kwargs):
+        values = dict(locals())
         if threads_per_worker < 1:
             raise ValueError(f"threads_per_worker={threads_per_worker!r} must be at least 1")
-        self.gpus = visible_gpus() if gpus is None else list(gpus)
-        if n_workers is None:
-            n_workers = len(self.gpus) or max(1, min(4, (os.cpu_count() or 1) // threads_per_worker))
-        if self.gpus and n_workers > len(self.gpus):
-            raise ValueError(f"n_workers={n_workers} but only {len(self.gpus)} GPUs are visible "
-                             f"({','.join(self.gpus)}): ask for at most {len(self.gpus)}")
-        self._setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
-                               device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
-        memory_limit = host_memory_limit(memory_limit, n_workers if self.gpus else 0)
+        self.gpu_options = gpu_options(values)
+        protocol = ucx_protocol(protocol, self.gpu_options)
+        self._nanny, self._worker = nanny_and_worker_class(worker_class, GPUWorker, log_spilling)
+        scheduler_extra, worker_extra, cluster_extra = split_local_kwargs(kwargs)
+        self.gpus = self._devices(CUDA_VISIBLE_DEVICES, gpus)
+        n_workers = self._count(n_workers, threads_per_worker)
+        if enable_cudf_spill:
+            _cudf_spill_here(cudf_spill_stats)
+        if self.gpu_options.ucx_config():  # the scheduler and client speak the same UCX
+            dask.config.set(self.gpu_options.ucx_config())
         security = cluster_security(security, default=True, warn_plain=True)
         if host is None and interface is None:
             host = "127.0.0.1"  # as distributed.LocalCluster: not reachable from other hosts
         self._dashboard_address = dashboard_address
         protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
-        self._worker_options: dict = dict(nthreads=threads_per_worker, memory_limit=memory_limit,
-                                          protocol=protocol, interface=interface, host=host,
-                                          security=security, dashboard_address=None)
-        scheduler = {"cls": Scheduler, "options": dict(
-            port=0, protocol=protocol, interface=interface, host=host, security=security,
-            dashboard=dashboard_address is not None,
+        if self.gpus and memory_limit == "auto":  # dask-cuda's share: the host's memory per GPU worker
+            memory_limit = parse_memory_limit("auto", 1, total_cores=max(n_workers, 1), logger=_logger)
+        listen = dict(protocol=protocol, interface=interface, host=host, security=security)
+        self._worker_options: dict = dict(dict(nthreads=threads_per_worker, memory_limit=memory_limit,
+                                               dashboard_address=None, local_directory=local_directory,
+                                               **listen), **worker_extra)
+        scheduler = {"cls": Scheduler, "options": dict(dict(
+            port=0, dashboard=dashboard_address is not None,
             # without a dashboard the scheduler still serves /health and metrics: on loopback too
-            dashboard_address=dashboard_address or "localhost:0")}
-        extra = {} if silence_logs is None else {"silence_logs": silence_logs}
-        self._log_env: dict = {}
-        if silence_logs is not None:
-            self._worker_options["silence_logs"] = silence_logs
-            # the nanny's option quiets only its own logger; the worker process reads its
-            # logging level from dask config at import
-            level = logging.getLevelName(silence_logs) if isinstance(silence_logs, int) else silence_logs
-            self._log_env = {"DASK_LOGGING__DISTRIBUTED": str(level).lower()}
+            dashboard_address=dashboard_address or "localhost:0", **listen), **scheduler_extra)}
+        extra, self._log_env = _quiet(silence_logs, self._worker_options)
         workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,
-                         security=security, **extra, **kwargs)
+                         security=security, **extra, **cluster_extra)
+
+    def _count(self, n_workers: int | None, threads_per_worker: int) -> int:
+        if n_workers is None:
+            return len(self.gpus) or max(1, min(4, (os.cpu_count() or 1) // threads_per_worker))
+        if n_workers < 0:
+            raise ValueError(f"n_workers={n_workers} must be 0 or more")
+        if self.gpus and n_workers > len(self.gpus):
+            raise ValueError(f"n_workers={n_workers} but only {len(self.gpus)} GPUs are visible "
+                             f"({','.join(self.gpus)}): ask for at most {len(self.gpus)}")
+        return n_workers
 
     @staticmethod
-    def _worker_name(i: int) -> str:
+    def _devices(cuda_visible_devices, gpus) -> list[str]:
+        if cuda_visible_devices is not None and gpus is not None:
+            raise ValueError("give the GPUs once: CUDA_VISIBLE_DEVICES (dask-cuda's keyword) or gpus")
+        if cuda_visible_devices is not None:
+            return parse_cuda_visible_devices(cuda_visible_devices)
+        return visible_gpus() if gpus is None else parse_cuda_visible_devices(gpus) if gpus else []
+
+    def _worker_name(self, i: int) -> int | str:
+        """A GPU worker is named after its device, as in dask-cuda (``0``, a UUID); a CPU
+        worker ``<host>-0-<i>``, as batch workers."""
+        if i < len(self.gpus):
+            return int(self.gpus[i]) if self.gpus[i].isdigit() else self.gpus[i]
         return f"{socket.gethostname()}-0-{i}"
 
     def _spec(self, i: int) -> dict:
-        env = dict(self._setup.to_env(), **self._log_env, HPCGPU_LOCAL_RANK=str(i), HPCGPU_NODE_RANK="0",
+        env = dict(self._worker_options.get("env") or {}, **self.gpu_options.to_env(), **self._log_env,
+                   HPCGPU_LOCAL_RANK=str(i), HPCGPU_NODE_RANK="0",
                    HPCGPU_GPU=self.gpus[i] if self.gpus else "", HPCGPU_JOB_ID="")
-        options = dict(self._worker_options, env=env, preload=["hpcgpu.worker.preload"],
-                       worker_class=GPUWorker)
+        preload = ["hpcgpu.worker.preload", *_as_list(self._worker_options.get("preload"))]
+        options = dict(self._worker_options, env=env, preload=preload, worker_class=self._worker)
+        if self.gpu_options.ucx_config():
+            options["config"] = {**self.gpu_options.ucx_config(), **(options.get("config") or {})}
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = rotated(self.gpus, i)
-            options["resources"] = {"GPU": 1}
+            options["resources"] = {"GPU": 1, **(options.get("resources") or {})}
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU mode: no process may grab a device
-        return {"cls": Nanny, "options": options}
+        if not (isinstance(self._worker, type) and issubclass(self._worker, GPUWorker)):
+            options.update(parent_side_setup(self.gpu_options, self.gpus[i] if self.gpus else None,
+                                             options))
+        return {"cls": self._nanny, "options": options}
 
     @property
     def dashboard_link(self) -> str:

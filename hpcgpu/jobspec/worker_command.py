@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.scriptfields import check_fields, single_line
-from hpcgpu.jobspec.units import parse_device_bytes
 
 __all__ = ["WorkerCommand", "split_resources"]
 
@@ -62,6 +62,10 @@ class WorkerCommand:
         a fraction or ``none``.
     cpu_affinity : bool
         Pin each worker to the CPU cores near its GPU (within the job's cpuset).
+    gpu : GPUWorkerOptions or None
+        All of dask-cuda's GPU options in one value
+        (:class:`~hpcgpu.jobspec.gpuoptions.GPUWorkerOptions`), rendered as the entry point's
+        flags; instead of the four fields above.
     extra : tuple of str
         More ``dask worker``-style arguments passed through.
 
@@ -77,7 +81,11 @@ class WorkerCommand:
     >>> WorkerCommand(scheduler="tcp://h:1", rmm_pool_size="big")
     Traceback (most recent call last):
     ...
-    ValueError: rmm_pool_size='big' is not a size: give bytes ('40GB'), a fraction of device memory ('0.9'), 'auto' or 'none'
+    ValueError: rmm_pool_size='big' is not a size: give bytes (40000000000), a size ('40GB'), a fraction of the device's memory (0.9), 'auto' or None
+    >>> from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+    >>> WorkerCommand(scheduler="tcp://h:1", gpu=GPUWorkerOptions.from_dask_cuda(
+    ...     rmm_async=True, rmm_release_threshold="3GB")).argv("p")[-5:]
+    ['--rmm-pool-size', 'none', '--rmm-async', '--rmm-release-threshold', '3GB']
     """
 
     scheduler: str | None = None
@@ -102,6 +110,7 @@ class WorkerCommand:
     rmm_async: bool = False
     device_memory_limit: str | None = None
     cpu_affinity: bool = True
+    gpu: GPUWorkerOptions | None = None
     extra: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -112,10 +121,12 @@ class WorkerCommand:
         check_fields(self, single_line)
         if self.nthreads < 1:
             raise ValueError(f"nthreads={self.nthreads!r} must be at least 1")
-        for name in ("rmm_pool_size", "device_memory_limit"):
-            value = getattr(self, name)
-            if value not in (None, "auto"):
-                parse_device_bytes(value, 1 << 40, name)
+        given = {name: getattr(self, name) for name in ("rmm_pool_size", "rmm_async", "device_memory_limit")
+                 if getattr(self, name) not in (None, False)}
+        GPUWorkerOptions.from_dask_cuda(**given)  # validates the sizes (dask-cuda's forms)
+        if self.gpu is not None and (given or not self.cpu_affinity):
+            raise ValueError("give the GPU options either as gpu=GPUWorkerOptions(...) or as "
+                             "rmm_pool_size/rmm_async/device_memory_limit/cpu_affinity, not both")
 
     def argv(self, python: str) -> list[str]:
         """The full argv, starting with the ``python`` executable."""
@@ -146,6 +157,10 @@ class WorkerCommand:
                 argv += [flag, str(value)]
         argv += ["--rmm-async"] if self.rmm_async else []
         argv += [] if self.cpu_affinity else ["--no-cpu-affinity"]
+        if self.gpu is not None:
+            from hpcgpu.jobspec.gpuflags import flag_argv  # click, only where rendered
+
+            argv += flag_argv(self.gpu)
         return argv + list(self.extra)
 
 

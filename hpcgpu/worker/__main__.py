@@ -13,8 +13,8 @@ import sys
 
 import click
 
+from hpcgpu.jobspec.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_flags
 from hpcgpu.jobspec.dialects.arrays import element_name
-from hpcgpu.worker.gpusetup import GPUSetup
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.startfailure import with_restart_limit
@@ -161,21 +161,14 @@ _GPU_COUNT = _GPUCount()
 @click.option("--gpus-per-node", type=_GPU_COUNT, default=None,
               help="This task is its node's only one: start a nanny and worker per GPU "
                    "(all: one per GPU in CUDA_VISIBLE_DEVICES).")
-@click.option("--rmm-pool-size", default="auto", show_default=True,
-              help="RMM pool: auto (90% of the GPU memory free at start), a size (40GB), a fraction (0.9) or none.")
-@click.option("--rmm-async", is_flag=True, help="cudaMallocAsync instead of an RMM pool.")
-@click.option("--device-memory-limit", default="auto", show_default=True,
-              help="Spill device memory to host beyond this: auto (80%), a size, a fraction or none.")
-@click.option("--cpu-affinity/--no-cpu-affinity", default=True, show_default=True,
-              help="Pin to the CPU cores near the GPU (within the allowed cpuset).")
+@gpu_flags
 @click.option("--multiprocessing-method", default=None,
               type=click.Choice(["forkserver", "spawn", "fork"]),
               help="How nannies start worker processes. Default: forkserver (distributed "
                    "imported once per node) with several GPUs, else a method set in dask's "
                    "config, else spawn.")
 @click.pass_context
-def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, rmm_async,
-         device_memory_limit, cpu_affinity, multiprocessing_method,
+def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing_method,
          walltime, retire_before, lifetime_stagger, **options) -> None:
     """Start Dask workers pinned to GPUs: this task's GPU, or with --gpus-per-node one per GPU
     of the node."""
@@ -183,12 +176,17 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, rmm_pool_size, 
         raise click.UsageError("give the scheduler address or --scheduler-file")
     _require_ucx(options["protocol"] or (scheduler or "").split("://")[0])
     try:
-        setup = GPUSetup(rmm_pool_size=rmm_pool_size, rmm_async=rmm_async,
-                         device_memory_limit=device_memory_limit, cpu_affinity=cpu_affinity)
+        gpu = options_from_flags(options)
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
-    os.environ.update(setup.to_env())
-    if str(setup.rmm_pool_size).lower() not in ("none", "0"):
+    for name in GPU_OPTION_NAMES:
+        options.pop(name)
+    os.environ.update(gpu.to_env())
+    if gpu.ucx_config():  # the nannies hand this process's dask config to their workers
+        import dask
+
+        dask.config.set(gpu.ucx_config())
+    if gpu.hpcgpu_pool or gpu.rmm_pool_size is not None or gpu.rmm_async:
         # the nannies of this process never receive device frames: no UCX pool here either
         let_ucx_use_the_worker_pool("rmm-pool (the workers')")
     os.environ["HPCGPU_JOB_ID"] = job_id_from_env()

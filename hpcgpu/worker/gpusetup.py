@@ -1,93 +1,45 @@
-"""Per-GPU set-up of one worker process: CPU affinity, RMM pool, device-memory spilling.
+"""Per-GPU set-up of one worker process, on dask-cuda's own plumbing.
 
-Options travel from the entry point to the worker process as ``HPCGPU_*`` environment
-variables (the nanny hands its environment down). Everything CUDA-related is imported
-inside the functions that need it, and each step degrades to a logged no-op where its
-library or the GPU is missing, so the CPU mode runs the same code.
+Where a GPU and dask-cuda are present, the RMM set-up is dask-cuda's ``RMMSetup``, the
+device-to-host spilling store dask-cuda's ``worker_data_function`` (``DeviceHostFile``),
+the cores near the GPU ``dask_cuda.utils.get_cpu_affinity``, and pre-imports and cuDF
+spilling dask-cuda's ``PreImport``/``CUDFSetup`` plugins. hpcgpu adds what dask-cuda lacks:
+its default pool (90 % of the free device memory) with CuPy's pool drawing from RMM's,
+pinning every thread within the allowed cpuset (dask-cuda pins one thread and fails inside
+a restricted cpuset, dask-cuda#1358), and a CPU path for hosts without a GPU or dask-cuda.
+Everything CUDA-related is imported inside the functions that need it.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-import math
 import os
-from dataclasses import dataclass
-from typing import Mapping
 
-from hpcgpu.jobspec.units import parse_device_bytes
+from dask.utils import parse_bytes
 
-__all__ = ["GPUSetup", "parse_device_bytes", "unpack_bitmask", "choose_cores",
-           "apply_cpu_affinity", "setup_rmm", "device_data"]
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+
+__all__ = ["AUTO_POOL_FRACTION", "dask_cuda_present", "choose_cores", "apply_cpu_affinity",
+           "setup_rmm", "cupy_pool_over_rmm", "rmm_plugin", "setup_plugins", "device_data",
+           "pre_import_here", "parent_side_setup"]
 
 logger = logging.getLogger("distributed.hpcgpu")
 
-#: fraction of the device memory free at start that the RMM pool takes with ``auto``
+#: fraction of the device memory free at start that hpcgpu's default RMM pool takes
 #: (leaves room for cuBLAS/cuSOLVER handles and NCCL/UCX buffers allocated outside RMM;
 #: "free", because another process, or one that is still exiting, may hold some)
 AUTO_POOL_FRACTION = 0.9
-#: device memory a worker fills before spilling to host with ``auto`` (dask-cuda's default)
-AUTO_DEVICE_LIMIT_FRACTION = 0.8
+_INSTALL = "install hpcgpu's GPU extras (pip install 'hpcgpu[cuda12]') for dask-cuda"
 
 
-@dataclass(frozen=True)
-class GPUSetup:
-    """What the worker process sets up on its GPU.
-
-    Attributes
-    ----------
-    rmm_pool_size : str
-        ``auto`` (90 % of the device memory free at start), a size, a fraction, or ``none`` (CuPy's own pool).
-    rmm_async : bool
-        Use CUDA's stream-ordered allocator (``cudaMallocAsync``) instead of an RMM pool.
-    device_memory_limit : str
-        Device bytes held before spilling to host: ``auto`` (80 %), a size, a fraction,
-        or ``none`` (no spilling).
-    cpu_affinity : bool
-        Pin the process to the CPU cores near its GPU (within the cores it may use).
-
-    Examples
-    --------
-    >>> s = GPUSetup(rmm_pool_size="20GB", device_memory_limit="0.5")
-    >>> GPUSetup.from_env(s.to_env()) == s
-    True
-    """
-
-    rmm_pool_size: str = "auto"
-    rmm_async: bool = False
-    device_memory_limit: str = "auto"
-    cpu_affinity: bool = True
-
-    def __post_init__(self) -> None:
-        for field in ("rmm_pool_size", "device_memory_limit"):
-            value = getattr(self, field)
-            if value != "auto":
-                parse_device_bytes(value, 1 << 40, field)
-
-    def to_env(self) -> dict[str, str]:
-        """``HPCGPU_*`` variables that carry this set-up into the worker process."""
-        return {"HPCGPU_RMM_POOL_SIZE": self.rmm_pool_size, "HPCGPU_RMM_ASYNC": str(int(self.rmm_async)),
-                "HPCGPU_DEVICE_MEMORY_LIMIT": self.device_memory_limit,
-                "HPCGPU_CPU_AFFINITY": str(int(self.cpu_affinity))}
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "GPUSetup":
-        """The set-up the entry point (or :class:`~hpcgpu.cluster.local.LocalGPUCluster`) asked for."""
-        env = os.environ if env is None else env
-        return cls(rmm_pool_size=env.get("HPCGPU_RMM_POOL_SIZE", "auto"),
-                   rmm_async=env.get("HPCGPU_RMM_ASYNC", "0") == "1",
-                   device_memory_limit=env.get("HPCGPU_DEVICE_MEMORY_LIMIT", "auto"),
-                   cpu_affinity=env.get("HPCGPU_CPU_AFFINITY", "1") == "1")
-
-
-def unpack_bitmask(words: list[int], bits: int = 64) -> list[int]:
-    """CPU indices set in NVML's affinity words (word 0 holds CPUs 0-63).
-
-    Examples
-    --------
-    >>> unpack_bitmask([0b1011, 1])
-    [0, 1, 3, 64]
-    """
-    return [w * bits + b for w, word in enumerate(words) for b in range(bits) if word >> b & 1]
+def dask_cuda_present() -> bool:
+    """Whether dask-cuda can be imported (it is in the GPU extras only)."""
+    try:
+        import dask_cuda.plugins  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def choose_cores(near_gpu: list[int], allowed: set[int]) -> set[int]:
@@ -107,26 +59,18 @@ def choose_cores(near_gpu: list[int], allowed: set[int]) -> set[int]:
     return chosen or set(allowed)
 
 
-def _gpu_cores(gpu: str) -> list[int] | None:
-    from hpcgpu.worker.gpuinfo import gpu_handle, nvml_library
-
-    pynvml = nvml_library()
-    if pynvml is None:
-        return None
-    try:
-        words = pynvml.nvmlDeviceGetCpuAffinity(gpu_handle(pynvml, gpu), math.ceil((os.cpu_count() or 1) / 64))
-        return unpack_bitmask(list(words))
-    except Exception:  # no NVML, no device, MIG instance without affinity
-        return None
-
-
 def apply_cpu_affinity(gpu: str | None) -> set[int] | None:
-    """Pin every thread of this process to the cores near ``gpu``; the cores, or None."""
-    if not gpu or not hasattr(os, "sched_setaffinity"):
+    """Pin every thread of this process to the cores near ``gpu`` (dask-cuda's NVML query);
+    the cores, or None where there is no GPU or no dask-cuda."""
+    if not gpu or not hasattr(os, "sched_setaffinity") or not dask_cuda_present():
         return None
-    near = _gpu_cores(gpu)
-    if near is None:
-        return None
+    import warnings
+
+    from dask_cuda.utils import get_cpu_affinity
+
+    with warnings.catch_warnings():  # no affinity known: dask-cuda falls back to every CPU
+        warnings.simplefilter("ignore")
+        near = get_cpu_affinity(int(gpu) if gpu.isdigit() else gpu)
     allowed = os.sched_getaffinity(0)
     cores = choose_cores(near, allowed)
     if cores == allowed:
@@ -140,32 +84,52 @@ def apply_cpu_affinity(gpu: str | None) -> set[int] | None:
     return cores
 
 
-def setup_rmm(setup: GPUSetup, total: int, free: int | None = None) -> str:
-    """Make RMM the allocator of CuPy (and cuDF) on the current device; what was set up."""
-    try:
-        import rmm
-        from rmm.allocators.cupy import rmm_cupy_allocator
-    except ImportError:
-        return "cupy-pool (rmm not installed)"
-    pool = parse_device_bytes(setup.rmm_pool_size, total, "rmm_pool_size") if setup.rmm_pool_size != "auto" \
-        else int((total if free is None else free) * AUTO_POOL_FRACTION) // 256 * 256
-    if setup.rmm_async:
-        rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource(initial_pool_size=pool))
-        described = f"rmm-async (initial {pool})"
-    elif pool:
-        rmm.reinitialize(pool_allocator=True, initial_pool_size=pool)
-        described = f"rmm-pool ({pool} bytes)"
-    else:
-        # CuPy keeps its own pool: RMM without a pool would cudaMalloc and cudaFree every
-        # array, and each cudaFree waits for the device (8.0 s instead of 2.2 s for the
-        # array-sum on one H200)
+def _pool_bytes(size, total: int, free: int | None) -> int | None:
+    """The pool's bytes, aligned to 256 as RMM wants.
+
+    >>> _pool_bytes("auto", 1000, 512), _pool_bytes("0.5", 1024, None), _pool_bytes("1KiB", 0, None)
+    (256, 512, 1024)
+    >>> _pool_bytes(None, 1, 1) is None and _pool_bytes("none", 1, 1) is None
+    True
+    """
+    if size == "auto":
+        return int((total if free is None else free) * AUTO_POOL_FRACTION) // 256 * 256
+    if size is None or str(size).strip().lower() in ("0", "none", ""):
+        return None
+    number = float(size) if str(size).replace(".", "", 1).isdigit() else None
+    if number is not None and 0 < number <= 1 and not (isinstance(size, int) or str(size) == "1"):
+        return int(total * number) // 256 * 256
+    return int(parse_bytes(str(size)) if isinstance(size, str) else size) // 256 * 256
+
+
+def setup_rmm(pool_size, total: int, free: int | None = None, rmm_async: bool = False) -> str:
+    """hpcgpu's allocator on the current device: an RMM pool (dask-cuda's ``RMMSetup``)
+    that CuPy's pool draws from (:func:`cupy_pool_over_rmm`); what was set up.
+
+    ``pool_size``: ``"auto"`` (90 % of ``free``), bytes, a size or a fraction of ``total``;
+    None keeps CuPy's own pool: RMM without a pool would cudaMalloc and cudaFree every
+    array, and each cudaFree waits for the device (8.0 s instead of 2.2 s for the
+    array-sum on one H200).
+    """
+    pool = _pool_bytes(pool_size, total, free)
+    if not dask_cuda_present():
+        return f"cupy-pool (dask-cuda not installed: {_INSTALL})"
+    if pool is None and not rmm_async:
         return "cupy-pool (rmm_pool_size=none)"
+    import rmm
+    from dask_cuda.plugins import RMMSetup
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    RMMSetup(initial_pool_size=pool, maximum_pool_size=None, managed_memory=False,
+             async_alloc=rmm_async, release_threshold=None, log_directory=None,
+             track_allocations=False, external_lib_list=None).setup(worker=None)
+    described = f"rmm-async (initial {pool})" if rmm_async else f"rmm-pool ({pool} bytes)"
     try:
         import cupy
     except ImportError:
         return described
     # cudaMallocAsync orders each free on its stream: CuPy takes from it directly
-    cupy.cuda.set_allocator(rmm_cupy_allocator if setup.rmm_async
+    cupy.cuda.set_allocator(rmm_cupy_allocator if rmm_async
                             else cupy_pool_over_rmm(cupy, rmm, rmm_cupy_allocator).malloc)
     return described
 
@@ -188,15 +152,86 @@ def cupy_pool_over_rmm(cupy, rmm, rmm_cupy_allocator):
     return pool
 
 
-def device_data(setup: GPUSetup, total: int, memory_limit: int | None):
-    """``data=`` for the Worker: dask-cuda's DeviceHostFile (device -> host -> disk), or None."""
-    limit = (int(total * AUTO_DEVICE_LIMIT_FRACTION) if setup.device_memory_limit == "auto"
-             else parse_device_bytes(setup.device_memory_limit, total, "device_memory_limit"))
-    if limit is None:
+def rmm_plugin(options: GPUWorkerOptions):
+    """dask-cuda's ``RMMSetup`` for options with dask-cuda's meaning of RMM (the worker
+    runs it at start, as dask-cuda's workers do)."""
+    from dask_cuda.plugins import RMMSetup
+
+    libs = list(options.rmm_allocator_external_lib_list) if options.rmm_allocator_external_lib_list else None
+    return RMMSetup(initial_pool_size=options.rmm_pool_size,
+                    maximum_pool_size=options.rmm_maximum_pool_size,
+                    managed_memory=options.rmm_managed_memory, async_alloc=options.rmm_async,
+                    release_threshold=options.rmm_release_threshold,
+                    log_directory=options.rmm_log_directory,
+                    track_allocations=options.rmm_track_allocations, external_lib_list=libs)
+
+
+def setup_plugins(options: GPUWorkerOptions) -> list:
+    """dask-cuda's ``PreImport`` and ``CUDFSetup`` plugins (empty without dask-cuda)."""
+    if not dask_cuda_present():
+        return []
+    from dask_cuda.plugins import CUDFSetup, PreImport
+
+    return [PreImport(list(options.pre_import or ())),
+            CUDFSetup(spill=options.enable_cudf_spill, spill_stats=options.cudf_spill_stats)]
+
+
+def pre_import_here(options: GPUWorkerOptions) -> None:
+    """Without dask-cuda: the pre-imports and cuDF's spilling set here, before the worker starts."""
+    for module in options.pre_import or ():
+        importlib.import_module(module)
+    if options.enable_cudf_spill:
+        try:
+            import cudf
+        except ImportError:
+            return
+        cudf.set_option("spill", True)
+        cudf.set_option("spill_stats", options.cudf_spill_stats)
+
+
+def device_data(options: GPUWorkerOptions, device: str, memory_limit):
+    """``data=`` for the Worker, from dask-cuda's ``worker_data_function``: its
+    ``DeviceHostFile`` (device -> host -> disk) with ``device_memory_limit``, ``{}`` (no
+    limits), or None (Dask's default store); None without dask-cuda, with a warning."""
+    if not dask_cuda_present():
+        if options.device_memory_limit not in (None, 0, "0"):
+            logger.warning("no spilling from device to host memory: %s", _INSTALL)
         return None
-    try:
-        from dask_cuda.device_host_file import DeviceHostFile
-    except ImportError:
-        logger.warning("dask-cuda is not installed: no spilling from device to host memory")
-        return None
-    return (DeviceHostFile, {"device_memory_limit": limit, "memory_limit": memory_limit})
+    from dask_cuda.worker_common import worker_data_function
+
+    index = int(device) if device.isdigit() else device
+    return worker_data_function(device_memory_limit=options.device_memory_limit,
+                                memory_limit=memory_limit,
+                                enable_cudf_spill=options.enable_cudf_spill)(index)
+
+
+def parent_side_setup(options: GPUWorkerOptions, device: str | None, nanny_options: dict) -> dict:
+    """For a worker class of the user's own (not hpcgpu's ``GPUWorker``): dask-cuda's
+    plugins and spilling store for ``device``, made in the cluster's process as
+    ``LocalCUDACluster`` makes them (nanny options to add; empty without dask-cuda)."""
+    if not dask_cuda_present():
+        return {}
+    plugins = list(nanny_options.get("plugins") or ())
+    out: dict = {}
+    if device is None:
+        plugins += setup_plugins(options)
+    else:
+        from dask_cuda.worker_common import worker_data_function, worker_plugins
+
+        index = int(device) if device.isdigit() else device
+        libs = list(options.rmm_allocator_external_lib_list) if options.rmm_allocator_external_lib_list else None
+        plugins += list(worker_plugins(
+            device_index=index, rmm_initial_pool_size=None if options.hpcgpu_pool else options.rmm_pool_size,
+            rmm_maximum_pool_size=options.rmm_maximum_pool_size, rmm_managed_memory=options.rmm_managed_memory,
+            rmm_async_alloc=options.rmm_async, rmm_release_threshold=options.rmm_release_threshold,
+            rmm_log_directory=options.rmm_log_directory, rmm_track_allocations=options.rmm_track_allocations,
+            rmm_allocator_external_lib_list=libs, pre_import=list(options.pre_import or ()),
+            enable_cudf_spill=options.enable_cudf_spill, cudf_spill_stats=options.cudf_spill_stats))
+        if nanny_options.get("data") is None:
+            memory = nanny_options.get("memory_limit")
+            out["data"] = worker_data_function(
+                device_memory_limit=options.device_memory_limit,
+                memory_limit=memory if isinstance(memory, int) else None,
+                enable_cudf_spill=options.enable_cudf_spill)(index)
+    out["plugins"] = plugins
+    return out

@@ -14,7 +14,9 @@ import os
 from distributed import Worker
 from distributed.worker_memory import parse_memory_limit
 
-from hpcgpu.worker.gpusetup import GPUSetup, apply_cpu_affinity, device_data, logger, setup_rmm
+from hpcgpu.worker.gpusetup import (apply_cpu_affinity, dask_cuda_present, device_data, logger,
+                                    pre_import_here, rmm_plugin, setup_plugins, setup_rmm)
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.walltime import install_drain
 
@@ -34,30 +36,50 @@ def _device_memory() -> tuple[int, int] | None:
         return None
 
 
-def prepare_gpu(setup: GPUSetup, gpu: str | None, worker_kwargs: dict) -> dict:
-    """Affinity, allocator and spilling for this process; fills ``worker_kwargs["data"]``.
+def prepare_gpu(options: GPUWorkerOptions, gpu: str | None, worker_kwargs: dict) -> dict:
+    """Affinity, allocator, spilling, pre-imports for this process; fills ``worker_kwargs``'s
+    ``data`` (the spilling store) and ``plugins`` (dask-cuda's, run when the worker starts).
 
     Returns what was done, for the worker's metadata (``WorkerState.extra["hpcgpu"]``).
     """
     done: dict = {"allocator": None, "device_memory_limit": None, "cpu_affinity": None}
-    if setup.cpu_affinity:
+    plugins = setup_plugins(options)
+    if not plugins:  # no dask-cuda: the same, here
+        pre_import_here(options)
+    memory = _device_memory()
+    if memory is not None and options.cpu_affinity:
         cores = apply_cpu_affinity(gpu)
         done["cpu_affinity"] = sorted(cores) if cores else None
-    memory = _device_memory()
-    if memory is None:
-        return done
-    free, total = memory
-    done["allocator"] = setup_rmm(setup, total, free)
-    done["ucx_pool_dropped"] = let_ucx_use_the_worker_pool(done["allocator"])
-    if worker_kwargs.get("data") is None:
-        host_limit = parse_memory_limit(worker_kwargs.get("memory_limit", "auto"),
-                                        worker_kwargs.get("nthreads") or 1, logger=logger)
-        data = device_data(setup, total, host_limit)
-        if data is not None:
-            worker_kwargs["data"] = data
-            done["device_memory_limit"] = data[1]["device_memory_limit"]
+    if memory is not None:
+        _prepare_memory(options, gpu or "0", memory, worker_kwargs, plugins, done)
+    if plugins:
+        worker_kwargs["plugins"] = list(worker_kwargs.get("plugins") or ()) + plugins
     logger.info("hpcgpu GPU set-up on %s: %s", gpu, done)
     return done
+
+
+def _prepare_memory(options: GPUWorkerOptions, gpu: str, memory: tuple[int, int],
+                    worker_kwargs: dict, plugins: list, done: dict) -> None:
+    free, total = memory
+    if options.hpcgpu_pool:
+        done["allocator"] = setup_rmm("auto", total, free, options.rmm_async)
+    elif dask_cuda_present():  # dask-cuda's meaning: its RMMSetup, when the worker starts
+        plugins.append(rmm_plugin(options))
+        done["allocator"] = ("rmm-async" if options.rmm_async else
+                             "rmm-pool" if options.rmm_pool_size is not None else "rmm-managed"
+                             if options.rmm_managed_memory else "default") + " (dask-cuda RMMSetup)"
+    else:
+        logger.warning("the rmm_* options are dask-cuda's and it is not installed: install "
+                       "hpcgpu's GPU extras (pip install 'hpcgpu[cuda12]'); CuPy keeps its own pool")
+    done["ucx_pool_dropped"] = let_ucx_use_the_worker_pool(done["allocator"])
+    if "data" not in worker_kwargs or worker_kwargs["data"] is None:
+        host_limit = parse_memory_limit(worker_kwargs.get("memory_limit", "auto"),
+                                        worker_kwargs.get("nthreads") or 1, logger=logger)
+        data = device_data(options, gpu, host_limit)
+        if data is not None:
+            worker_kwargs["data"] = data
+            if isinstance(data, tuple):
+                done["device_memory_limit"] = data[1]["device_memory_limit"]
 
 
 def freeze_startup_objects() -> int:
@@ -84,12 +106,12 @@ def freeze_startup_objects() -> int:
 class GPUWorker(Worker):
     """A Dask worker that owns one GPU: RMM pool, CuPy on RMM, spilling, CPU affinity.
 
-    Options come from ``HPCGPU_*`` environment variables (:meth:`GPUSetup.from_env`);
-    without a GPU it is a plain ``Worker``.
+    Options come from the environment (:meth:`GPUWorkerOptions.from_env`); without a GPU
+    it is a plain ``Worker`` (with the pre-imports).
     """
 
     def __init__(self, *args, **kwargs):
-        self.hpcgpu_setup = prepare_gpu(GPUSetup.from_env(), os.environ.get("HPCGPU_GPU") or None,
+        self.hpcgpu_setup = prepare_gpu(GPUWorkerOptions.from_env(), os.environ.get("HPCGPU_GPU") or None,
                                         kwargs)
         super().__init__(*args, **kwargs)
 

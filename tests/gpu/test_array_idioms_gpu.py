@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import hpcgpu.array as da  # the one changed line
-from hpcgpu.array import random as hrandom
+from hpcgpu.array import draw as hrandom  # where a random block is made
 from hpcgpu.array.random import RandomBlocks
 
 pytestmark = pytest.mark.gpu

@@ -48,6 +48,8 @@ def test_gpu_workers_on_host_from_launchers():
 
 
 def test_local_gpu_cluster_gives_each_gpu_worker_its_share():
+    """As dask-cuda's LocalCUDACluster: the host's memory divided by the GPU workers (batch
+    workers keep HEADROOM for the scheduler and launcher that share their node)."""
     from distributed import Client
     from distributed.system import MEMORY_LIMIT
 
@@ -56,7 +58,7 @@ def test_local_gpu_cluster_gives_each_gpu_worker_its_share():
             Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
         limits = [w["memory_limit"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
-    assert limits == [int(MEMORY_LIMIT * (1 - HEADROOM) / 2)] * 2
+    assert limits == [int(MEMORY_LIMIT / 2)] * 2
     with LocalGPUCluster(n_workers=1, gpus=[], dashboard_address=None) as cpu, Client(cpu) as client:
         client.wait_for_workers(1, timeout=120)
         limits = [w["memory_limit"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
@@ -86,6 +88,6 @@ def test_svd_on_all_gpus_restarts_no_worker_and_each_gets_a_host_share():
         info = client.scheduler_info(n_workers=-1)["workers"].values()
         limits = [w["memory_limit"] for w in info]
         assert len(limits) == n
-        assert all(lim == pytest.approx(MEMORY_LIMIT * (1 - HEADROOM) / n, rel=0.01) for lim in limits)
+        assert all(lim == pytest.approx(MEMORY_LIMIT / n, rel=0.01) for lim in limits)  # as dask-cuda
         # no nanny restarted a worker: the same addresses with the same processes
         assert client.run(os.getpid) == pids_before

@@ -49,10 +49,11 @@ def test_bad_options_fail_before_anything_starts():
 
 @pytest.mark.gpu
 def test_one_pinned_worker_per_gpu_with_rmm_and_affinity():
+    """hpcgpu's default (no rmm_* keyword): an RMM pool with CuPy's pool drawing from it."""
     import cupy
 
     n = cupy.cuda.runtime.getDeviceCount()
-    with LocalGPUCluster(dashboard_address=None, rmm_pool_size="2GB") as cluster, Client(cluster) as client:
+    with LocalGPUCluster(dashboard_address=None) as cluster, Client(cluster) as client:
         client.wait_for_workers(n, timeout=120)
 
         def probe():
@@ -74,6 +75,27 @@ def test_one_pinned_worker_per_gpu_with_rmm_and_affinity():
         assert all(set(v[4]) <= os.sched_getaffinity(0) and v[4] for v in seen.values())
         meta = client.run_on_scheduler(lambda dask_scheduler: [ws.extra["hpcgpu"] for ws in dask_scheduler.workers.values()])
         assert all(m["gpu_present"] and m["allocator"].startswith("rmm-pool") for m in meta)
+
+
+@pytest.mark.gpu
+def test_an_rmm_keyword_has_dask_cudas_meaning():
+    """rmm_pool_size given: dask-cuda's RMMSetup makes that pool, CuPy keeps its allocator,
+    and dask-cuda's cluster configuration shows the plugin."""
+    pytest.importorskip("dask_cuda")
+    from dask_cuda.utils import get_cluster_configuration
+
+    with LocalGPUCluster(n_workers=1, dashboard_address=None, rmm_pool_size="2GB",
+                         rmm_maximum_pool_size="3GB", pre_import="json") as cluster, Client(cluster) as client:
+        def probe():
+            import cupy, rmm
+
+            return (type(rmm.mr.get_current_device_resource()).__name__,
+                    type(getattr(cupy.cuda.get_allocator(), "__self__", None)).__name__)
+
+        assert list(client.run(probe).values()) == [("PoolMemoryResource", "MemoryPool")]
+        config = get_cluster_configuration(client)
+        assert (config["[plugin] RMMSetup"]["initial_pool_size"], config["[plugin] RMMSetup"]["maximum_pool_size"],
+                config["[plugin] PreImport"]["libraries"]) == (2000000000, 3000000000, ["json"])
 
 
 @pytest.mark.gpu
@@ -106,8 +128,8 @@ def test_cupy_keeps_its_free_blocks_until_rmm_needs_them():
     (as cuDF or UCX makes) that finds the GPU full gets those blocks back."""
     code = """
 import cupy, rmm
-from hpcgpu.worker.gpusetup import GPUSetup, setup_rmm
-print(setup_rmm(GPUSetup(rmm_pool_size="2GiB"), cupy.cuda.Device().mem_info[1]))
+from hpcgpu.worker.gpusetup import setup_rmm
+print(setup_rmm("2GiB", cupy.cuda.Device().mem_info[1]))
 free = cupy.cuda.Device().mem_info[0]
 a = cupy.empty(int(free * 0.8), dtype=cupy.uint8)
 del a

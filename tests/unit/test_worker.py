@@ -105,7 +105,9 @@ def test_worker_gpu_options_are_validated_and_recorded():
             client.wait_for_workers(1, timeout=60)
             env = client.run(lambda: {k: v for k, v in os.environ.items() if k.startswith("HPCGPU_")})
             (worker_env,) = env.values()
-            assert worker_env["HPCGPU_RMM_POOL_SIZE"] == "0.5" and worker_env["HPCGPU_CPU_AFFINITY"] == "0"
+            from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+            options = GPUWorkerOptions.from_env(worker_env)
+            assert (options.rmm_pool_size, options.device_memory_limit, options.cpu_affinity) == ("0.5", None, False)
             kind = client.run(lambda dask_worker: (type(dask_worker).__name__, dask_worker.hpcgpu_setup))
             assert list(kind.values()) == [("GPUWorker", {"allocator": None, "device_memory_limit": None,
                                                           "cpu_affinity": None})]
@@ -155,7 +157,10 @@ def test_an_in_process_gpu_worker_freezes_start_up_objects_and_hands_the_collect
 
     from hpcgpu.worker.gpuworker import GPUWorker
 
-    monkeypatch.setenv("HPCGPU_CPU_AFFINITY", "0")  # this test process keeps its cores
+    from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+
+    for name, value in GPUWorkerOptions(cpu_affinity=False).to_env().items():
+        monkeypatch.setenv(name, value)  # this test process keeps its cores
 
     async def run_a_worker():
         async with Scheduler(dashboard_address=":0", port=0) as scheduler:
