@@ -13,7 +13,7 @@ import importlib
 _EXPORTS = {
     "GPUCluster": "hpcgpu.cluster.cluster",
     "GPUJob": "hpcgpu.cluster.job",
-    "JobInfo": "hpcgpu.cluster.jobs",
+    "JobInfo": "hpcgpu.cluster.job_table",
     "SLURMCluster": "hpcgpu.cluster.schedulers",
     "PBSCluster": "hpcgpu.cluster.schedulers",
     "LSFCluster": "hpcgpu.cluster.schedulers",

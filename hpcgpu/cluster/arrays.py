@@ -1,11 +1,11 @@
 """Job arrays: a scale-up of N identical jobs is ONE submission of an N-element array.
 
 Each element stays what a job is everywhere else in the cluster: one entry of
-``worker_spec``, one :class:`~hpcgpu.cluster.jobs.JobRecord`, one
+``worker_spec``, one :class:`~hpcgpu.cluster.job_table.JobRecord`, one
 :class:`ArrayElementJob` whose id is the element's (``123_4``, ``123.4``, ``123[4]``). So
 job states, retirement (``scancel 123_4``, ``qdel 123.4``), walltime replacement and lost-job
 recovery work per element unchanged. Only submission is shared: the new spec entries that
-:meth:`JobArrays._make_jobs` receives together, with consecutive numbers, become one array
+:meth:`JobArrays.make_jobs` receives together, with consecutive numbers, become one array
 whose script names its workers from the element index (``{array_index+N}``, resolved by
 ``hpcgpu.worker``). A site limit (SLURM's ``MaxArraySize``, Grid Engine's ``max_aj_tasks``)
 is read once, or given, and larger scale-ups become several arrays.
@@ -161,39 +161,44 @@ class ArrayElementJob(GPUJob):
 
 
 class JobArrays:
-    """Mixin for :class:`~hpcgpu.cluster.GPUCluster`: make the jobs of new spec entries,
-    several at once as array elements."""
+    """Make the jobs of new spec entries of ``fleet``, several at once as array elements.
 
-    _arrays: ArraySettings
-    _array_limit: int | None = None
-    _array_limit_read: bool = False
+    ``settings``: whether and how to submit arrays; ``dialect``: the scheduler's words.
+    The site's limit on array elements is read once, at the first array.
+    """
 
-    async def _make_jobs(self, address: str, names: list[str]) -> dict[str, GPUJob]:
-        """``name -> job`` for the new spec entries ``names`` (oldest first); nothing is
-        submitted yet (the jobs' ``start`` does that, an array once for all its elements)."""
-        scheduler = self._dialect.name
+    def __init__(self, settings: ArraySettings, dialect: Any) -> None:
+        self.settings, self.dialect = settings, dialect
+        self._limit: int | None = None
+        self._limit_read = False
+
+    async def make_jobs(self, address: str, names: list[str], fleet: Any) -> dict[str, GPUJob]:
+        """``name -> job`` for the new spec entries ``names`` of ``fleet`` (oldest first);
+        nothing is submitted yet (the jobs' ``start`` does that, an array once for all its
+        elements)."""
+        scheduler, spec = self.dialect.name, fleet.spec
         # One array per pool (its own spec and script), of GPU jobs only.
-        arrays = [n for n in names if self._job_pool(n).spec is self.worker_spec[n]
-                  and not self._job_pool(n).cpu]
-        single = (not self._arrays.enabled or len(arrays) < 2 or scheduler not in FIRST_INDEX)
+        arrays = [n for n in names if fleet.job_pool(n).spec is spec[n]
+                  and not fleet.job_pool(n).cpu]
+        single = (not self.settings.enabled or len(arrays) < 2 or scheduler not in FIRST_INDEX)
         runs = [[name] for name in names if single or name not in arrays]
         if not single:
-            runs += consecutive_runs(arrays, await self._site_array_limit())
+            runs += consecutive_runs(arrays, await self.site_limit())
         jobs: dict[str, GPUJob] = {}
         for run in sorted(runs, key=lambda run: _sort_key(run[0])):
-            options = dict(self.worker_spec[run[0]].get("options", {}))
+            options = dict(spec[run[0]].get("options", {}))
             if len(run) == 1:
-                cls = self.worker_spec[run[0]].get("cls", self.job_cls)  # the pool's
-                jobs[run[0]] = cls(address, **{**options, "name": run[0]})
+                jobs[run[0]] = spec[run[0]]["cls"](address, **{**options, "name": run[0]})
             else:
-                jobs.update(self._array_jobs(address, run, options))
+                jobs.update(self._array_jobs(address, run, options, fleet.job_pool(run[0])))
         return jobs
 
-    def _array_jobs(self, address: str, run: list[str], options: dict) -> dict[str, GPUJob]:
-        request = ArrayRequest(self._dialect.name, len(run), self._arrays.throttle)
-        setup = self._job_pool(run[0]).setup
+    def _array_jobs(self, address: str, run: list[str], options: dict,
+                    pool: Any) -> dict[str, GPUJob]:
+        request = ArrayRequest(self.dialect.name, len(run), self.settings.throttle)
+        setup = pool.setup
         skip, extra = array_directives(request, setup.shape.job_name, setup.log_directory)
-        template = self.job_cls(address, **{
+        template = pool.spec["cls"](address, **{
             **options, "name": name_template(_prefix(run[0]), _number(run[0]), request.first),
             "job_extra_directives": [*(options.get("job_extra_directives") or ()), *extra],
             "job_directives_skip": [*(options.get("job_directives_skip") or ()), *skip]})
@@ -202,17 +207,17 @@ class JobArrays:
                                       submission=submission, index=index)
                 for name, index in zip(run, request.indices)}
 
-    async def _site_array_limit(self) -> int | None:
+    async def site_limit(self) -> int | None:
         """The most elements of one array: ``max_array_size``, else the site's, read once."""
-        if self._arrays.max_size is not None:
-            return self._arrays.max_size
-        if not self._array_limit_read:
-            scheduler = self._dialect.name
-            self._array_limit = _DEFAULT_LIMITS.get(scheduler)
+        if self.settings.max_size is not None:
+            return self.settings.max_size
+        if not self._limit_read:
+            scheduler = self.dialect.name
+            self._limit = _DEFAULT_LIMITS.get(scheduler)
             if scheduler in _LIMIT_COMMANDS:
                 done = await asyncio.to_thread(commands.run, _LIMIT_COMMANDS[scheduler][0],
                                                timeout=30, check=False)
-                self._array_limit = parse_site_limit(scheduler, done.stdout)
-            self._array_limit_read = True
-            logger.info("at most %s elements per array job", self._array_limit or "unlimited")
-        return self._array_limit
+                self._limit = parse_site_limit(scheduler, done.stdout)
+            self._limit_read = True
+            logger.info("at most %s elements per array job", self._limit or "unlimited")
+        return self._limit

@@ -2,52 +2,38 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import logging
-import weakref
 from typing import Any, ClassVar
 
-from dask.utils import parse_timedelta
 from distributed.core import Status, rpc
+from distributed.deploy.spec import SpecCluster
 from distributed.scheduler import Scheduler
-from distributed.security import Security
-from distributed.utils import format_dashboard_link
-from tornado.ioloop import PeriodicCallback
+from distributed.utils import NoOpAwaitable
 
-from hpcgpu.system import config
-from hpcgpu.network.tls import cluster_security
-from hpcgpu.system.jobqueue import JobQueueCluster
-from hpcgpu.cluster.arrays import ArraySettings, JobArrays
-from hpcgpu.cluster.adaptive import job_of_worker
-from hpcgpu.cluster.cpujob import cpu_job_class
-from hpcgpu.cluster.cpusetup import is_cpu_request, prepare_cpu
+from hpcgpu.cluster import scaling
+from hpcgpu.cluster.arrays import ArraySettings
+from hpcgpu.cluster.base import BatchCluster
+from hpcgpu.cluster.cpu_job import cpu_job_class
 from hpcgpu.cluster.job import GPUJob
-from hpcgpu.cluster.jobs import JobRecord, html_table
-from hpcgpu.cluster.jobscheduler import JobScheduler, worker_address
-from hpcgpu.cluster.expiry import WalltimeReplacement
-from hpcgpu.cluster.faults import cancel_together
-from hpcgpu.cluster.lifecycle import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
-from hpcgpu.cluster.monitor import JobMonitor
-from hpcgpu.cluster.scaling import JobScaling
-from hpcgpu.cluster.poolmixin import ClusterPools, job_options_for, prepare_pools
-from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, name_levels, pool_resources, with_resources,
-                                  worker_groups)
-from hpcgpu.cluster.network import cluster_network, dashboard_host
-from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
-from hpcgpu.network import client_address, config_context, job_environment, scheduler_options
-from hpcgpu.cluster.schedulerstart import root_cause, start_error
-from hpcgpu.cluster.setup import ClusterSetup, prepare
+from hpcgpu.cluster.network import cluster_network, dashboard_link, jobqueue_options
+from hpcgpu.cluster.pool_setup import named_pool, prepare_cluster
+from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, worker_groups
+from hpcgpu.cluster.private import PrivateDirectory
+from hpcgpu.cluster.scheduler_job import JobScheduler
+from hpcgpu.cluster.start_errors import root_cause, start_error
 from hpcgpu.jobspec.scriptfields import shell_word
+from hpcgpu.network import client_address, config_context
+from hpcgpu.network.tls import cluster_security
 
 __all__ = ["GPUCluster"]
 
-logger = logging.getLogger("hpcgpu.cluster")
 
-
-class GPUCluster(ClusterPools, JobScaling, JobMonitor, WalltimeReplacement, JobArrays,
-                 JobQueueCluster):
+class GPUCluster(BatchCluster):
     """Dask on a batch scheduler, one worker per GPU, scaled in GPUs or whole jobs.
+
+    dask-jobqueue's ``JobQueueCluster`` holding its jobs as parts (``fleet``, ``monitor``,
+    ``walltime``, ``submitter``: :class:`~hpcgpu.cluster.base.BatchCluster`); this class
+    adds the job shape, the network and the pools, and scales in GPUs
+    (:mod:`hpcgpu.cluster.scaling`).
 
     Parameters
     ----------
@@ -133,68 +119,44 @@ fallback, ucx_environment
         kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
         if name is not None:  # every worker's --name: unquoted in dask-jobqueue's CPU jobs
             shell_word("name", name)
-        self._arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
-        setup: ClusterSetup = _prepare(kind, options)  # ValueError before anything starts
+        arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
         retire = (retire_before, lifetime_stagger, replace_ahead, signal_before_walltime, requeue)
-        named = prepare_pools(kind, pools, options, retire)
-        if named:  # every worker advertises its pool
-            setup = with_resources(setup, pool_resources(DEFAULT_POOL, setup))
-        self._retirement, job_options = job_options_for(kind, setup, retire)
-        self._setup, self._shape, self._dialect = setup, setup.shape, setup.dialect
+        # ValueError before anything starts
+        setup, named, retirement, job_options = prepare_cluster(kind, options, pools, retire)
+        self._setup, self._shape = setup, setup.shape
         self._log_directory = setup.log_directory
-        #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
-        self.job_key = functools.partial(job_of_worker, levels=name_levels(setup))
-        self._pool_of: dict[str, str] = {}  # job name -> its pool (default pool: absent)
-        self._targets: dict[str, int] = {}
-        self._records: dict[str, JobRecord] = {}
-        self.failures: list[str] = []
-        self.events: list[str] = []
-        self._max_failed_jobs = int(max_failed_jobs or config.get("max-failed-jobs"))
-        self._poll_interval = parse_timedelta(poll_interval or config.get("poll-interval"))
-        self._tail_lines = int(config.get("stderr-tail-lines"))
-        security = _security(security)
-        # Every job ever submitted, for the cancel at exit, collection or SIGTERM.
-        self._submitted: dict[str, GPUJob] = {}
-        #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
-        self.private_directory = PrivateDirectory.of(self, setup, name or f"{kind}-cluster")
+        security = cluster_security(security, default=True, warn_plain=True, stacklevel=3)
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
-        self.network = net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
+        net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
+            job_dialect=setup.dialect, network=net, arrays=arrays, poll_interval=poll_interval,
+            max_failed_jobs=max_failed_jobs,
+            private_directory=PrivateDirectory.of(self, setup, name or f"{kind}-cluster"),
             n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else GPUJob,
             loop=loop, security=security, asynchronous=asynchronous,
             shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
-            name=name, scheduler_cls=scheduler_cls,
-            # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
-            # CPU workers: dask-jobqueue's rule (interface feeds it unless host/interface given).
-            scheduler_options=setup.scheduler_options if setup.cpu else {
-                **scheduler_options(net), **setup.scheduler_options},
-            interface=net.worker_interface,
-            # CPU workers: dask-jobqueue's own rule (the given protocol, or tls:// with TLS).
-            protocol=setup.network_options["protocol"] if setup.cpu else net.protocol,
-            config_name=setup.config_name or kind,
-            environment=job_environment(net, "worker"), **job_options,
+            name=name, scheduler_cls=scheduler_cls, config_name=setup.config_name or kind,
+            **jobqueue_options(setup, net), **job_options,
         )
         self.new_spec.pop("group", None)
-        groups = worker_groups(setup)
-        if groups:
-            self.new_spec["group"] = groups
-        self._pools = {DEFAULT_POOL: Pool(DEFAULT_POOL, setup, self._retirement, self.new_spec)}
-        self._add_pools(named)
-        self._finalizer = watch(self, self._dialect, self._submitted, self.private_directory)
+        if worker_groups(setup):
+            self.new_spec["group"] = worker_groups(setup)
+        self.fleet.add_pool(Pool(DEFAULT_POOL, setup, retirement, self.new_spec))
+        for prepared in named:
+            self.fleet.add_pool(named_pool(prepared, kind, self._job_kwargs))
+        #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
+        self.job_key = self.fleet.key_jobs(self._name)
         if n_workers:
             self.scale(n_workers)
 
-    # ------------------------------------------------------------------ lifecycle
     async def _start(self):
-        if "hpcgpu-poll" not in self.periodic_callbacks:
-            self.periodic_callbacks["hpcgpu-poll"] = PeriodicCallback(
-                self._poll, self._poll_interval * 1000
-            )
         # UCX reads its configuration once per process, at the first UCX connection.
         with config_context(self.network, "scheduler"):
             try:
                 if self._setup.scheduler_in_job and self.scheduler is None:
-                    self.scheduler = await JobScheduler(self)
+                    self.scheduler = await JobScheduler(
+                        self.job_cls, self._job_kwargs, self._name, self.network,
+                        self.fleet.submitted, self.private_directory)
                 await super()._start()
             except Exception as error:
                 options = dict(scheduler_options=self._setup.scheduler_options,
@@ -205,39 +167,6 @@ fallback, ucx_environment
             addresses = [listener.contact_address for listener in self.scheduler.listeners]
             self.scheduler_comm = rpc(client_address(addresses, self.network),
                                       connection_args=self.security.get_connection_args("client"))
-
-    async def _close(self):
-        """Stop the workers through their nannies and let their jobs end by themselves,
-        then upstream's close (which cancels what is left, pending jobs included, and stops
-        the scheduler): no job is cancelled while its workers close (docs/reliability.md)."""
-        if self.status == Status.running and self.scheduler_comm is not None:
-            poll = self.periodic_callbacks.pop("hpcgpu-poll", None)
-            if poll is not None:
-                poll.stop()  # no status polls while closing (nor after the thread pool's end)
-            try:
-                if scheduler_gone(self):
-                    raise ConnectionError("the scheduler has stopped")
-                await end_workers(self)
-            except Exception as error:  # the scheduler may be gone: cancelling still works
-                logger.warning("closing without the scheduler (%s): cancelling the jobs",
-                               str(error) or type(error).__name__)
-                if scheduler_gone(self):
-                    self.shutdown_scheduler = False  # nothing left to stop, nor to reach
-                else:  # one that does not answer: no 30 s connect in upstream's terminate
-                    self.scheduler_comm.timeout = SCHEDULER_ANSWER
-        # Upstream's close scales to 0 through scale(0): the default pool only.
-        for pool in getattr(self, "_pools", {}):
-            self._targets[pool] = 0
-            for job in self._jobs_of(pool):
-                del self.worker_spec[job]
-        await super()._close()
-        self.private_directory.remove()  # the jobs are gone: their credentials go too
-
-    def _get_worker_security(self, security):
-        """Write the temporary certificate to files in the private directory (dask-jobqueue
-        writes them into ``shared_temp_directory`` itself, readable as the umask allows, and
-        leaves them there): job scripts name the files, never carry the key."""
-        return worker_credentials(security, lambda: self.private_directory.path)
 
     @property
     def gpus_per_job(self) -> int:
@@ -250,81 +179,68 @@ fallback, ucx_environment
         ``processes``."""
         return self._shape.workers_per_job
 
-    # ------------------------------------------------------------------ spec -> jobs
-    async def _correct_state_internal(self) -> None:
-        """Upstream's reconciliation, but a job's workers are retired (by name, so their
-        data moves) before the job is cancelled; upstream passes job names as addresses."""
-        async with self._lock:
-            self._correct_state_waiting = None
-            to_close = set(self.workers) - set(self.worker_spec) - self._retiring_jobs()
-            if to_close:
-                connected = self.connected_by_job()
-                names = sorted(n for job in to_close for n in connected.get(job, ()))
-                if names and self.scheduler.status == Status.running:
-                    await self.scheduler_comm.retire_workers(
-                        names=names, close_workers=True, remove=True)
-                for job in to_close:
-                    if job in self._records:
-                        self._records[job].cancelled_by_us = True
-                await cancel_together(self._dialect, [self.workers[job] for job in to_close])
-                for job in to_close:
-                    self.workers.pop(job, None)
-            await self._open(set(self.worker_spec) - set(self.workers))
+    # ------------------------------------------------------------------ scaling
+    def scale(self, n: int | None = None, jobs: int = 0, memory: Any = None,
+              cores: Any = None, *, gpus: int | None = None, pool: str | None = None):
+        """Scale to ``n`` workers (``gpus`` GPU workers), ``jobs`` jobs, or enough jobs for
+        ``cores`` cores and ``memory`` bytes, as dask-jobqueue: whole jobs, rounded up,
+        the largest of the counts asked for.
 
-    async def _open(self, names: set[str]) -> None:
-        if not names:
-            return
-        address = worker_address(self.scheduler, self.network)
-        jobs = await self._make_jobs(address, list(names))  # several: array elements
-        for name in jobs:
-            pool = self._job_pool(name)
-            self._records[name] = JobRecord(name, pool.workers_per_job,
-                                            pool=pool.name if len(self._pools) > 1 else None)
-        results = await asyncio.gather(*(_submit(job) for job in jobs.values()),
-                                       return_exceptions=True)
-        for (name, job), error in zip(jobs.items(), results):
-            record = self._records[name]
-            if isinstance(error, BaseException):
-                record.state, record.ended = "failed", True
-                self.worker_spec.pop(name, None)
-                self.failures.append(f"submitting job {name} failed: {error}")
-                logger.error("submitting job %s failed: %s", name, error)
-                continue
-            record.job_id, record.state = job.job_id, "pending"
-            job._cluster = weakref.ref(self)  # what SpecCluster sets
-            self._created.add(job)
-            self._submitted[name] = job
-            self.workers[name] = job
-        # A rejected submission is reported once, above (and in cluster.failures; waiting
-        # for workers raises it): raising here reached the event loop as a second traceback.
+        ``pool``: the pool to scale (default: the default pool, the cluster's own
+        arguments); the other pools keep their jobs.
+        """
+        if not self.fleet.pools:
+            return None  # the scheduler failed to start within __init__: no job to scale
+        the_pool = self.fleet.pool(pool)
+        jobs = scaling.jobs_to_scale(the_pool, n, jobs, memory, cores, gpus)
+        if the_pool.name == DEFAULT_POOL:  # the scheduler's job counts as the first one
+            jobs = max(jobs - int(self._setup.scheduler_in_job), 0)
+        self.fleet.scale_to(jobs, the_pool.name, self.connected_by_job, lambda: self.status
+                            not in (Status.closing, Status.closed) and self.monitor.may_submit())
+        self._reconcile_soon()
+        if self.asynchronous:
+            return NoOpAwaitable()
+
+    def adapt(self, *, minimum_gpus: int | None = None, maximum_gpus: int | None = None,
+              minimum_jobs: int | None = None, maximum_jobs: int | None = None,
+              minimum: int | None = None, maximum: int | None = None,
+              minimum_cores: Any = None, maximum_cores: Any = None,
+              minimum_memory: Any = None, maximum_memory: Any = None,
+              pools: dict[str, dict] | None = None, **kwargs: Any):
+        """Scale between a minimum and maximum number of workers (GPUs), jobs, cores or
+        memory with the load. Counts are whole jobs: minimums round up, maximums down.
+
+        In a cluster with pools, the bounds above are the default pool's, and ``pools``
+        gives other pools theirs (the same names: ``{"cpu": dict(maximum_jobs=2)}``);
+        each adapted pool grows from the tasks only its workers can run, pools not named
+        keep the jobs ``scale`` gave them (:mod:`hpcgpu.cluster.pool_adaptive`).
+        """
+        bounds = dict(minimum_gpus=minimum_gpus, maximum_gpus=maximum_gpus,
+                      minimum_jobs=minimum_jobs, maximum_jobs=maximum_jobs, minimum=minimum,
+                      maximum=maximum, minimum_cores=minimum_cores, maximum_cores=maximum_cores,
+                      minimum_memory=minimum_memory, maximum_memory=maximum_memory)
+        Adaptive, options = scaling.adaptive(self.fleet.pools, bounds, pools)
+        return SpecCluster.adapt(self, Adaptive=Adaptive, job_key=self.job_key,
+                                 **options, **kwargs)
+
+    # ------------------------------------------------------------------ pools and jobs
+    @property
+    def pools(self) -> dict[str, Pool]:
+        """The pools by name (``default``: the cluster's own arguments), each a frozen
+        :class:`~hpcgpu.cluster.pools.Pool`."""
+        return dict(self.fleet.pools)
+
+    def job_script(self, pool: str | None = None) -> str:
+        """The script one job of ``pool`` (default: the default pool) submits, with a
+        placeholder worker name."""
+        if self.fleet.pool(pool).spec is self.new_spec:
+            return self._dummy_job.job_script()
+        # The scheduler's address, as dask-jobqueue's _dummy_job shows for the default pool.
+        return self.fleet.job_script(pool, getattr(self.scheduler, "address", None))
 
     @property
     def dashboard_link(self) -> str:
         """The dashboard's address where it listens: ``localhost`` by default (from a
-        laptop: ``ssh -L 8787:localhost:8787 <login node>``); upstream names the
-        scheduler's address, where the localhost-only dashboard refuses the connection."""
-        port = self.scheduler_info.get("services", {}).get("dashboard")
-        if port is None:
-            return ""
-        scheduler_host = self.scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0]
-        address = self._setup.scheduler_options.get("dashboard_address")
-        return format_dashboard_link(dashboard_host(address, scheduler_host), port)
-
-    def _repr_html_(self, cluster_status=None):
-        return super()._repr_html_(cluster_status) + html_table(self.jobs)
-
-
-async def _submit(job: GPUJob) -> GPUJob:
-    await job
-    return job
-
-
-def _prepare(kind: str, options: dict[str, Any]) -> ClusterSetup:
-    """GPU workers (hpcgpu's shape) or dask-jobqueue's CPU workers (cpusetup)."""
-    if is_cpu_request(kind, options):
-        return prepare_cpu(kind, options)
-    return prepare(kind, options)
-
-
-def _security(security: Any) -> Security | None:
-    return cluster_security(security, default=True, warn_plain=True, stacklevel=4)
+        laptop: ``ssh -L 8787:localhost:8787 <login node>``)."""
+        return dashboard_link(self.scheduler_info, self.scheduler_address,
+                              self._setup.scheduler_options.get("dashboard_address"))

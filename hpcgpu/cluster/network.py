@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcgpu.network import NetworkSettings, resolve
+from distributed.utils import format_dashboard_link
+
+from hpcgpu.network import NetworkSettings, job_environment, resolve, scheduler_options
 from hpcgpu.network.advice import log_ucx_hint
 
-__all__ = ["cluster_network", "dashboard_host"]
+__all__ = ["cluster_network", "dashboard_host", "dashboard_link", "jobqueue_options"]
 
 
 def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bool = False) -> NetworkSettings:
@@ -52,6 +54,16 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
         client_protocol=client_protocol, fallback=fallback,
         ucx_environment=options.get("ucx_environment") or None,
     )
+    _check_protocols(net, security)
+    if not scheduler_in_job:
+        _check_scheduler_interface(net.scheduler_interface)
+    # With the scheduler in a job and a second listener, this process never speaks UCX.
+    net = resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
+    log_ucx_hint(net.protocol, "protocol='ucx'")
+    return net
+
+
+def _check_protocols(net: NetworkSettings, security: Any) -> None:
     if net.protocol == "ucx+auth":
         raise ValueError("protocol='ucx+auth' is not available in cluster mode yet (its jobs get no "
                          "key file): use protocol='tls' (default) or 'ucx'; hpcgpu run and "
@@ -62,12 +74,6 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
             "security (a Security with certificates, or the default security=None/True): pass "
             f"security=True or {'client_protocol' if net.client_protocol == 'tls' else 'protocol'}='tcp'"
         )
-    if not scheduler_in_job:
-        _check_scheduler_interface(net.scheduler_interface)
-    # With the scheduler in a job and a second listener, this process never speaks UCX.
-    net = resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
-    log_ucx_hint(net.protocol, "protocol='ucx'")
-    return net
 
 
 def _check_scheduler_interface(interface: str | None) -> None:
@@ -106,3 +112,27 @@ def dashboard_host(dashboard_address: Any, scheduler_host: str) -> str:
     host = text.rsplit(":", 1)[0] if ":" in text else ""
     host = host.strip("[]")
     return scheduler_host if host in ("", "0.0.0.0", "::", "*") else host
+
+
+def dashboard_link(scheduler_info: dict, scheduler_address: str, dashboard_address: Any) -> str:
+    """The dashboard's address where it listens (upstream names the scheduler's address,
+    where a localhost-only dashboard refuses the connection); "" without a dashboard."""
+    port = scheduler_info.get("services", {}).get("dashboard")
+    if port is None:
+        return ""
+    scheduler_host = scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0]
+    return format_dashboard_link(dashboard_host(dashboard_address, scheduler_host), port)
+
+
+def jobqueue_options(setup: Any, net: NetworkSettings) -> dict[str, Any]:
+    """What ``JobQueueCluster`` gets of a cluster's network, for GPU or CPU workers."""
+    return dict(
+        # The scheduler's own interface: dask-jobqueue's `interface` must not feed it.
+        # CPU workers: dask-jobqueue's rule (interface feeds it unless host/interface given).
+        scheduler_options=setup.scheduler_options if setup.cpu else {
+            **scheduler_options(net), **setup.scheduler_options},
+        interface=net.worker_interface,
+        # CPU workers: dask-jobqueue's own rule (the given protocol, or tls:// with TLS).
+        protocol=setup.network_options["protocol"] if setup.cpu else net.protocol,
+        environment=job_environment(net, "worker"),
+    )

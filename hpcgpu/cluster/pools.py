@@ -19,7 +19,7 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu.cluster.cpusetup import CPU_ONLY, GPU_ONLY, prepare_cpu
+from hpcgpu.cluster.cpu_setup import CPU_ONLY, GPU_ONLY, prepare_cpu
 from hpcgpu.cluster.job import worker_suffixes
 from hpcgpu.cluster.setup import SHAPE_OPTIONS, ClusterSetup, prepare
 from hpcgpu.jobspec.walltime import Retirement
@@ -170,7 +170,7 @@ def prepare_pool(kind: str, name: str, pool: Any, cluster_options: dict[str, Any
 def pool_resources(name: str, setup: ClusterSetup) -> str:
     """The ``--resources`` the workers of pool ``name`` add (GPU workers have ``GPU=1``).
 
-    >>> from hpcgpu.cluster.cpusetup import prepare_cpu
+    >>> from hpcgpu.cluster.cpu_setup import prepare_cpu
     >>> pool_resources("cpu", prepare_cpu("slurm", dict(cores=8, memory="8GB", processes=2)))
     'CPU=4,pool-cpu=1'
     """

@@ -5,7 +5,7 @@ execd: ``job_scripts/<id>``, mode 0755), so no job script carries key material. 
 cluster writes its temporary certificate, key and CA to files (mode 0600) in a directory
 only the user can enter (mode 0700) on the filesystem the nodes share, as dask-jobqueue's
 ``shared_temp_directory`` does; job scripts name those paths. The directory goes when the
-cluster closes, is collected, or its process ends (:mod:`hpcgpu.cluster.lifecycle`); a
+cluster closes, is collected, or its process ends (:mod:`hpcgpu.cluster.shutdown`); a
 process killed with SIGKILL cannot remove it, so the next cluster of the same user on the
 same host removes the directories whose process is gone (each names its host and pid in
 ``owner``).
@@ -185,7 +185,7 @@ class PrivateDirectory:
         """The directory of a cluster (``owner``) with ``setup``
         (:class:`~hpcgpu.cluster.setup.ClusterSetup`), removed when ``owner`` is collected or
         the interpreter exits, also when its start fails
-        (:func:`hpcgpu.cluster.lifecycle.watch` adds SIGTERM and SIGHUP)."""
+        (:func:`hpcgpu.cluster.shutdown.watch` adds SIGTERM and SIGHUP)."""
         field = ("log_directory" if setup.shared_temp_directory == setup.log_directory
                  else "shared_temp_directory")
         private = cls(setup.shared_temp_directory, name, field)

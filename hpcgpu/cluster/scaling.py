@@ -1,7 +1,9 @@
-"""Scaling a GPU cluster in whole jobs: ``scale(gpus=|jobs=)``, ``adapt``, retirement.
+"""Scaling policy: how many whole jobs a ``scale`` or ``adapt`` request means.
 
-A mixin of :class:`hpcgpu.cluster.GPUCluster`; it relies on the cluster's shape
-(``gpus_per_job``), its job records and dask-jobqueue's ``worker_spec`` of one entry per job.
+No I/O and no cluster: a pool (its job shape) and the numbers asked for, in workers (GPUs),
+jobs, cores or memory, give whole jobs. :class:`~hpcgpu.cluster.GPUCluster` applies the
+answer to its fleet; :mod:`hpcgpu.cluster.adaptive` and :mod:`hpcgpu.cluster.pool_adaptive`
+decide when.
 """
 
 from __future__ import annotations
@@ -12,148 +14,93 @@ import warnings
 from typing import Any
 
 from dask.utils import parse_bytes
-from distributed.core import Status
-from distributed.deploy.spec import SpecCluster
-from distributed.utils import NoOpAwaitable
 
 from hpcgpu.cluster.adaptive import GPUAdaptive
+from hpcgpu.cluster.pool_adaptive import PoolAdaptive
 from hpcgpu.cluster.pools import DEFAULT_POOL
 
-__all__ = ["JobScaling", "job_bounds", "jobs_for"]
+__all__ = ["ADAPT_BOUNDS", "adapt_bounds", "adaptive", "job_bounds", "jobs_for", "jobs_to_scale"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
+#: adapt's bounds, for the default pool and for each named pool.
+ADAPT_BOUNDS = ("minimum_gpus", "maximum_gpus", "minimum_jobs", "maximum_jobs", "minimum",
+                "maximum", "minimum_cores", "maximum_cores", "minimum_memory", "maximum_memory")
 
-class JobScaling:
-    """``scale``, ``adapt`` and ``scale_down`` that count GPUs and act on whole jobs."""
 
-    def scale(self, n: int | None = None, jobs: int = 0, memory: Any = None,
-              cores: Any = None, *, gpus: int | None = None, pool: str | None = None):
-        """Scale to ``n`` workers (``gpus`` GPU workers), ``jobs`` jobs, or enough jobs for
-        ``cores`` cores and ``memory`` bytes, as dask-jobqueue: whole jobs, rounded up,
-        the largest of the counts asked for.
+def jobs_to_scale(pool: Any, n: int | None = None, jobs: int = 0, memory: Any = None,
+                  cores: Any = None, gpus: int | None = None) -> int:
+    """Jobs of ``pool`` for ``scale(n, jobs, memory, cores, gpus=)``: whole jobs, rounded
+    up, the largest of the counts asked for (warned when GPUs round up).
 
-        ``pool``: the pool to scale (default: the default pool, the cluster's own
-        arguments); the other pools keep their jobs.
-        """
-        if not getattr(self, "_pools", None):
-            return None  # the scheduler failed to start within __init__: no job to scale
-        the_pool = self._pool(pool)
-        workers = n if gpus is None else gpus
-        per_job = the_pool.workers_per_job
-        if gpus is not None and the_pool.cpu:
-            raise ValueError(f"scale(gpus={gpus}, pool={the_pool.name!r}): that pool has CPU "
-                             "workers only: use jobs= or n= (workers)")
-        if workers is not None:
-            if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-                what = "n" if gpus is None else "gpus"
-                raise ValueError(f"{what}={workers!r} must be a whole number >= 0")
-            jobs = math.ceil(workers / per_job)
-            if jobs * per_job != workers and not the_pool.cpu:
-                message = (
-                    f"scale(gpus={workers}) rounds up to {jobs} job(s) = "
-                    f"{jobs * per_job} GPUs ({per_job} per job)"
-                )
-                logger.warning(message)
-                warnings.warn(message, stacklevel=2)
-        jobs = max(jobs, jobs_for(the_pool.shape, cores=cores, memory=memory))
-        # With the scheduler in a job, that job's GPUs count as the first ones.
-        if the_pool.name == DEFAULT_POOL:
-            jobs = max(jobs - int(self._setup.scheduler_in_job), 0)
-        self._targets[the_pool.name] = jobs
-        self._scale_jobs(jobs, the_pool.name)
-        self.loop.add_callback(self._correct_state)
-        if self.asynchronous:
-            return NoOpAwaitable()
+    >>> from types import SimpleNamespace
+    >>> from hpcgpu.jobspec.resources import GPUJobShape
+    >>> shape = GPUJobShape.create(gpus_per_node=4, memory_per_gpu="10GB")
+    >>> pool = SimpleNamespace(name="default", cpu=False, shape=shape, workers_per_job=4)
+    >>> jobs_to_scale(pool, jobs=1, memory="50GB"), jobs_to_scale(pool, gpus=8)
+    (2, 2)
+    >>> jobs_to_scale(pool, gpus=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: gpus=-1 must be a whole number >= 0
+    """
+    workers = n if gpus is None else gpus
+    per_job = pool.workers_per_job
+    if gpus is not None and pool.cpu:
+        raise ValueError(f"scale(gpus={gpus}, pool={pool.name!r}): that pool has CPU "
+                         "workers only: use jobs= or n= (workers)")
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            what = "n" if gpus is None else "gpus"
+            raise ValueError(f"{what}={workers!r} must be a whole number >= 0")
+        jobs = math.ceil(workers / per_job)
+        if jobs * per_job != workers and not pool.cpu:
+            message = (
+                f"scale(gpus={workers}) rounds up to {jobs} job(s) = "
+                f"{jobs * per_job} GPUs ({per_job} per job)"
+            )
+            logger.warning(message)
+            warnings.warn(message, stacklevel=3)
+    return max(jobs, jobs_for(pool.shape, cores=cores, memory=memory))
 
-    def _scale_jobs(self, jobs: int, pool: str = DEFAULT_POOL) -> None:
-        """Add or drop jobs of ``pool`` until it has ``jobs``."""
-        have = self._jobs_of(pool)
-        if len(have) > jobs:
-            connected = self.connected_by_job()
-            # Drop jobs whose workers have not connected first, newest first.
-            order = sorted(reversed(have), key=lambda j: bool(connected.get(j)))
-            for job in order[: len(have) - jobs]:
-                del self.worker_spec[job]
-        if self.status in (Status.closing, Status.closed):
-            return
-        if len(have) < jobs and len(self.failures) >= self._max_failed_jobs:
-            logger.error("not submitting jobs: %d failed to start (max_failed_jobs=%d)",
-                         len(self.failures), self._max_failed_jobs)
-            return
-        for _ in range(jobs - len(have)):
-            self.worker_spec.update(self.new_worker_spec(pool))
 
-    def new_worker_spec(self, pool: str = DEFAULT_POOL) -> dict:
-        """The next job's spec, under a name never used before in this cluster (a replaced
-        job's workers must not take the names of the dead ones): ``<cluster>-<n>``, or
-        ``<cluster>-<pool>-<n>`` for a named pool."""
-        prefix = "" if pool == DEFAULT_POOL else f"{pool}-"
-        name = self._new_worker_name(f"{prefix}{self._i}")
-        while name in self.worker_spec or name in self._records:
-            self._i += 1
-            name = self._new_worker_name(f"{prefix}{self._i}")
-        self._pool_of.setdefault(name, pool)
-        return {name: self._pools[pool].spec}
+def adaptive(pools: dict[str, Any], bounds: dict, given: dict | None) -> tuple[type, dict]:
+    """``(Adaptive class, its options)`` for ``adapt(**bounds, pools=given)``: whole jobs
+    of the default pool, or each adapted pool between its own bounds.
 
-    async def retire_jobs(self, jobs: list[str]) -> None:
-        """Retire every worker of ``jobs`` (their data moves first), then cancel the jobs."""
-        for job in jobs:
-            self.worker_spec.pop(job, None)
-            if job in self._records:
-                self._records[job].retiring = False  # asked for: retire it now
-        self._targets = {pool: len(self._jobs_of(pool)) for pool in self._pools}
-        await self._correct_state()
+    >>> from types import SimpleNamespace
+    >>> from hpcgpu.jobspec.resources import GPUJobShape
+    >>> shape = GPUJobShape.create(gpus_per_node=4)
+    >>> pools = {"default": SimpleNamespace(shape=shape, workers_per_job=4)}
+    >>> cls, options = adaptive(pools, dict(minimum_gpus=1, maximum_gpus=10), None)
+    >>> cls.__name__, options
+    ('GPUAdaptive', {'gpus_per_job': 4, 'minimum': 4, 'maximum': 8})
+    """
+    if len(pools) > 1:
+        return PoolAdaptive, {"bounds": adapt_bounds(pools, bounds, given or {})}
+    if given:
+        raise ValueError("adapt(pools=...) needs a cluster made with pools=")
+    g = pools[DEFAULT_POOL].workers_per_job
+    low_jobs, high_jobs = job_bounds(pools[DEFAULT_POOL], **bounds)
+    maximum_workers = high_jobs * g if high_jobs != math.inf else math.inf
+    return GPUAdaptive, {"gpus_per_job": g, "minimum": low_jobs * g, "maximum": maximum_workers}
 
-    async def scale_down(self, workers):
-        """Remove the jobs of ``workers`` (worker or job names): always whole jobs."""
-        jobs = {w if w in self.worker_spec else self.job_key(w) for w in workers}
-        await self.retire_jobs(sorted(jobs))
 
-    def adapt(self, *, minimum_gpus: int | None = None, maximum_gpus: int | None = None,
-              minimum_jobs: int | None = None, maximum_jobs: int | None = None,
-              minimum: int | None = None, maximum: int | None = None,
-              minimum_cores: Any = None, maximum_cores: Any = None,
-              minimum_memory: Any = None, maximum_memory: Any = None,
-              pools: dict[str, dict] | None = None, **kwargs: Any):
-        """Scale between a minimum and maximum number of workers (GPUs), jobs, cores or
-        memory with the load. Counts are whole jobs: minimums round up, maximums down.
-
-        In a cluster with pools, the bounds above are the default pool's, and ``pools``
-        gives other pools theirs (the same names: ``{"cpu": dict(maximum_jobs=2)}``);
-        each adapted pool grows from the tasks only its workers can run, pools not named
-        keep the jobs ``scale`` gave them (:mod:`hpcgpu.cluster.pooladapt`).
-        """
-        bounds = dict(minimum_gpus=minimum_gpus, maximum_gpus=maximum_gpus,
-                      minimum_jobs=minimum_jobs, maximum_jobs=maximum_jobs, minimum=minimum,
-                      maximum=maximum, minimum_cores=minimum_cores, maximum_cores=maximum_cores,
-                      minimum_memory=minimum_memory, maximum_memory=maximum_memory)
-        if len(self._pools) > 1:
-            return self._adapt_pools(bounds, pools or {}, kwargs)
-        if pools:
-            raise ValueError("adapt(pools=...) needs a cluster made with pools=")
-        g = self.workers_per_job
-        low_jobs, high_jobs = job_bounds(self._pools[DEFAULT_POOL], **bounds)
-        maximum_workers = high_jobs * g if high_jobs != math.inf else math.inf
-        return SpecCluster.adapt(
-            self, Adaptive=GPUAdaptive, gpus_per_job=g, job_key=self.job_key,
-            minimum=low_jobs * g, maximum=maximum_workers, **kwargs,
-        )
-
-    def _adapt_pools(self, bounds: dict, pools: dict, kwargs: dict):
-        from hpcgpu.cluster.pooladapt import PoolAdaptive
-
-        per_pool = {DEFAULT_POOL: job_bounds(self._pools[DEFAULT_POOL], **bounds)}
-        for name, given in pools.items():
-            pool = self._pool(name)
-            unknown = set(given) - set(bounds) if isinstance(given, dict) else {"?"}
-            if unknown or name == DEFAULT_POOL:
-                raise ValueError(f"adapt(pools={{{name!r}: {given!r}}}): give a dict of "
-                                 f"{', '.join(bounds)} for a named pool (the default "
-                                 "pool's bounds are adapt's own arguments)")
-            per_pool[name] = job_bounds(pool, **given)
-        return SpecCluster.adapt(self, Adaptive=PoolAdaptive, bounds=per_pool,
-                                 job_key=self.job_key, **kwargs)
+def adapt_bounds(pools: dict[str, Any], bounds: dict, given: dict[str, dict]) -> dict:
+    """Pool -> ``(minimum jobs, maximum jobs)``: the default pool's from adapt's own
+    ``bounds``, each named pool's from ``given`` (the same names)."""
+    per_pool = {DEFAULT_POOL: job_bounds(pools[DEFAULT_POOL], **bounds)}
+    for name, own in given.items():
+        if name not in pools:
+            raise ValueError(f"pool={name!r} is not a pool of this cluster: use one of "
+                             f"{', '.join(map(repr, pools))} (pools= of the cluster)")
+        unknown = set(own) - set(ADAPT_BOUNDS) if isinstance(own, dict) else {"?"}
+        if unknown or name == DEFAULT_POOL:
+            raise ValueError(f"adapt(pools={{{name!r}: {own!r}}}): give a dict of "
+                             f"{', '.join(ADAPT_BOUNDS)} for a named pool (the default "
+                             "pool's bounds are adapt's own arguments)")
+        per_pool[name] = job_bounds(pools[name], **own)
+    return per_pool
 
 
 def job_bounds(pool: Any, *, minimum_gpus=None, maximum_gpus=None, minimum_jobs=None,

@@ -7,7 +7,7 @@ dask-jobqueue; a GPU cluster's ``cluster.job_cls`` is :class:`~hpcgpu.cluster.jo
 from __future__ import annotations
 
 from hpcgpu.cluster.cluster import GPUCluster
-from hpcgpu.cluster.cpujob import cpu_job_class
+from hpcgpu.cluster.cpu_job import cpu_job_class
 
 __all__ = ["SLURMCluster", "PBSCluster", "LSFCluster", "SGECluster"]
 

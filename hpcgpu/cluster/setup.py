@@ -42,7 +42,7 @@ class ClusterSetup:
     job_options: dict
     network_options: dict
     scheduler_in_job: bool = False
-    cpu: bool = False  # dask-jobqueue CPU workers (hpcgpu.cluster.cpusetup)
+    cpu: bool = False  # dask-jobqueue CPU workers (hpcgpu.cluster.cpu_setup)
     config_name: str | None = None
 
 
@@ -76,9 +76,7 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
                             one_task_per=opts["one_task_per"])
     dialect.validate(shape)  # first: what this scheduler needs for the shape
     launcher.validate(shape, dialect.multi_node_launchers)
-    for name in _LIST_OPTIONS:
-        if isinstance(opts[name], str) or not isinstance(opts[name] or [], (list, tuple)):
-            raise ValueError(f"{name}={opts[name]!r} must be a list of strings, e.g. [{opts[name]!r}]")
+    _check_lists(opts)
     log_directory = make_log_directory(opts["log_directory"])
     scheduler_options = {"dashboard_address": opts["dashboard_address"],
                          **(opts["scheduler_options"] or {})}
@@ -108,6 +106,12 @@ def make_log_directory(chosen: str | None) -> str:
     if not chosen:
         prune_job_logs(directory, parse_timedelta(config.get("log-retention")))
     return directory
+
+
+def _check_lists(opts: dict[str, Any]) -> None:
+    for name in _LIST_OPTIONS:
+        if isinstance(opts[name], str) or not isinstance(opts[name] or [], (list, tuple)):
+            raise ValueError(f"{name}={opts[name]!r} must be a list of strings, e.g. [{opts[name]!r}]")
 
 
 def _limits(values: dict[str, Any]) -> NodeLimits:

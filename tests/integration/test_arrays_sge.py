@@ -50,4 +50,4 @@ def test_sge_site_limit_is_read_from_qconf(make):
     out = subprocess.run(["qconf", "-sconf"], capture_output=True, text=True).stdout
     (configured,) = [int(line.split()[1]) for line in out.splitlines()
                      if line.startswith("max_aj_tasks")]
-    assert cluster.sync(cluster._site_array_limit) == (configured or None)
+    assert cluster.sync(cluster.fleet.arrays.site_limit) == (configured or None)

@@ -62,7 +62,7 @@ def test_site_limit_splits_a_scale_up_and_job_arrays_false_turns_it_off(make):
 
 def test_site_limit_is_read_from_scontrol(make):
     cluster = make(gpus_per_node=1)
-    limit = cluster.sync(cluster._site_array_limit)
+    limit = cluster.sync(cluster.fleet.arrays.site_limit)
     out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
     assert f"MaxArraySize            = {limit}" in out
 

@@ -112,7 +112,7 @@ def test_retiring_one_pool_leaves_the_other_running(make):
     with cluster.get_client() as client:
         wait_for(lambda: set(workers_by_pool(client)) == {"cpu"}, 60, what="the CPU pool alone")
         assert client.submit(lambda: 6 * 7).result() == 42
-    assert sorted(cluster._jobs_of("cpu")) == sorted(cluster.worker_spec)
+    assert sorted(cluster.fleet.jobs_of("cpu")) == sorted(cluster.worker_spec)
 
 
 def computed(client, work: list, timeout: float = 180) -> list:
@@ -187,5 +187,5 @@ def test_walltime_replacement_is_per_pool(make):
     assert any("nears its walltime" in e and f"job {old} " in e for e in cluster.events)
     assert not any("nears its walltime" in e and f"job {name} " in e
                    for e in cluster.events for name, pool in first.items() if pool != "short")
-    assert sorted(cluster._jobs_of("short")) == [new.name]
+    assert sorted(cluster.fleet.jobs_of("short")) == [new.name]
     cluster.wait_for_workers(4, timeout=120)

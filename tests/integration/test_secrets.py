@@ -177,9 +177,9 @@ def test_walltime_replacement_job_carries_no_key(tmp_path, fake_submit):
     try:
         submits = lambda: [c for c in fake_submit if c[0][0] == "sbatch"]  # noqa: E731
         cluster.scale(jobs=1)
-        wait_for(lambda: len(submits()) == 1 and cluster._records, 30, what="the first job")
+        wait_for(lambda: len(submits()) == 1 and cluster.fleet.records, 30, what="the first job")
         (name,) = cluster.worker_spec
-        cluster._records[name].started = time.monotonic() - 3600  # as if near its walltime
+        cluster.fleet.records[name].started = time.monotonic() - 3600  # as if near its walltime
         cluster.loop.add_callback(cluster._replace_expiring)
         wait_for(lambda: len(submits()) == 2, 30, what="the replacement job")
         assert any("nears its walltime" in event for event in cluster.events)

@@ -152,7 +152,7 @@ def test_refusal_names_the_fix():
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_cpu_workers_options_are_checked_too(scheduler, tmp_path):
     # dask-jobqueue's CPU jobs put these in directives unquoted.
-    from hpcgpu.cluster.cpusetup import prepare_cpu
+    from hpcgpu.cluster.cpu_setup import prepare_cpu
 
     cpu = {"cores": 2, "memory": "2GB"}
     with pytest.raises(ValueError, match="log_directory"):

@@ -15,14 +15,14 @@ from typing import Any
 import dask.config
 
 from hpcgpu.system import config
-from hpcgpu.cluster.cpujob import cpu_job_class
-from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory
+from hpcgpu.cluster.cpu_job import cpu_job_class
+from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory, prepare
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options
 from hpcgpu.jobspec.units import parse_walltime
 
-__all__ = ["is_cpu_request", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
+__all__ = ["is_cpu_request", "prepare_any", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
 
 #: dask-jobqueue's job arguments that have no GPU meaning, and what to use with GPUs.
 CPU_ONLY = {
@@ -88,6 +88,14 @@ processes, or drop gpus_per_node for CPU workers as in dask-jobqueue (docs/migra
     return dask.config.get(f"jobqueue.{scheduler}.cores", None) is not None
 
 
+def prepare_any(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
+    """GPU workers (hpcgpu's shape, :func:`~hpcgpu.cluster.setup.prepare`) or
+    dask-jobqueue's CPU workers (:func:`prepare_cpu`)."""
+    if is_cpu_request(scheduler, options):
+        return prepare_cpu(scheduler, options)
+    return prepare(scheduler, options)
+
+
 def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     """Validate a CPU request through dask-jobqueue's own job class; no I/O but mkdir.
 
@@ -102,17 +110,7 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         del options["gpus_per_node"]
     config_name = options.pop("config_name", None) or scheduler
     section = f"jobqueue.{config_name}"
-    for name in GPU_ONLY:
-        if name in options:
-            raise ValueError(f"{name}= is for GPU workers: CPU workers take dask-jobqueue's "
-                             "cores=, memory=, processes= (docs/migrating.md)")
-    if options.get("retire_before") not in (None, "off"):
-        raise ValueError("retire_before applies to GPU workers: for CPU workers use "
-                         "worker_extra_args=['--lifetime', '55m'] as in dask-jobqueue")
-    _refuse_scheduler_arguments(scheduler, options)
-    check_options({name: options[name] if options.get(name) is not None
-                   else dask.config.get(f"{section}.{key}", None)
-                   for name, key in _SCRIPT_FIELDS.items()}, CPU_WORDS)
+    _check_cpu_arguments(scheduler, options, section)
     interface = options.pop("interface", None) or dask.config.get(f"{section}.interface", None)
     protocol = options.pop("protocol", None)
     scheduler_options = {
@@ -141,6 +139,22 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         network_options={"interface": interface, "protocol": protocol},
         cpu=True, config_name=config_name,
     )
+
+
+def _check_cpu_arguments(scheduler: str, options: dict[str, Any], section: str) -> None:
+    """GPU-only and scheduler arguments refused; the script fields checked, from the
+    arguments or the ``section`` of jobqueue's configuration."""
+    for name in GPU_ONLY:
+        if name in options:
+            raise ValueError(f"{name}= is for GPU workers: CPU workers take dask-jobqueue's "
+                             "cores=, memory=, processes= (docs/migrating.md)")
+    if options.get("retire_before") not in (None, "off"):
+        raise ValueError("retire_before applies to GPU workers: for CPU workers use "
+                         "worker_extra_args=['--lifetime', '55m'] as in dask-jobqueue")
+    _refuse_scheduler_arguments(scheduler, options)
+    check_options({name: options[name] if options.get(name) is not None
+                   else dask.config.get(f"{section}.{key}", None)
+                   for name, key in _SCRIPT_FIELDS.items()}, CPU_WORDS)
 
 
 def _probe_job(scheduler: str, dialect: Any, config_name: str, options: dict[str, Any]) -> Any:

@@ -79,25 +79,29 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
 
 
 class JobScheduler(ProcessInterface):
-    """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``.
+    """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``; a job of
+    ``job_cls`` with the cluster's job ``options``, recorded in ``submitted``; its
+    scheduler file in the cluster's ``private`` directory
+    (:class:`~hpcgpu.cluster.private.PrivateDirectory`).
 
     ``address`` (and ``external_address``) is the client's listener, ``contact_address``
     the workers'. Closing it cancels the job.
     """
 
-    def __init__(self, cluster: Any, timeout: float | None = None) -> None:
+    def __init__(self, job_cls: type, options: dict[str, Any], cluster_name: str,
+                 network: NetworkSettings, submitted: dict[str, Any], private: Any,
+                 timeout: float | None = None) -> None:
         super().__init__()
-        self.network: NetworkSettings = cluster.network
-        options = dict(cluster._job_kwargs)
+        self.network = network
+        options = dict(options)  # the cluster's job options
         self.log_directory = options.get("log_directory") or os.getcwd()
-        name = f"{cluster._name}-scheduler"
+        name = f"{cluster_name}-scheduler"
         # Private: another user who could swap it would send the workers elsewhere.
-        self.scheduler_file = str(cluster.private_directory.path / f"{name}.json")
+        self.scheduler_file = str(private.path / f"{name}.json")
         self.listeners_file = self.scheduler_file + ".listeners"
         self.timeout = float(timeout or START_TIMEOUT)
-        job_cls = cluster.job_cls
         self.job = job_cls(None, name=name, scheduler_file=self.scheduler_file, **options)
-        cluster._submitted[name] = self.job  # cancelled at exit too (hpcgpu.cluster.lifecycle)
+        submitted[name] = self.job  # cancelled at exit too (hpcgpu.cluster.shutdown)
         self.job.scheduler_lines = scheduler_lines(
             options.get("python") or "python3", self.scheduler_file, self.network,
             self.job.security_files)

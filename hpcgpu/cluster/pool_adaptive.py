@@ -117,11 +117,10 @@ class PoolAdaptive(GPUAdaptive):
         super().__init__(cluster, gpus_per_job=1, **kwargs)
 
     async def target(self) -> dict[str, PoolDemand]:  # type: ignore[override]
-        cluster = self.cluster
-        pools = {name: (cluster._pool_resources(name), cluster._pool_threads(name))
-                 for name in self.bounds}
+        fleet = self.cluster.fleet
+        pools = {name: (fleet.resources(name), fleet.threads(name)) for name in self.bounds}
         default = "default" if "default" in self.bounds else None
-        return pool_demand(cluster.scheduler, pools, cluster._worker_pool,
+        return pool_demand(self.cluster.scheduler, pools, fleet.worker_pool,
                            self.target_duration, default)
 
     async def safe_target(self) -> dict[str, PoolDemand]:  # type: ignore[override]
@@ -132,12 +131,12 @@ class PoolAdaptive(GPUAdaptive):
         cluster = self.cluster
         if len(self.plan) != len(self.requested):
             await cluster
-        connected = cluster.connected_by_job()
+        connected, fleet = cluster.connected_by_job(), cluster.fleet
         grow, to_close = {}, set()
         for pool, (low, high) in self.bounds.items():
-            per_job = cluster._pools[pool].workers_per_job
+            per_job = fleet.pools[pool].workers_per_job
             want = min(max(math.ceil(demand[pool].workers / per_job), low), high)
-            have = cluster._jobs_of(pool)
+            have = fleet.jobs_of(pool)
             if want > len(have):
                 grow[pool] = int(want)
                 continue
