@@ -45,7 +45,7 @@ def _isolated(body: str, tmp_path) -> None:
     """Run ``body(tmp_path)`` in a fresh Python: UCX is initialised once per process, and
     ucxx (0.52) can crash (SIGSEGV in its progress thread) when a later UCX scheduler in the
     same process runs on a new event loop; other UCX tests share this pytest process."""
-    code = f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_cluster_ucx as t; t.{body}({str(tmp_path)!r})"
+    code = f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]; import test_cluster_ucx as t; t.{body}({str(tmp_path)!r})"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=480)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
 
