@@ -173,4 +173,5 @@ def test_a_worker_that_cannot_start_ends_the_job_at_once_with_its_own_error(slur
     summary = log[log.index("hpcgpu run: error: the launcher exited"):]
     assert "worker(s) connected; the workers said:" in summary, log
     assert "ImportError: node 1 cannot start its worker (test)" in summary, log
-    assert took < 30, (took, log)  # the timeout is 240 s
+    # the run's --timeout is 240 s: well before it (parallel CI on 2 cores slows start-ups)
+    assert took < 120, (took, log)
