@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-
 from conftest import wait_for
-from hpcgpu.system import commands
+
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.examples import EXAMPLES, render_examples
 from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render
 from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.system import commands
 
 pytestmark = pytest.mark.slurm
 
@@ -51,13 +53,16 @@ def test_cli_jobscript_check_accepted_by_sbatch(slurm):
 
 
 def test_cli_refuses_bad_shape_before_submitting(slurm):
-    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
-    argv = [sys.executable, "-m", "hpcgpu", "jobscript", "slurm", "--gpus-per-node", "0", "--check"]
+    # a name of its own: other tests (in parallel) submit jobs of their own meanwhile
+    name = f"hpcgpu-refused-{os.getpid()}-{time.monotonic_ns()}"
+    argv = [sys.executable, "-m", "hpcgpu", "jobscript", "slurm", "--gpus-per-node", "0", "--check",
+            "--job-name", name]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "gpus_per_node=0" in done.stderr and "#SBATCH" not in done.stdout
-    after = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
-    assert after == before
+    listed = subprocess.run(["squeue", "-h", "--states=all", "-n", name, "-o", "%i"],
+                            capture_output=True, text=True, check=True).stdout
+    assert listed == ""
 
 
 def test_slurm_refuses_what_the_site_lacks(slurm, tmp_path):
