@@ -164,7 +164,7 @@ def test_a_worker_that_cannot_start_ends_the_job_at_once_with_its_own_error(slur
     command = (f"PYTHONPATH={tmp_path}:$PYTHONPATH {HPCGPU_RUN} "
                f"--worker-args '--preload fails_on_node1' {CHECK} --expect 4")
     job_id = sbatch_wrap(tmp_path, ["-N2", "--ntasks-per-node=1", "--gpus-per-node=2"], command)
-    wait_for(lambda: slurm_state(job_id)[0] not in ("PENDING", ""), 120, 0.2, what=f"job {job_id} to start")
+    wait_for(lambda: slurm_state(job_id)[0] not in ("PENDING", ""), 480, 0.2, what=f"job {job_id} to start")  # behind other tests' jobs
     started = time.monotonic()
     state = wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
     took = time.monotonic() - started

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import traceback
 
 import pytest
@@ -29,7 +31,17 @@ def test_a_busy_scheduler_port_is_named_with_its_cause(tmp_path):
 
 
 def test_a_ucx_transport_that_is_not_there_is_named_with_its_cause(tmp_path):
+    """In a fresh interpreter: UCX reads its configuration once per process, and tests that
+    run before this one in the same process (pytest-xdist) may have started it already."""
     pytest.importorskip("distributed_ucxx")
-    message = _failure(tmp_path, protocol="ucx", ucx_environment={"UCX_TLS": "nonsense"})
-    assert message.startswith("the Dask scheduler did not start: UCXXNoDeviceError"), message
+    code = ("from hpcgpu import SLURMCluster\n"
+            "try:\n"
+            f"    SLURMCluster(gpus_per_node=1, log_directory={str(tmp_path)!r}, protocol='ucx',\n"
+            "                 ucx_environment={'UCX_TLS': 'nonsense'})\n"
+            "except RuntimeError as error:\n"
+            "    print('MESSAGE: ' + str(error))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "AttributeError" not in done.stderr and "_pools" not in done.stderr, done.stderr[-3000:]
+    message = done.stdout.partition("MESSAGE: ")[2].strip()
+    assert message.startswith("the Dask scheduler did not start: UCXXNoDeviceError"), done.stdout + done.stderr[-3000:]
     assert "ucx_environment={'UCX_TLS': 'nonsense'}" in message
