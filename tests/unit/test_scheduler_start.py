@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -40,7 +41,9 @@ def test_a_ucx_transport_that_is_not_there_is_named_with_its_cause(tmp_path):
             "                 ucx_environment={'UCX_TLS': 'nonsense'})\n"
             "except RuntimeError as error:\n"
             "    print('MESSAGE: ' + str(error))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # nor the UCX variables an earlier test in this process left in its environment
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "DASK_DISTRIBUTED_UCXX"))}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert "AttributeError" not in done.stderr and "_pools" not in done.stderr, done.stderr[-3000:]
     message = done.stdout.partition("MESSAGE: ")[2].strip()
     assert message.startswith("the Dask scheduler did not start: UCXXNoDeviceError"), done.stdout + done.stderr[-3000:]
