@@ -7,7 +7,7 @@ cheap on a login node and loads nothing CUDA-related.
 
 from __future__ import annotations
 
-import importlib
+from hpcgpu.system.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -28,8 +28,4 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'hpcgpu' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -6,7 +6,7 @@ are imported lazily so that ``import hpcgpu.bench`` loads neither Dask nor matpl
 
 from __future__ import annotations
 
-import importlib
+from hpcgpu.system.lazy import lazy_getattr
 
 #: public name -> module that defines it
 _EXPORTS = {
@@ -32,8 +32,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'hpcgpu.bench' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

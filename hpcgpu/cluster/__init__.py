@@ -7,7 +7,7 @@ uses :mod:`hpcgpu.cluster.setup` without loading distributed's scheduler.
 
 from __future__ import annotations
 
-import importlib
+from hpcgpu.system.lazy import lazy_getattr
 
 #: public name -> module that defines it
 _EXPORTS = {
@@ -22,8 +22,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'hpcgpu.cluster' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

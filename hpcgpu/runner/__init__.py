@@ -7,7 +7,7 @@ inside either. Names are imported lazily: ``get_client`` does not load the runne
 
 from __future__ import annotations
 
-import importlib
+from hpcgpu.system.lazy import lazy_getattr
 
 _EXPORTS = {
     "GPURunner": "hpcgpu.runner.api",
@@ -21,8 +21,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'hpcgpu.runner' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
