@@ -17,6 +17,8 @@ from pathlib import Path
 
 from distributed.security import Security
 
+from ..network.tls import temporary_security
+
 __all__ = ["TLSFiles", "make_job_directory", "make_private_directory", "temporary_tls",
            "write_tls_files", "remove_job_directory"]
 
@@ -122,10 +124,10 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def temporary_tls() -> TLSFiles:
-    """A temporary certificate (distributed's own recipe), in memory: the fields hold the
+    """A temporary certificate (:func:`~hpcgpu.network.tls.temporary_security`), in memory: the fields hold the
     PEM text itself, which distributed loads as it loads files.
 
-    Needs the ``cryptography`` package, as :meth:`Security.temporary` does.
+    Needs the ``cryptography`` package.
 
     Examples
     --------
@@ -134,7 +136,7 @@ def temporary_tls() -> TLSFiles:
     (True, True)
     """
     try:
-        temporary = Security.temporary()
+        temporary = temporary_security()
     except ImportError:
         raise ImportError(
             "TLS needs the 'cryptography' package, a dependency of hpcgpu: pip install "

@@ -139,3 +139,34 @@ def test_plain_tcp_only_when_asked_and_warned():
     with pytest.warns(UserWarning, match="security=False"):
         with LocalGPUCluster(n_workers=1, gpus=[], security=False, dashboard_address=None) as cluster:
             assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+
+
+def test_the_temporary_certificate_is_an_ecdsa_p256_one_that_a_tls_handshake_accepts():
+    """Each cluster makes its certificate at start: P-256 in microseconds, where RSA-2048
+    takes about 100 ms; distributed's TLS must still accept it on both ends."""
+    import asyncio
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from distributed.comm import connect, listen
+
+    from hpcgpu.network.tls import cluster_security
+
+    security = cluster_security(None, default=True)
+    cert = x509.load_pem_x509_certificate(security.tls_scheduler_cert.encode())
+    assert isinstance(cert.public_key(), ec.EllipticCurvePublicKey)
+    assert cert.public_key().curve.name == "secp256r1"
+
+    async def round_trip():
+        async def echo(comm):
+            await comm.write(await comm.read())
+            await comm.close()
+
+        async with listen("tls://127.0.0.1:0", echo, **security.get_listen_args("scheduler")) as listener:
+            comm = await connect(listener.contact_address, **security.get_connection_args("client"))
+            await comm.write({"op": "ping"})
+            answer = await comm.read()
+            await comm.close()
+        return answer
+
+    assert asyncio.run(round_trip()) == {"op": "ping"}
