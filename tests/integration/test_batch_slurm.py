@@ -127,6 +127,9 @@ def matrix_jobs(slurm, tmp_path_factory, request):
         subprocess.run(["scancel", job_id], capture_output=True, timeout=60)
 
 
+# One xdist worker runs every case: the fixture submits all selected cases, and in another
+# worker it would submit them all again (each worker collects every item).
+@pytest.mark.xdist_group("allocation-shapes")
 @pytest.mark.parametrize("shape,cpus", CASES, ids=[f"{s}{c}" for s, c in CASES])
 def test_allocation_shape(matrix_jobs, shape, cpus):
     job_id, directory = matrix_jobs[shape, cpus]
