@@ -158,6 +158,7 @@ def _render(scheduler: str, kw: dict) -> tuple[str, ClusterSetup]:
         local_directory=options["local_directory"],
         death_timeout=int(options["death_timeout"] or 120),
         extra=tuple(str(arg) for arg in options["worker_extra_args"]),
+        gpu=setup.gpu_options,  # dask-cuda's worker keywords from the configuration
     )
     script = worker_job_script(
         shape, setup.dialect, launcher, worker, python=options["python"],

@@ -56,7 +56,8 @@ GPU_OPTION_NAMES = _NAMES = ("device_memory_limit", "enable_cudf_spill", "cudf_s
 _DEFAULTS = {name: settings["default"] for name, (_, settings) in zip(_NAMES, GPU_FLAGS)}
 
 
-#: the UCX transport switches (``hpcgpu run`` has its own ``--transports``)
+#: the UCX transport switches (the batch entry points turn them into ``transports``:
+#: :mod:`hpcgpu.jobspec.gpukeywords`)
 TRANSPORT_FLAGS = ("enable_tcp_over_ucx", "enable_infiniband", "enable_nvlink", "enable_rdmacm")
 
 
