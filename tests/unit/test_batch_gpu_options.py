@@ -195,3 +195,19 @@ def test_the_batch_keywords_are_localgpuclusters():
 
     local = set(inspect.signature(LocalGPUCluster).parameters)
     assert set(GPU_KEYWORDS) <= local and set(SWITCHES) <= set(GPU_KEYWORDS)
+
+
+def test_hpcgpu_jobscript_takes_the_worker_flags():
+    from hpcgpu.cli.jobscript import jobscript
+
+    def run(*args):
+        return CliRunner().invoke(jobscript, ["slurm", "--log-directory", LOGS, *args])
+
+    given = run("--rmm-pool-size", "2GB", "--pre-import", "cudf", "--device-memory-limit", "none")
+    assert given.exit_code == 0, given.output
+    assert parsed(given.output) == GPUWorkerOptions.from_dask_cuda(rmm_pool_size="2GB", pre_import="cudf",
+                                                                   device_memory_limit=None)
+    plain = run()
+    assert plain.exit_code == 0 and "--rmm" not in plain.output and "--device-memory" not in plain.output
+    bad = run("--rmm-pool-size", "lots")
+    assert bad.exit_code == 2 and "rmm_pool_size='lots' is not a size" in bad.output
