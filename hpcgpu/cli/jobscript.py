@@ -11,6 +11,7 @@ import click
 from hpcgpu.system import commands
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 from hpcgpu.jobspec.dialects import DIALECTS, get_dialect
+from hpcgpu.jobspec.gpuflags import given_flags, gpu_flags
 from hpcgpu.jobspec.launchers import LAUNCHERS, get_launcher
 from hpcgpu.jobspec.queues import check_queue
 from hpcgpu.jobspec.render import render, worker_job_script
@@ -95,6 +96,7 @@ def check_script(scheduler: str, text: str) -> tuple[bool | None, str]:
 @click.option("--job-extra-directive", "extra", multiple=True, help="Extra directive (repeatable).")
 @click.option("--prologue", multiple=True, help="Shell line before the workers (repeatable).")
 @click.option("--check", is_flag=True, help="Ask the installed scheduler whether it accepts the script.")
+@gpu_flags(transports=False)  # the workers' (dask cuda worker's); the network is not rendered here
 def jobscript(scheduler: str, **kw) -> None:
     """Print a job script that starts one Dask worker per GPU.
 
@@ -137,6 +139,7 @@ def _explicit(kw: dict) -> dict:
     explicit["site"] = parse_site_options(kw["site"]) or None
     explicit["job_extra_directives"] = list(kw["extra"]) or None
     explicit["job_script_prologue"] = list(kw["prologue"]) or None
+    explicit.update(given_flags(kw))  # None: dask-cuda's explicit None (no pool, no spilling)
     return explicit
 
 
@@ -158,6 +161,7 @@ def _render(scheduler: str, kw: dict) -> tuple[str, ClusterSetup]:
         local_directory=options["local_directory"],
         death_timeout=int(options["death_timeout"] or 120),
         extra=tuple(str(arg) for arg in options["worker_extra_args"]),
+        gpu=setup.gpu_options,  # dask-cuda's worker flags, or keywords from the configuration
     )
     script = worker_job_script(
         shape, setup.dialect, launcher, worker, python=options["python"],

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
 
 from hpcgpu.jobspec.gpuflags import flag_argv, gpu_flags, options_from_flags
+from hpcgpu.jobspec.gpukeywords import SWITCHES, switch_network
 from hpcgpu.jobspec.launchers import LAUNCHERS
 
 __all__ = ["run"]
@@ -34,7 +36,8 @@ __all__ = ["run"]
                    "(UCX whose connections prove a job-private key), or without TLS: tcp (default).")
 @click.option("--interface", default=None, help="Network interface, e.g. ib0.")
 @click.option("--transports", default=None,
-              help="UCX transports: auto (default) or some of infiniband,nvlink,rdmacm,tcp.")
+              help="UCX transports: auto (default) or some of infiniband,nvlink,rdmacm,tcp "
+                   "(or dask cuda worker's --enable-nvlink... switches below).")
 @click.option("--fallback", default=None,
               help="tcp/tls: use it, with a warning, when UCX cannot load (default: fail).")
 @click.option("--dashboard-address", default="127.0.0.1:8787", show_default=True,
@@ -50,7 +53,7 @@ __all__ = ["run"]
 @click.option("--keep-work-dir", is_flag=True, help="Keep the job directory at the end.")
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds processes get to stop before SIGKILL.")
-@gpu_flags(transports=False)
+@gpu_flags
 def run(script: str, args: tuple[str, ...], **kw) -> None:
     """Run SCRIPT with a Dask cluster of one worker per GPU of this allocation.
 
@@ -67,15 +70,18 @@ def run(script: str, args: tuple[str, ...], **kw) -> None:
     from hpcgpu.runner.launch import split_args
 
     try:
+        gpu = options_from_flags(kw)  # dask cuda worker's flags, checked before anything starts
+        protocol, transports = switch_network(kw["protocol"], kw["transports"], gpu)
+        worker_gpu = dataclasses.replace(gpu, **{k: None for k in SWITCHES})
         options = BatchOptions(
             script=script, args=args, launcher=kw["launcher"],
             launcher_args=split_args(kw["launcher_args"]), nodes=kw["nodes"],
             gpus_per_node=kw["gpus_per_node"], min_workers=kw["min_workers"],
-            timeout=kw["timeout"], tls=kw["tls"], protocol=kw["protocol"],
-            interface=kw["interface"], transports=kw["transports"], fallback=kw["fallback"],
+            timeout=kw["timeout"], tls=kw["tls"], protocol=protocol,
+            interface=kw["interface"], transports=transports, fallback=kw["fallback"],
             dashboard_address=kw["dashboard_address"] or None,
             nthreads=kw["nthreads"], memory_limit=kw["memory_limit"],
-            worker_args=(*flag_argv(options_from_flags(kw)), *split_args(kw["worker_args"])),
+            worker_args=(*flag_argv(worker_gpu), *split_args(kw["worker_args"])),
             work_dir=kw["work_dir"],
             keep_work_dir=kw["keep_work_dir"], grace=kw["grace"],
         )

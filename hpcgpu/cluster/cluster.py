@@ -20,6 +20,7 @@ from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, worker_groups
 from hpcgpu.cluster.private import PrivateDirectory
 from hpcgpu.cluster.scheduler_job import JobScheduler
 from hpcgpu.cluster.start_errors import root_cause, start_error
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.scriptfields import shell_word
 from hpcgpu.network import client_address, config_context
 from hpcgpu.network.tls import cluster_security
@@ -87,6 +88,16 @@ fallback, ucx_environment
     max_array_size, array_throttle : int
         At most this many elements per array (default: the site's limit, read once), and
         at most this many of an array's elements running at once (default: no limit).
+    device_memory_limit, enable_cudf_spill, cudf_spill_stats, rmm_pool_size, \
+rmm_maximum_pool_size, rmm_managed_memory, rmm_async, rmm_allocator_external_lib_list, \
+rmm_release_threshold, rmm_log_directory, rmm_track_allocations, log_spilling, pre_import, \
+enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affinity
+        Each GPU worker's options, as ``LocalCUDACluster``'s and with dask-cuda's meanings
+        (:class:`~hpcgpu.jobspec.gpuoptions.GPUWorkerOptions`), also from the configuration
+        (``hpcgpu.<scheduler>.rmm-pool-size``...): checked before anything is submitted and
+        rendered as the worker command's flags (those of ``hpcgpu worker``). The ``enable_*``
+        switches choose the network's UCX ``transports`` (a switch on means
+        ``protocol="ucx"``). GPU pools inherit them.
     pools : dict of str to dict
         Named worker pools besides the default one (the cluster's own arguments), each with
         its own job shape: ``{"cpu": dict(gpus_per_node=0, cores_per_node=8,
@@ -167,6 +178,12 @@ fallback, ucx_environment
             addresses = [listener.contact_address for listener in self.scheduler.listeners]
             self.scheduler_comm = rpc(client_address(addresses, self.network),
                                       connection_args=self.security.get_connection_args("client"))
+
+    @property
+    def gpu_options(self) -> GPUWorkerOptions:
+        """The default pool's GPU worker options (dask-cuda's keywords; the defaults where
+        none was given)."""
+        return self._setup.gpu_options or GPUWorkerOptions()
 
     @property
     def gpus_per_job(self) -> int:

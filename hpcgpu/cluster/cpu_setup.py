@@ -19,6 +19,7 @@ from hpcgpu.cluster.cpu_job import cpu_job_class
 from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory, prepare
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.dialects import get_dialect
+from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
 from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options
 from hpcgpu.jobspec.units import parse_walltime
 
@@ -39,7 +40,8 @@ CPU_ONLY = {
 #: hpcgpu's GPU and multi-node arguments, which dask-jobqueue's CPU jobs do not take.
 GPU_ONLY = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
             "gpu_type", "exclusive", "launcher", "one_task_per", "profile", "site", "limits",
-            "scheduler_in_job", *[n for n in NETWORK_OPTIONS if n not in ("interface", "protocol")])
+            "scheduler_in_job", *[n for n in NETWORK_OPTIONS if n not in ("interface", "protocol")],
+            *GPU_KEYWORDS)
 #: dask-jobqueue's options that reach its job script unquoted -> their jobqueue.* key.
 _SCRIPT_FIELDS = {"job_name": "name", "queue": "queue", "project": "project",
                   "account": "account", "walltime": "walltime", "resource_spec": "resource-spec",

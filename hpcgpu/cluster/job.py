@@ -17,6 +17,7 @@ from hpcgpu.system import commands
 from hpcgpu.system.jobqueue import Job
 from hpcgpu.cluster.faults import submit_with_retries
 from hpcgpu.jobspec.dialects import Dialect
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.launchers import Launcher
 from hpcgpu.jobspec.render import render, worker_job_script
 from hpcgpu.jobspec.resources import GPUJobShape
@@ -91,6 +92,9 @@ class GPUJob(DialectSubmission, Job):
         them, and the last one waits for it after them.
     retire_before, lifetime_stagger : str or None
         Walltime-aware retirement of the workers (:class:`hpcgpu.jobspec.walltime.Retirement`).
+    gpu_options : GPUWorkerOptions or None
+        dask-cuda's worker keywords given to the cluster, rendered as the worker command's
+        flags (None: none given, the command as without them).
     """
 
     config_name = "slurm"  # dask-jobqueue's fallback config section; hpcgpu passes its own
@@ -102,11 +106,12 @@ class GPUJob(DialectSubmission, Job):
                  environment: tuple[tuple[str, str], ...] = (),
                  scheduler_file: str | None = None, scheduler_lines: tuple[str, ...] = (),
                  retire_before: str | None = None, lifetime_stagger: str | None = None,
-                 **options: Any) -> None:
+                 gpu_options: GPUWorkerOptions | None = None, **options: Any) -> None:
         self.shape, self.dialect, self.launcher = shape, dialect, launcher
         self.retirement = {"retire_before": retire_before, "lifetime_stagger": lifetime_stagger}
         self.security_files = tls_settings(security)
         self.protocol = protocol
+        self.gpu_options = gpu_options
         self.job_script_epilogue = list(job_script_epilogue or [])
         # The network's exports (UCX, distributed-ucxx), and for the job that runs the
         # scheduler: its scheduler file and the shell lines that start and wait for it.
@@ -134,7 +139,7 @@ class GPUJob(DialectSubmission, Job):
             interface=self.options.get("interface"),
             local_directory=self.options.get("local_directory"),
             death_timeout=int(self.options.get("death_timeout") or 120),
-            walltime=self.shape.walltime, **self.retirement,
+            walltime=self.shape.walltime, **self.retirement, gpu=self.gpu_options,
             extra=tuple(str(a) for a in self.options.get("worker_extra_args") or ()),
             **self.security_files,
         )

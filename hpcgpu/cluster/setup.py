@@ -14,6 +14,8 @@ from hpcgpu.jobspec.dialects import Dialect, get_dialect
 from hpcgpu.jobspec.launchers import Launcher, get_launcher
 from hpcgpu.system.logdir import default_log_directory, prune_job_logs
 from hpcgpu.jobspec.cpushape import CPUJobShape
+from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options, explicit_none, switch_network
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.resources import GPUJobShape, NodeLimits
 from hpcgpu.jobspec.scriptfields import check_options
 from hpcgpu.jobspec.units import parse_memory
@@ -44,6 +46,8 @@ class ClusterSetup:
     scheduler_in_job: bool = False
     cpu: bool = False  # dask-jobqueue CPU workers (hpcgpu.cluster.cpu_setup)
     config_name: str | None = None
+    #: dask-cuda's worker keywords given (None: none), rendered as the workers' flags
+    gpu_options: GPUWorkerOptions | None = None
 
 
 def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
@@ -64,11 +68,17 @@ exclusive, launcher, one_task_per, python, interface, protocol, transports, sche
 worker_interface, net_devices, client_protocol, fallback, ucx_environment, scheduler_in_job, \
 death_timeout, local_directory, log_directory, shared_temp_directory, shebang, \
 job_extra_directives, job_directives_skip, job_script_prologue, job_script_epilogue, \
-worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
+worker_extra_args, scheduler_options, dashboard_address, site, limits, profile, \
+device_memory_limit, enable_cudf_spill, cudf_spill_stats, rmm_pool_size, rmm_maximum_pool_size, \
+rmm_managed_memory, rmm_async, rmm_allocator_external_lib_list, rmm_release_threshold, \
+rmm_log_directory, rmm_track_allocations, log_spilling, pre_import, enable_tcp_over_ucx, \
+enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affinity
     """
     get_dialect(scheduler)  # unknown scheduler names fail first
-    opts = config.resolve(scheduler, options)
+    opts = config.resolve(scheduler, explicit_none(options))
     check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir
+    gpu_options, switches = batch_gpu_options({k: opts[k] for k in GPU_KEYWORDS if opts[k] is not None})
+    opts["protocol"], opts["transports"] = switch_network(opts["protocol"], opts["transports"], switches)
     limits = _limits(opts["limits"] or {})
     shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
@@ -87,12 +97,14 @@ worker_extra_args, scheduler_options, dashboard_address, site, limits, profile
         shebang=opts["shebang"],
         **{name: list(opts[name] or []) for name in _LIST_OPTIONS},
     )
+    if gpu_options is not None:  # none given: the job script stays as it was
+        job_options["gpu_options"] = gpu_options
     return ClusterSetup(
         shape=shape, dialect=dialect, launcher=launcher, log_directory=log_directory,
         shared_temp_directory=opts["shared_temp_directory"] or log_directory,
         scheduler_options=scheduler_options, job_options=job_options,
         network_options={name: opts[name] for name in NETWORK_OPTIONS},
-        scheduler_in_job=bool(opts["scheduler_in_job"]),
+        scheduler_in_job=bool(opts["scheduler_in_job"]), gpu_options=gpu_options,
     )
 
 

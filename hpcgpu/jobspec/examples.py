@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from hpcgpu.jobspec.dialects import get_dialect
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render, worker_job_script
 from hpcgpu.jobspec.resources import GPUJobShape
@@ -49,6 +50,7 @@ EXAMPLES: dict[str, tuple[str, dict, str, dict]] = {
         dict(nodes=2, gpus_per_node=6, cpus_per_gpu=7, gpu_type="TeslaV100_SXM2_16GB",
              account="abc123"),
     ),
+    "slurm-1x4-dask-cuda.sh": ("slurm", {}, "srun", dict(nodes=1, gpus_per_node=4)),
     "sge-1x4.sh": ("sge", {}, "direct", dict(nodes=1, gpus_per_node=4)),
     "sge-2x4.sh": (
         "sge", {"multi_node_parallel_environment": "mpi-4"}, "mpirun",
@@ -61,6 +63,15 @@ EXAMPLES: dict[str, tuple[str, dict, str, dict]] = {
 }
 
 
+#: file name -> dask-cuda's worker keywords (SLURMCluster(rmm_pool_size=...) renders these)
+GPU_OPTIONS: dict[str, dict] = {
+    "slurm-1x4-dask-cuda.sh": dict(
+        device_memory_limit="50GB", enable_cudf_spill=True, rmm_pool_size="40GB",
+        rmm_maximum_pool_size="70GB", rmm_allocator_external_lib_list="cupy",
+        rmm_log_directory="logs/rmm", pre_import="cudf,rmm"),
+}
+
+
 def render_examples() -> dict[str, str]:
     """Render every example; returns file name -> text."""
     texts = {}
@@ -68,7 +79,8 @@ def render_examples() -> dict[str, str]:
         shape = GPUJobShape.create(**{**_SHAPE, **shape_options})
         script = worker_job_script(
             shape, get_dialect(scheduler, **site), get_launcher(launcher),
-            dataclasses.replace(_WORKER, nthreads=shape.cpus_per_gpu),
+            dataclasses.replace(_WORKER, nthreads=shape.cpus_per_gpu, gpu=GPUWorkerOptions.from_dask_cuda(
+                **GPU_OPTIONS[filename]) if filename in GPU_OPTIONS else None),
             log_directory="logs",
         )
         texts[filename] = render(script)

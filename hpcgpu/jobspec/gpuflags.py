@@ -13,7 +13,8 @@ import click
 
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 
-__all__ = ["GPU_FLAGS", "GPU_OPTION_NAMES", "TRANSPORT_FLAGS", "gpu_flags", "options_from_flags", "flag_argv"]
+__all__ = ["GPU_FLAGS", "GPU_OPTION_NAMES", "TRANSPORT_FLAGS", "gpu_flags", "options_from_flags", "given_flags",
+           "flag_argv"]
 
 _SIZE = "bytes, a size (5GB) or a fraction of the device's memory (0.9)"
 
@@ -56,7 +57,8 @@ GPU_OPTION_NAMES = _NAMES = ("device_memory_limit", "enable_cudf_spill", "cudf_s
 _DEFAULTS = {name: settings["default"] for name, (_, settings) in zip(_NAMES, GPU_FLAGS)}
 
 
-#: the UCX transport switches (``hpcgpu run`` has its own ``--transports``)
+#: the UCX transport switches (the batch entry points turn them into ``transports``:
+#: :mod:`hpcgpu.jobspec.gpukeywords`)
 TRANSPORT_FLAGS = ("enable_tcp_over_ucx", "enable_infiniband", "enable_nvlink", "enable_rdmacm")
 
 
@@ -89,9 +91,18 @@ def options_from_flags(values: dict[str, Any]) -> GPUWorkerOptions:
     >>> options_from_flags({"rmm_async": True}).hpcgpu_pool
     False
     """
-    given = {name: _none_words(values[name]) for name in _NAMES
-             if name in values and values[name] != _DEFAULTS[name]}
-    return GPUWorkerOptions.from_dask_cuda(**given)
+    return GPUWorkerOptions.from_dask_cuda(**given_flags(values))
+
+
+def given_flags(values: dict[str, Any]) -> dict[str, Any]:
+    """The GPU flags in ``values`` that differ from their default, as keywords (``none``
+    as None).
+
+    >>> given_flags({"rmm_pool_size": "none", "rmm_async": False, "nthreads": 4})
+    {'rmm_pool_size': None}
+    """
+    return {name: _none_words(values[name]) for name in _NAMES
+            if name in values and values[name] != _DEFAULTS[name]}
 
 
 def flag_argv(options: GPUWorkerOptions) -> list[str]:

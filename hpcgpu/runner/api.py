@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shutil
 import signal
 import sys
@@ -30,6 +31,8 @@ from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_messa
 from hpcgpu.runner.security import TLSFiles, make_private_directory, write_tls_files
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
+from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options
+from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 
@@ -56,6 +59,12 @@ class GPURunner(BaseRunner):
         More keyword arguments of :class:`distributed.Scheduler` / :class:`distributed.Worker`.
         As with dask-jobqueue's ``SLURMRunner``, ``scheduler_options`` may carry the
         ``scheduler_file`` (``hpcgpu.SLURMRunner`` is this class: docs/migrating.md).
+    **gpu_options
+        ``LocalCUDACluster``'s worker keywords (``rmm_pool_size``, ``device_memory_limit``,
+        ``pre_import``...: :data:`hpcgpu.jobspec.gpukeywords.GPU_KEYWORDS`), with
+        dask-cuda's meanings, checked on every rank before anything starts. The ``enable_*``
+        UCX switches set this process's ``distributed-ucxx`` config (give
+        ``scheduler_options={"protocol": "ucx"}`` for UCX).
 
     Examples
     --------
@@ -69,7 +78,7 @@ class GPURunner(BaseRunner):
     def __init__(self, scheduler_file: str | None = _DEFAULT_FILE, *,
                  security: bool | Security = True, nthreads: int = 1, memory_limit: str = "auto",
                  scheduler_options: dict | None = None, worker_options: dict | None = None,
-                 asynchronous: bool = False, loop=None) -> None:
+                 asynchronous: bool = False, loop=None, **gpu_options) -> None:
         # dask_jobqueue.slurm.SLURMRunner's forms: the file may come in scheduler_options
         # (used unless an argument names another), and worker_options may repeat it.
         scheduler_options, worker_options = dict(scheduler_options or {}), dict(worker_options or {})
@@ -78,6 +87,7 @@ class GPURunner(BaseRunner):
         if in_options and scheduler_file in (None, _DEFAULT_FILE):
             scheduler_file = str(in_options)
         scheduler_file = scheduler_file or _DEFAULT_FILE
+        self.gpu_options = _runner_gpu_options(gpu_options)
         self.rank, self.world_size = ranks.rank_and_size()
         #: Dask workers of the run, as SLURMRunner's ``n_workers``: one on every rank.
         self.n_workers = self.world_size
@@ -165,7 +175,7 @@ class GPURunner(BaseRunner):
             dask.config.set(tls.client_config())
         command = WorkerCommand(
             scheduler_file=str(self.scheduler_file), nthreads=self.nthreads,
-            memory_limit=self.memory_limit, death_timeout=60,
+            memory_limit=self.memory_limit, death_timeout=60, gpu=self.gpu_options,
             **(tls.worker_args() if tls else {}),
         )
         self._own_worker = ranks.start_own_worker(command)
@@ -204,6 +214,22 @@ class GPURunner(BaseRunner):
         self.status = Status.closed
         self._loop_runner.stop()
         return None  # the exception, if any, propagates: the script's own exit code
+
+
+def _runner_gpu_options(given: dict) -> GPUWorkerOptions | None:
+    """The workers' options from dask-cuda's keywords (None: none given); the in-process
+    workers of the other ranks read them from the environment, as every GPU worker."""
+    unknown = sorted(set(given) - set(GPU_KEYWORDS))
+    if unknown:
+        raise TypeError(f"GPURunner() got unexpected keyword argument(s) {', '.join(unknown)}: "
+                        f"it takes dask-cuda's worker keywords {', '.join(GPU_KEYWORDS)}")
+    worker, options = batch_gpu_options(given)
+    if worker is None and not options.ucx_transports_given:
+        return None  # nothing given: the workers' defaults, the environment untouched
+    if options.ucx_config():  # every role of a rank runs in this process (or its child)
+        dask.config.set(options.ucx_config())
+    os.environ.update(options.to_env())
+    return options
 
 
 def _sigterm_as_exit():

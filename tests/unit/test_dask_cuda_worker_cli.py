@@ -164,6 +164,6 @@ def test_hpcgpu_run_hands_the_gpu_flags_to_its_workers(monkeypatch):
     assert result.exit_code == 0, result.output
     assert seen["options"].worker_args[-2:] == ("--lifetime", "1h")
     assert " ".join(seen["options"].worker_args).startswith("--enable-cudf-spill --rmm-pool-size 20GB --pre-import cudf")
-    assert "--enable-nvlink" not in " ".join(p.opts[0] for p in run.params)  # hpcgpu run has --transports
+    assert "--enable-nvlink" not in " ".join(seen["options"].worker_args)  # the switches pick --transports
     bad = CliRunner().invoke(run, ["--rmm-release-threshold", "1GB", "script.py"])
     assert bad.exit_code == 2 and "rmm_release_threshold needs rmm_async" in bad.output

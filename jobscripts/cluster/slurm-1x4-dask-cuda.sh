@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+#SBATCH --job-name=hpcgpu
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=8
+#SBATCH --mem=240G
+#SBATCH --time=01:00:00
+#SBATCH --output=logs/%x-%j.out
+#SBATCH --error=logs/%x-%j.err
+
+# hpcgpu: 1 node(s) x 4 GPU(s), one Dask worker per GPU, started by srun (one task per node)
+srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=32 --kill-on-bad-exit=1 python3 -m hpcgpu.worker --scheduler-file hpcgpu-scheduler.json --nthreads 8 --memory-limit auto --death-timeout 120 --launcher srun --gpus-per-node 4 --device-memory-limit 50GB --enable-cudf-spill --rmm-pool-size 40GB --rmm-maximum-pool-size 70GB --set-rmm-allocator-for-libs cupy --rmm-log-directory logs/rmm --pre-import cudf,rmm
