@@ -216,7 +216,8 @@ def port_problem(host: str, interface: str, port: IBPort) -> tuple[str, str] | N
     if port.active:
         return None
     phys = f", physical state {port.physical_state}" if port.physical_state else ""
-    what = f"interface {interface!r} on host {host} is InfiniBand port {port.name}, which is {port.state}{phys}"
+    kind = "RoCE" if port.link_layer == "Ethernet" else "InfiniBand"
+    what = f"interface {interface!r} on host {host} is {kind} port {port.name}, which is {port.state}{phys}"
     check = f"`ibstat {port.device} {port.port}` on {host} shows it"
     if port.physical_state == "Polling":
         cause = f"no link: check the port's cable and its switch port ({check})"

@@ -174,7 +174,7 @@ def test_plan_with_the_wheels_ucx_leaves_ucx_on_tcp():
 def test_a_down_port_names_host_port_and_fix(fixture, name, cause):
     port = _by_name(parse_ibstat(_read(fixture)))[name]
     what, fix = port_problem("node7", "ib0", port)
-    assert what == (f"interface 'ib0' on host node7 is InfiniBand port {name}, which is DOWN, "
+    assert what == (f"interface 'ib0' on host node7 is RoCE port {name}, which is DOWN, "
                     f"physical state {port.physical_state}")
     assert fix.startswith(cause) and f"ibstat {port.device} 1" in fix and "--exclude=node7" in fix
     assert plan("ib0", "node7", port, _cori_transports()).problem == (what, fix)
@@ -183,7 +183,8 @@ def test_a_down_port_names_host_port_and_fix(fixture, name, cause):
 def test_a_down_port_from_ibv_devinfo_and_from_ibdev2netdev():
     port = _by_name(parse_ibv_devinfo(_read("ibv_devinfo-mlx4-dual-port.txt")))["mlx4_1:2"]
     what, fix = port_problem("node3", "ib1", port)
-    assert "mlx4_1:2, which is DOWN" in what and "`ibstat mlx4_1 2` on node3" in fix
+    assert what == "interface 'ib1' on host node3 is InfiniBand port mlx4_1:2, which is DOWN"
+    assert fix.startswith("check the port (`ibstat mlx4_1 2` on node3 shows it)")
     link = {lk.netdev: lk for lk in parse_ibdev2netdev(_read("ibdev2netdev-v-cx4-sriov.txt"))}["ib2"]
     assert "mlx5_2:1, which is DOWN" in port_problem("n", "ib2", IBPort(link.device, link.port, link.port_state))[0]
 
@@ -256,7 +257,7 @@ def test_worker_stops_on_a_down_port_with_the_fix(monkeypatch, capsys):
     down = _by_name(parse_ibstat(_read("ibstat-h100-roce-polling.txt")))["mlx5_11:1"]
     monkeypatch.setattr(ibsetup, "interface_port", lambda interface, sys_root: down)
     monkeypatch.setattr(ibsetup.socket, "gethostname", lambda: "node2")
-    with pytest.raises(NetworkCheckError, match="host node2 is InfiniBand port mlx5_11:1, which is DOWN"):
+    with pytest.raises(NetworkCheckError, match="host node2 is RoCE port mlx5_11:1, which is DOWN"):
         ibsetup.use_infiniband_port("ib0", "tcp", environ={})
     with pytest.raises(SystemExit) as exit_:
         _check_network(None, {"interface": "ib0", "protocol": "ucx"})
