@@ -183,7 +183,8 @@ def interface_port(interface: str, sys_root: str = "/sys") -> IBPort | None:
     (an Ethernet NIC, a veth, an interface that does not exist).
 
     An IPoIB interface's ``device`` is the HCA's PCI function, whose ``infiniband/`` names the
-    HCA; the port is the kernel's ``dev_port`` + 1 (older kernels gave it in ``dev_id``).
+    HCA (openucx/ucx#3463 matches them the same way, ``/sys/class/infiniband/mlx5_0/device/net/ib0``);
+    the port is the kernel's ``dev_port`` + 1 (older kernels gave it in ``dev_id``).
     """
     net = Path(sys_root, "class", "net", interface)
     try:
