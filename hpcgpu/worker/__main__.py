@@ -113,10 +113,13 @@ def _require_ucx(protocol: str) -> None:
 
 def _check_network(scheduler: str | None, options: dict) -> None:
     """Exit now, naming host, address and fix, when this host cannot reach the scheduler
-    (rather than after ``--death-timeout`` with a Dask timeout)."""
+    (rather than after ``--death-timeout`` with a Dask timeout), or when the InfiniBand port
+    behind its interface is not ACTIVE; with UCX, pin ``UCX_NET_DEVICES`` to that port."""
+    from hpcgpu.worker.ibsetup import use_infiniband_port
     from hpcgpu.worker.reach import NetworkCheckError, check_worker_network
 
     try:
+        use_infiniband_port(options["interface"], options["protocol"] or (scheduler or "").split("://")[0])
         check_worker_network(scheduler, options["interface"], security_args=options)
     except NetworkCheckError as error:
         print(f"NetworkCheckError: {error}", file=sys.stderr, flush=True)
