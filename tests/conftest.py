@@ -104,15 +104,25 @@ SERIAL_GROUPS = {
 }
 
 
+def _serial_group(item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is not None:
+        return marker.args[0] if marker.args else marker.kwargs.get("name")
+    if item.get_closest_marker("site") is not None:
+        return "site"
+    if "sge" in getattr(item, "fixturenames", ()):
+        return "sge"
+    return next((group for group, files in SERIAL_GROUPS.items() if item.path.name in files), None)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    groups = {}
     for item in items:
-        if item.get_closest_marker("site") is not None:
-            item.add_marker(pytest.mark.xdist_group("site"))
-            continue
-        if "sge" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("sge"))
-            continue
-        for group, files in SERIAL_GROUPS.items():
-            if item.path.name in files:
-                item.add_marker(pytest.mark.xdist_group(group))
+        group = groups[item.nodeid] = _serial_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    # The serial groups first: each runs in one worker from start to end, so started last it
+    # would be the run's tail; then the integration tests (long waits on schedulers), and the
+    # unit tests, short, fill the workers' ends.
+    items.sort(key=lambda item: (groups[item.nodeid] is None, item.path.parent.name == "unit"))
