@@ -84,9 +84,12 @@ def doctor(local, job, scheduler, queue, account, timeout, as_json, output, role
     role = role or ("compute" if job_id_from_env() else "login")
     reports = {"here": diagnose(settings, role, scheduler_address)}
     if job and not local:
-        from hpcgpu.doctor.job import run_doctor_job
+        from hpcgpu.doctor.job import DoctorJobError, run_doctor_job
 
-        reports["job"] = run_doctor_job(settings, scheduler, timeout=timeout, queue=queue, account=account)
+        try:
+            reports["job"] = run_doctor_job(settings, scheduler, timeout=timeout, queue=queue, account=account)
+        except DoctorJobError as error:
+            raise click.ClickException(str(error)) from None
     failed = any(r["verdict"] == "fail" for r in reports.values())
     if as_json or output:
         _write(reports["here"] if len(reports) == 1 else reports, output, as_json)

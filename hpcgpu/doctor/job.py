@@ -27,7 +27,8 @@ from hpcgpu.network import NetworkSettings, job_environment
 from hpcgpu.jobspec.render import JobScript, render
 from hpcgpu.jobspec.resources import GPUJobShape
 
-__all__ = ["settings_argv", "doctor_job_script", "listener", "run_doctor_job"]
+__all__ = ["settings_argv", "doctor_job_script", "listener", "run_doctor_job", "DoctorJobError",
+           "DoctorJobTimeout"]
 
 
 def settings_argv(settings: NetworkSettings) -> list[str]:
@@ -108,13 +109,23 @@ def listener(interface: str | None):
         server.close()
 
 
+class DoctorJobError(RuntimeError):
+    """The doctor job gave no report: it ended without one, or none came in time."""
+
+
+class DoctorJobTimeout(DoctorJobError, TimeoutError):
+    """No report in the time given (the job was cancelled)."""
+
+
 def run_doctor_job(settings: NetworkSettings, scheduler: str = "slurm", *, timeout: float = 300,
                    directory: str | None = None, **script_options) -> dict:
     """Submit the doctor job, wait for its report and return it (facts and checks).
 
     ``directory`` must be on a filesystem the compute node shares (default: a new
-    directory under the current one, removed once the report is back). Raises ``TimeoutError`` (after cancelling the
-    job) with the job's own output when no report comes back in ``timeout`` seconds.
+    directory under the current one, removed once the report is back). Raises
+    :class:`DoctorJobError` with the job's own output as soon as the job has ended without
+    a report (a Python that cannot start, a node that kills it), and
+    :class:`DoctorJobTimeout` (after cancelling the job) when none came in ``timeout`` s.
     """
     keep = directory is not None
     work = Path(directory or tempfile.mkdtemp(prefix=".hpcgpu-doctor-", dir=os.getcwd()))
@@ -127,19 +138,45 @@ def run_doctor_job(settings: NetworkSettings, scheduler: str = "slurm", *, timeo
         path = work / "doctor.sh"
         path.write_text(text)
         job_id = dialect.parse_job_id(commands.run(dialect.submit_argv(str(path))).stdout)
-        deadline = time.monotonic() + timeout
-        while not output.exists():
-            if time.monotonic() > deadline:
-                commands.run(dialect.cancel_argv([job_id]), check=False)
-                logs = _job_output(dialect, job_id, work)
-                raise TimeoutError(f"doctor job {job_id} gave no report in {timeout:g} s "
-                                   f"(cancelled); its output:\n{logs or '(none yet: still queued?)'}")
-            time.sleep(0.5)
+        _wait_for_report(dialect, job_id, output, work, timeout)
     report = json.loads(output.read_text())
     report["job_id"] = job_id
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return report
+
+
+def _wait_for_report(dialect, job_id: str, output: Path, work: Path, timeout: float) -> None:
+    """Until ``output`` exists; the job's state is asked every 2 s, so that a job that ended
+    without a report is reported at once, not after ``timeout``."""
+    started = time.monotonic()
+    deadline, next_poll, ended_at = started + timeout, started + 2, None
+    while not output.exists():
+        now = time.monotonic()
+        if ended_at is not None and now - ended_at > 3:  # a report written as it ended lands
+            raise DoctorJobError(f"doctor job {job_id} ended without a report; its output:\n"
+                                 f"{_job_output(dialect, job_id, work) or '(none)'}")
+        if now > deadline:
+            commands.run(dialect.cancel_argv([job_id]), check=False)
+            raise DoctorJobTimeout(f"doctor job {job_id} gave no report in {timeout:g} s (cancelled); its "
+                                   f"output:\n{_job_output(dialect, job_id, work) or '(none yet: still queued?)'}")
+        if ended_at is None and now >= next_poll:
+            next_poll = now + 2
+            if _job_ended(dialect, job_id, listed_since=now - started):
+                ended_at = now
+        time.sleep(0.25)
+
+
+def _job_ended(dialect, job_id: str, listed_since: float) -> bool:
+    """Whether the scheduler says the job ended (or no longer lists it, some seconds after
+    its submission); a failed status call says nothing."""
+    from hpcgpu.cluster.faults import status_failed
+
+    result = commands.run(dialect.status_argv([job_id]), timeout=30, check=False)
+    if status_failed(result):
+        return False
+    status = dialect.parse_status(result.stdout).get(job_id)
+    return status.finished if status is not None else listed_since > 4
 
 
 def _job_output(dialect, job_id: str, work: Path) -> str:

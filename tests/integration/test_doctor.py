@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -132,13 +133,16 @@ def test_doctor_job_on_a_compute_node(slurm, tmp_path):
 
 
 def test_doctor_job_that_never_reports_fails_with_its_own_output(sge, tmp_path):
-    """On Grid Engine the job's output goes to <name>.o<id>: the timeout error shows it."""
-    from hpcgpu.doctor.job import run_doctor_job
+    """A job that ends without a report is said so as soon as Grid Engine no longer lists
+    it, not after the timeout; its output (<name>.o<id> on Grid Engine) is in the error."""
+    from hpcgpu.doctor.job import DoctorJobError, run_doctor_job
 
-    with pytest.raises(TimeoutError, match="gave no report") as error:
-        run_doctor_job(NetworkSettings.create("tcp"), "sge", timeout=45, directory=str(tmp_path),
+    started = time.monotonic()
+    with pytest.raises(DoctorJobError, match="ended without a report") as error:
+        run_doctor_job(NetworkSettings.create("tcp"), "sge", timeout=120, directory=str(tmp_path),
                        python="/nonexistent/bin/python3")
     assert "/nonexistent/bin/python3" in str(error.value)
+    assert time.monotonic() - started < 60, "waited for the timeout instead of the job's end"
 
 
 def test_login_node_without_ucx_is_fine_when_the_client_uses_a_second_listener():
