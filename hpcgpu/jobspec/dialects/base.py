@@ -77,6 +77,8 @@ class Dialect:
     default_launcher: ClassVar[str]
     #: Launchers that start workers on every node of a job under this scheduler.
     multi_node_launchers: ClassVar[tuple[str, ...]] = ("srun", "mpirun", "mpiexec", "jsrun")
+    #: Options of the submit command before the script (a machine-readable job id).
+    submit_options: ClassVar[tuple[str, ...]] = ()
     #: Regular expression whose first group is the job id in the submit command's output.
     job_id_pattern: ClassVar[str] = r"(\d+)"
 
@@ -108,7 +110,7 @@ class Dialect:
     def submit_argv(self, script_path: str | None = None) -> list[str]:
         """The command that submits a job script file, or (``None``) the script on its
         standard input: nothing on disk that another user could swap before it is read."""
-        return [self.submit_executable] + ([script_path] if script_path else [])
+        return [self.submit_executable, *self.submit_options] + ([script_path] if script_path else [])
 
     def cancel_argv(self, job_ids: list[str]) -> list[str]:
         """The command that cancels jobs."""

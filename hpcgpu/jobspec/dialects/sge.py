@@ -63,6 +63,7 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
     submit_executable: ClassVar[str] = "qsub"
     cancel_executable: ClassVar[str] = "qdel"
     default_launcher: ClassVar[str] = "direct"
+    submit_options: ClassVar[tuple[str, ...]] = ("-terse",)
     # Grid Engine has no launcher of its own: Open MPI's mpirun reads the PE's host list.
     multi_node_launchers: ClassVar[tuple[str, ...]] = ("mpirun",)
     job_id_pattern: ClassVar[str] = r"(?:^|Your job )(\d+)"
@@ -101,9 +102,6 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
         lines += optional_lines(shape, "-q {}", "-P {}")
         lines += ["-cwd", "-j y", f"-o {log_directory}/"]
         return lines
-
-    def submit_argv(self, script_path: str | None = None) -> list[str]:
-        return ["qsub", "-terse"] + ([script_path] if script_path else [])
 
     def check_argv(self, script_path: str) -> list[str]:
         # -w v: verify the request against an empty cluster, schedule nothing.

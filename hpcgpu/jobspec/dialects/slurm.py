@@ -65,6 +65,7 @@ class SlurmDialect(Dialect):
     submit_executable: ClassVar[str] = "sbatch"
     cancel_executable: ClassVar[str] = "scancel"
     default_launcher: ClassVar[str] = "srun"
+    submit_options: ClassVar[tuple[str, ...]] = ("--parsable",)
     job_id_pattern: ClassVar[str] = r"^\s*(\d+)"
 
     gpu_directive: Literal["gpus-per-node", "gres"] = "gpus-per-node"
@@ -93,9 +94,6 @@ class SlurmDialect(Dialect):
         lines += optional_lines(shape, "--partition={}", "--account={}", "--exclusive")
         lines += [f"--output={log_directory}/%x-%j.out", f"--error={log_directory}/%x-%j.err"]
         return lines
-
-    def submit_argv(self, script_path: str | None = None) -> list[str]:
-        return ["sbatch", "--parsable"] + ([script_path] if script_path else [])
 
     def check_argv(self, script_path: str) -> list[str]:
         return ["sbatch", "--test-only", script_path]
