@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hpcgpu.array.fused.codegen import _PRELUDE  # noqa: E402
+from hpcgpu.array.fused.ops import _PRELUDE  # noqa: E402
 from hpcgpu.array.random import block_seed  # noqa: E402
 
 _THREADS, _PARTS = 256, 64

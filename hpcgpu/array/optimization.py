@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections import Counter
-from itertools import chain
 from typing import Any, Mapping
 
 import dask
@@ -39,6 +37,7 @@ from dask.highlevelgraph import HighLevelGraph
 from hpcgpu.array.fused import force_all, fused_backends, run_step
 from hpcgpu.array.fused.runner import _run_subgraph
 from hpcgpu.array.fused.batch import run_alike_chains
+from hpcgpu.array.graphtrees import exclusive_trees, toposort
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
@@ -118,65 +117,6 @@ def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict
     return values
 
 
-def _exclusive_trees(dsk: Mapping, keys: set, width: int) -> list:
-    """``[(root, keys of its tree, each after its dependencies)]``: the maximal subtrees of
-    2 to ``width`` leaves that their root owns exclusively (each key of the tree has one
-    dependent, none is an output key but the root), in dependency order.
-
-    One walk over the graph in dependency order (dsk's own order when it is one, as
-    :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), carrying each candidate
-    tree's keys up to its parent: no per-tree walks and no dependents lists.
-    """
-    uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
-    try:
-        return _trees_in_order(dsk, dsk, keys, width, uses)
-    except _OutOfOrder:
-        order = _toposort({k: v.dependencies for k, v in dsk.items()})
-        return _trees_in_order(dsk, order, keys, width, uses)
-
-
-class _OutOfOrder(Exception):
-    """A key came before one of the keys it depends on."""
-
-
-def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter) -> list:
-    counts: dict = {}  # leaves under each key it owns exclusively, 0 if not such a tree
-    members: dict = {}  # the keys of each candidate tree not yet taken into its parent's
-    for key in order:
-        deps = dsk[key].dependencies
-        if not deps:
-            counts[key], members[key] = 1, [key]
-            continue
-        total, owned = 0, True
-        for d in deps:
-            count = counts.get(d)
-            if count is None and d in dsk:
-                raise _OutOfOrder(d)
-            owned = owned and bool(count) and d not in keys and uses[d] == 1
-            total += count or 0
-        counts[key] = total if owned and total <= width else 0
-        if counts[key]:  # its dependencies' trees become part of its own (last dependency first)
-            members[key] = [k for d in reversed(tuple(deps)) for k in members.pop(d)] + [key]
-    return [(key, tree) for key, tree in members.items() if counts[key] >= 2]
-
-
-def _toposort(deps: dict) -> list:
-    order, seen = [], set()
-    for root in deps:
-        stack = [(root, False)]
-        while stack:
-            key, expanded = stack.pop()
-            if expanded:
-                order.append(key)
-                continue
-            if key in seen:
-                continue
-            seen.add(key)
-            stack.append((key, True))
-            stack.extend((d, False) for d in deps[key] if d in deps and d not in seen)
-    return order
-
-
 def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdown: bool = True,
                          min_leaves: int | None = None) -> dict:
     """Fuse exclusively owned subtrees of at most ``width`` leaves into single tasks, in
@@ -200,7 +140,7 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < min_leaves:
         return dict(dsk)
     out = dict(dsk)
-    for key, order in _exclusive_trees(dsk, keys, width):
+    for key, order in exclusive_trees(dsk, keys, width):
         for k in order:
             del out[k]
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
@@ -219,7 +159,7 @@ def _without_dask_order(task: Task, plans: dict) -> Task:
     inner, outkey, inkeys, *dependencies = task.args
     inner = getattr(inner, "value", inner)
     if id(inner) not in plans:
-        order = _toposort({k: set(v.dependencies) & inner.keys() for k, v in inner.items()})
+        order = toposort({k: set(v.dependencies) & inner.keys() for k, v in inner.items()})
         plans[id(inner)] = (tuple(inner[k] for k in order), outkey, tuple(inkeys))
     return Task(task.key, _run_subgraph, DataNode(None, plans[id(inner)]), *dependencies)
 

@@ -62,11 +62,23 @@ def _fusable(method, args, size, dtype, kwargs, *params) -> bool:
     return True
 
 
-def _draw(method, args, size, chunks, dtype, seed, backend):
-    return make(method, args, size, chunks, dtype, seed, backend)
+class _FusedDraws:
+    """Which hpcgpu backend draws for the generator in attribute ``_source``, and its draws."""
+
+    _source: str
+
+    @property
+    def fused_backend(self) -> str | None:
+        """The hpcgpu backend drawing this object's arrays, or None (Dask's path)."""
+        return fused_backend(getattr(self, self._source))
+
+    def _fused(self, method, args, size, chunks, dtype, kwargs, *params):
+        if self.fused_backend is None or not _fusable(method, args, size, dtype, kwargs, *params):
+            return None
+        return make(method, args, size, chunks, dtype, self._seed_of_call(), self.fused_backend)
 
 
-class RandomState(_dask_random.RandomState):
+class RandomState(_FusedDraws, _dask_random.RandomState):
     """:class:`dask.array.random.RandomState`; CuPy-backed ones draw with hpcgpu's kernels.
 
     Examples
@@ -77,18 +89,10 @@ class RandomState(_dask_random.RandomState):
     True
     """
 
-    @property
-    def fused_backend(self) -> str | None:
-        """The hpcgpu backend drawing this object's arrays, or None (Dask's path)."""
-        return fused_backend(self._RandomState)
+    _source = "_RandomState"
 
     def _seed_of_call(self) -> int:
         return int(self._numpy_state.randint(0, 2**63 - 1, dtype=np.int64))
-
-    def _fused(self, method, args, size, chunks, dtype, kwargs, *params):
-        if self.fused_backend is None or not _fusable(method, args, size, dtype, kwargs, *params):
-            return None
-        return _draw(method, args, size, chunks, dtype, self._seed_of_call(), self.fused_backend)
 
     def normal(self, loc=0.0, scale=1.0, size=None, chunks="auto", **kwargs):
         out = self._fused("normal", (loc, scale), size, chunks, "float64", kwargs, loc, scale)
@@ -114,13 +118,10 @@ class RandomState(_dask_random.RandomState):
         return super().randint(low, high, size, chunks, dtype, **kwargs) if out is None else out
 
 
-class Generator(_dask_random.Generator):
+class Generator(_FusedDraws, _dask_random.Generator):
     """:class:`dask.array.random.Generator`; CuPy-backed ones draw with hpcgpu's kernels."""
 
-    @property
-    def fused_backend(self) -> str | None:
-        """The hpcgpu backend drawing this object's arrays, or None (Dask's path)."""
-        return fused_backend(self._bit_generator)
+    _source = "_bit_generator"
 
     def _seed_of_call(self) -> int | None:
         bits = self._bit_generator
@@ -128,11 +129,6 @@ class Generator(_dask_random.Generator):
         if not isinstance(seq, np.random.SeedSequence):
             return None  # fresh entropy per call
         return int(seq.spawn(1)[0].generate_state(1, np.uint64)[0])
-
-    def _fused(self, method, args, size, chunks, dtype, kwargs, *params):
-        if self.fused_backend is None or not _fusable(method, args, size, dtype, kwargs, *params):
-            return None
-        return _draw(method, args, size, chunks, dtype, self._seed_of_call(), self.fused_backend)
 
     def normal(self, loc=0.0, scale=1.0, size=None, chunks="auto", **kwargs):
         out = self._fused("normal", (loc, scale), size, chunks, "float64", kwargs, loc, scale)
@@ -164,7 +160,7 @@ class Generator(_dask_random.Generator):
 for _cls in (RandomState, Generator):  # Dask's docstrings on the methods drawn here
     for _name, _method in list(vars(_cls).items()):
         if callable(_method) and not _name.startswith("_"):
-            _method.__doc__ = getattr(_cls.__mro__[1], _name).__doc__
+            _method.__doc__ = getattr(_cls.__bases__[-1], _name).__doc__
 
 
 def default_rng(seed=None) -> Generator:

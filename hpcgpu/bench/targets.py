@@ -50,7 +50,11 @@ def _open_owned(make: Callable[[], Any], gpus: int, timeout: float) -> Session:
     except BaseException:
         cluster.close()
         raise
-    seconds = time.perf_counter() - start
+    return _owned_session(client, cluster, time.perf_counter() - start)
+
+
+def _owned_session(client, cluster, seconds: float) -> Session:
+    """The session of a cluster made for it: closing it closes the client and the cluster."""
 
     def close() -> None:
         client.close()
@@ -60,16 +64,28 @@ def _open_owned(make: Callable[[], Any], gpus: int, timeout: float) -> Session:
 
 
 @dataclass(frozen=True)
-class LocalTarget:
-    """This machine: LocalGPUCluster when GPUs and ``hpcgpu.cluster.local`` are there, else LocalCluster."""
+class _OwnedTarget:
+    """A cluster made (:meth:`_make`) for each GPU count, and closed after it."""
 
     protocol: str = "tcp"
-    threads_per_worker: int = 1
     timeout: float = 120
     label: str = "hpcgpu"
     path: str = "local"
     owns_workers: bool = True
     library: str = "hpcgpu"
+
+    def _make(self, gpus: int):
+        raise NotImplementedError
+
+    def open(self, gpus: int) -> Session:
+        return _open_owned(lambda: self._make(gpus), gpus, self.timeout)
+
+
+@dataclass(frozen=True)
+class LocalTarget(_OwnedTarget):
+    """This machine: LocalGPUCluster when GPUs and ``hpcgpu.cluster.local`` are there, else LocalCluster."""
+
+    threads_per_worker: int = 1
 
     def _make(self, gpus: int):
         from hpcgpu.worker.gpuinfo import count_gpus
@@ -84,58 +100,41 @@ class LocalTarget:
         return LocalCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
                             processes=True, protocol=self.protocol, dashboard_address="localhost:0")
 
-    def open(self, gpus: int) -> Session:
-        return _open_owned(lambda: self._make(gpus), gpus, self.timeout)
-
 
 @dataclass(frozen=True)
-class DaskCudaTarget:
+class DaskCudaTarget(_OwnedTarget):
     """Reference: dask-cuda's LocalCUDACluster with its defaults, ``gpus`` workers."""
 
-    protocol: str = "tcp"
-    timeout: float = 120
     label: str = "dask-cuda"
-    path: str = "local"
-    owns_workers: bool = True
     library: str = "dask"
 
-    def open(self, gpus: int) -> Session:
-        def make():
-            from dask_cuda import LocalCUDACluster
+    def _make(self, gpus: int):
+        from dask_cuda import LocalCUDACluster
 
-            return LocalCUDACluster(n_workers=gpus, protocol=self.protocol, dashboard_address="localhost:0")
-
-        return _open_owned(make, gpus, self.timeout)
+        return LocalCUDACluster(n_workers=gpus, protocol=self.protocol, dashboard_address="localhost:0")
 
 
 @dataclass(frozen=True)
-class PlainTarget:
+class PlainTarget(_OwnedTarget):
     """Reference: plain Dask, one Nanny per GPU pinned by CUDA_VISIBLE_DEVICES, defaults otherwise."""
 
-    protocol: str = "tcp"
-    threads_per_worker: int = 1
-    timeout: float = 120
     label: str = "plain"
-    path: str = "local"
-    owns_workers: bool = True
     library: str = "dask"
+    threads_per_worker: int = 1
 
-    def open(self, gpus: int) -> Session:
-        def make():
-            from distributed import Nanny, Scheduler, SpecCluster
+    def _make(self, gpus: int):
+        from distributed import Nanny, Scheduler, SpecCluster
 
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            devices = visible.split(",") if visible else [str(i) for i in range(gpus)]
-            workers = {
-                i: {"cls": Nanny, "options": {
-                    "nthreads": self.threads_per_worker,
-                    "env": {"CUDA_VISIBLE_DEVICES": ",".join(devices[i:] + devices[:i])}}}
-                for i in range(gpus)
-            }
-            scheduler = {"cls": Scheduler, "options": {"protocol": self.protocol, "dashboard_address": "localhost:0"}}
-            return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
-
-        return _open_owned(make, gpus, self.timeout)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices = visible.split(",") if visible else [str(i) for i in range(gpus)]
+        workers = {
+            i: {"cls": Nanny, "options": {
+                "nthreads": self.threads_per_worker,
+                "env": {"CUDA_VISIBLE_DEVICES": ",".join(devices[i:] + devices[:i])}}}
+            for i in range(gpus)
+        }
+        scheduler = {"cls": Scheduler, "options": {"protocol": self.protocol, "dashboard_address": "localhost:0"}}
+        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
 
 
 @dataclass
@@ -212,9 +211,4 @@ class JobQueueTarget:
         except BaseException:
             cluster.close()
             raise
-
-        def close() -> None:
-            client.close()
-            cluster.close()
-
-        return Session(client, None, _protocol_of(client), seconds, close)
+        return _owned_session(client, cluster, seconds)

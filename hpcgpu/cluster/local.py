@@ -23,7 +23,7 @@ from hpcgpu.cluster.localspec import gpu_options, nanny_and_worker_class, split_
 from hpcgpu.network.colocate import CoLocateRoots
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.network.tls import cluster_security
-from hpcgpu.worker.gpusetup import parent_side_setup
+from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import parse_cuda_visible_devices
 
@@ -44,16 +44,6 @@ def visible_gpus() -> list[str]:
 
 def _as_list(value) -> list:
     return [] if value is None else [value] if isinstance(value, str) else list(value)
-
-
-def _cudf_spill_here(stats: int) -> None:
-    """cuDF's spilling in this (client and scheduler) process too, as dask-cuda sets it."""
-    try:
-        import cudf
-    except ImportError:
-        return
-    cudf.set_option("spill", True)
-    cudf.set_option("spill_stats", stats)
 
 
 def _quiet(silence_logs, worker_options: dict) -> tuple[dict, dict]:
@@ -153,7 +143,7 @@ class LocalGPUCluster(SpecCluster):
         self.gpus = self._devices(CUDA_VISIBLE_DEVICES, gpus)
         n_workers = self._count(n_workers, threads_per_worker)
         if enable_cudf_spill:
-            _cudf_spill_here(cudf_spill_stats)
+            cudf_spill_here(cudf_spill_stats)  # the client and scheduler process too
         if self.gpu_options.ucx_config():  # the scheduler and client speak the same UCX
             dask.config.set(self.gpu_options.ucx_config())
         security = cluster_security(security, default=True, warn_plain=True)

@@ -102,6 +102,16 @@ def _security(pems: dict | None):
                     tls_scheduler_cert=pems["cert"], tls_scheduler_key=pems["key"])
 
 
+def _shared_security(comm, security: bool):
+    """``(tls, Security)``: rank 0's temporary certificate, in memory only (no file to leave
+    behind when a rank is killed), sent to every rank; ``(None, None)`` without ``security``."""
+    tls = pems = None
+    if comm.Get_rank() == 0 and security:
+        tls = temporary_tls()
+        pems = {"ca": tls.ca_file, "cert": tls.cert, "key": tls.key}
+    return tls, _security(comm.bcast(pems, root=0))
+
+
 async def _run_worker(address: str, options: dict, worker_class: str) -> None:
     from distributed.utils import import_term
 
@@ -125,6 +135,9 @@ def _start_rank0(security, options: dict):
         return await Scheduler(security=security, **{"plugins": [CoLocateRoots()], **options})
 
     scheduler = sync(loop_runner.loop, start)
+    message = scheduler_dashboard_message(scheduler, options["dashboard"] and options["dashboard_address"])
+    if message:
+        print(f"hpcgpu.mpi: {message}", file=sys.stderr, flush=True)
     return loop_runner, scheduler
 
 
@@ -159,22 +172,14 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     node, local_rank, local_size = _node_layout(comm)
     check_gpus(comm, node, local_rank, local_size)
     rank = comm.Get_rank()
-    pems = tls = None
     with abort_on_error(comm):  # from here an error is one rank's: the others would wait in bcast
-        if rank == 0 and security:
-            tls = temporary_tls()  # in memory only: no file to leave behind when a rank is killed
-            pems = {"ca": tls.ca_file, "cert": tls.cert, "key": tls.key}
-        pems = comm.bcast(pems, root=0)
-        sec = _security(pems)
+        tls, sec = _shared_security(comm, security)
         scheduler_options = dict(port=0, interface=interface, protocol=protocol or ("tls" if sec else None),
                                  dashboard=dashboard, dashboard_address=dashboard_address)
         address = None
         if rank == 0:
             loop_runner, scheduler = _start_rank0(sec, scheduler_options)
             address = scheduler.address
-            message = scheduler_dashboard_message(scheduler, dashboard and dashboard_address)
-            if message:
-                print(f"hpcgpu.mpi: {message}", file=sys.stderr, flush=True)
         address = comm.bcast(address, root=0)
         common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
         if rank == 0:

@@ -16,20 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = [
-    "collect",
-    "parse_gpu_list",
-    "parse_topo",
-    "parse_ucx_info",
-    "probe_gpu_links",
-    "probe_gpus",
-    "probe_infiniband",
-    "probe_interfaces",
-    "probe_mpi",
-    "probe_reachable",
-    "probe_routes",
-    "probe_ucx",
-]
+__all__ = ["collect", "parse_gpu_list", "parse_topo", "parse_ucx_info", "probe_gpu_links", "probe_gpus",
+           "probe_infiniband", "probe_interfaces", "probe_mpi", "probe_reachable", "probe_routes", "probe_ucx"]
 
 
 def _run(argv: list[str], timeout: float = 20, env: dict | None = None) -> tuple[int, str]:

@@ -13,13 +13,13 @@ SIGTERM, SIGINT, SIGUSR1, SIGUSR2 and SIGHUP (what batch systems send at walltim
 cancel) are forwarded to the script; the cluster is then stopped the same way, and the
 exit code is ``128 + signal``. After SIGTERM the batch system kills whatever is left a few
 seconds later (SLURM's KillWait), and it has signalled every process of the job already:
-the job directory goes first, and the shutdown ends within :data:`SIGTERM_BUDGET`.
+the job directory goes first, and the shutdown ends within
+:data:`~hpcgpu.runner.signals.SIGTERM_BUDGET`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import signal
 import sys
@@ -38,23 +38,19 @@ from hpcgpu.runner.options import BatchOptions, network
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
+from hpcgpu.runner.signals import STOP_SIGNALS, Stop
 from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker.startfailure import start_error
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["BatchOptions", "run_batch", "STOP_SIGNALS", "script_argv", "network"]
 
-#: Signals that stop a batch run: cancel (TERM), walltime warnings (USR1/USR2), Ctrl-C, hang-up.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 #: Exit code when the cluster could not be started (the script never ran).
 SETUP_FAILED = 1
 #: Seconds between progress lines while the worker count does not change.
 PROGRESS_INTERVAL = 30.0
 #: lines of the launcher's output kept to say why it ended before its workers connected
 WORKER_TAIL_LINES = 400
-#: Seconds the whole stop may take after SIGTERM: SLURM sends SIGKILL KillWait seconds
-#: later (30 by default, less at some sites), to the scheduler, workers and script as well.
-SIGTERM_BUDGET = 4.0
 
 
 def script_argv(python: str, script: str, args: tuple[str, ...]) -> list[str]:
@@ -72,39 +68,6 @@ def _say(message: str) -> None:
     print(f"hpcgpu run: {message}", file=sys.stderr, flush=True)
 
 
-class _Stop:
-    """Records the first stop signal and forwards every one to the running script."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.script: Child | None = None
-        self.forwarded = False
-        self.deadline = math.inf
-        self._previous: dict[int, object] = {}
-
-    def __enter__(self) -> "_Stop":
-        for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, _frame) -> None:
-        if self.signum is None:
-            self.signum = signum
-        if signum == signal.SIGTERM:
-            self.deadline = min(self.deadline, time.monotonic() + SIGTERM_BUDGET)
-        if self.script is not None and self.script.running():
-            self.script.signal_group(signum)
-            self.forwarded = True
-
-    def left(self, step: float) -> float:
-        """``step`` seconds, or what is left of the budget after SIGTERM if that is less."""
-        return max(0.1, min(step, self.deadline - time.monotonic()))
-
-
 def _role_env(net: NetworkSettings, role: str) -> dict[str, str]:
     """This environment plus the role's UCX settings (``DASK_DISTRIBUTED_UCXX__*``, ``UCX_*``)."""
     return {**os.environ, **dict(job_environment(net, role))}
@@ -115,7 +78,7 @@ class _Session:
     options: BatchOptions
     allocation: Allocation
     directory: Path
-    stop: _Stop
+    stop: Stop
     network: NetworkSettings
     tls: TLSFiles | None = None
     scheduler: Child | None = None
@@ -150,7 +113,6 @@ def _start_cluster(s: _Session) -> None:
     s.workers = start_child("workers", argv, env=env, keep_tail=WORKER_TAIL_LINES)
     _say(f"{s.allocation.total_gpus} worker(s), {s.allocation.layout}, through "
          f"{launcher.name} (pid {s.workers.pid})")
-
 
 
 def _wait_for_workers(s: _Session, client) -> bool:
@@ -283,7 +245,7 @@ def run_batch(options: BatchOptions) -> int:
     directory = make_job_directory(options.work_dir, allocation.job_id)
     quiet_expected_close()  # this process's client, when the scheduler went first
     # ucx+auth: a key in the job's 0700 directory, its path in every role's environment
-    with _Stop() as stop, key_for(net.protocol, directory):
+    with Stop() as stop, key_for(net.protocol, directory):
         session = _Session(options, allocation, directory, stop, net)
         client = None
         try:

@@ -22,7 +22,7 @@ from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 
 __all__ = ["AUTO_POOL_FRACTION", "dask_cuda_present", "choose_cores", "apply_cpu_affinity",
            "setup_rmm", "cupy_pool_over_rmm", "rmm_plugin", "setup_plugins", "device_data",
-           "pre_import_here", "parent_side_setup"]
+           "pre_import_here", "cudf_spill_here", "parent_side_setup"]
 
 logger = logging.getLogger("distributed.hpcgpu")
 
@@ -181,12 +181,17 @@ def pre_import_here(options: GPUWorkerOptions) -> None:
     for module in options.pre_import or ():
         importlib.import_module(module)
     if options.enable_cudf_spill:
-        try:
-            import cudf
-        except ImportError:
-            return
-        cudf.set_option("spill", True)
-        cudf.set_option("spill_stats", options.cudf_spill_stats)
+        cudf_spill_here(options.cudf_spill_stats)
+
+
+def cudf_spill_here(stats: int) -> None:
+    """cuDF's spilling in this process, as dask-cuda sets it (nothing without cuDF)."""
+    try:
+        import cudf
+    except ImportError:
+        return
+    cudf.set_option("spill", True)
+    cudf.set_option("spill_stats", stats)
 
 
 def device_data(options: GPUWorkerOptions, device: str, memory_limit):

@@ -17,12 +17,18 @@ pytestmark = [pytest.mark.slurm, pytest.mark.skipif(
     REASON is not None, reason=f"needs distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}")]
 
 
-def test_sbatch_hpcgpu_run_protocol_ucx(slurm, tmp_path):
-    job_id = sbatch(tmp_path, 2, 1, "--protocol", "ucx", "--interface", "lo",
-                    "--dashboard-address", "", str(ROOT / "tests" / "ucx_batch_script.py"))
+def ucx_batch(tmp_path, protocol: str, script: str) -> str:
+    """The output of ``hpcgpu run --protocol <protocol> tests/<script>`` on 2 fake nodes x 1
+    GPU over loopback, once the job completed with exit code 0."""
+    job_id = sbatch(tmp_path, 2, 1, "--protocol", protocol, "--interface", "lo",
+                    "--dashboard-address", "", str(ROOT / "tests" / script))
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
     assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)
-    text = "".join(p.read_text() for p in tmp_path.glob(f"{job_id}.*"))
+    return "".join(p.read_text() for p in tmp_path.glob(f"{job_id}.*"))
+
+
+def test_sbatch_hpcgpu_run_protocol_ucx(slurm, tmp_path):
+    text = ucx_batch(tmp_path, "ucx", "ucx_batch_script.py")
     assert "hpcgpu run: scheduler ucx://127.0.0.1:" in text
     assert "RESULT ucx://127.0.0.1:" in text
     # No heartbeat into a closed scheduler: the workers went first (issue 15).

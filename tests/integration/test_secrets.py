@@ -4,6 +4,7 @@ Grid Engine, read by a second local user (``nobody``)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import stat
@@ -277,35 +278,37 @@ def compute(cluster) -> None:
         assert client.submit(add, 20, 22).result(timeout=60) == 42
 
 
-@pytest.mark.sge
-def test_sge_spool_listing_and_credentials(sge, shared_logs):
+@contextlib.contextmanager
+def one_job(cls, shared_logs):
+    """``(cluster, job id)``: one job of ``cls`` that logs to the shared directory and has
+    computed; its private directory is gone after the cluster closed."""
     with pytest.warns(UserWarning, match="writable by every user and has no sticky bit"):
-        cluster = SGECluster(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
+        cluster = cls(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
     try:
         cluster.scale(jobs=1)
         cluster.wait_for_workers(1, timeout=600)  # other jobs may fill the queue
         compute(cluster)
         (job_id,) = [job.job_id for job in cluster.workers.values()]
+        yield cluster, job_id
+    finally:
+        cluster.close()
+    assert not os.path.exists(cluster.private_directory.made)
+
+
+@pytest.mark.sge
+def test_sge_spool_listing_and_credentials(sge, shared_logs):
+    with one_job(SGECluster, shared_logs) as (cluster, job_id):
         scripts = glob.glob(f"/var/spool/gridengine/execd/*/job_scripts/{job_id}")
         assert scripts  # the copy that Grid Engine's execd keeps (mode 0755)
         readable = [as_nobody("cat", path) for path in scripts]
         assert all(done.returncode == 0 for done in readable)  # anyone may read it...
         check_private(cluster, [as_nobody("qstat", "-j", job_id).stdout],
                       [done.stdout for done in readable])  # ...and it holds no key
-    finally:
-        cluster.close()
-    assert not os.path.exists(cluster.private_directory.made)
 
 
 @pytest.mark.slurm
 def test_slurm_listing_spool_and_credentials(slurm, shared_logs):
-    with pytest.warns(UserWarning, match="writable by every user and has no sticky bit"):
-        cluster = SLURMCluster(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
-    try:
-        cluster.scale(jobs=1)
-        cluster.wait_for_workers(1, timeout=600)  # other jobs may fill the queue
-        compute(cluster)
-        (job_id,) = [job.job_id for job in cluster.workers.values()]
+    with one_job(SLURMCluster, shared_logs) as (cluster, job_id):
         listing = as_nobody("scontrol", "-dd", "show", "job", job_id).stdout
         script = subprocess.run(["scontrol", "write", "batch_script", job_id, "-"],
                                 capture_output=True, text=True, timeout=60).stdout
@@ -318,6 +321,3 @@ def test_slurm_listing_spool_and_credentials(slurm, shared_logs):
         # SLURM gives it to its owner only (scontrol 22.05 still exits 0 then).
         assert not denied.stdout and "retrieval failed: Invalid user id" in denied.stderr
         check_private(cluster, [listing], [script, *spool])
-    finally:
-        cluster.close()
-    assert not os.path.exists(cluster.private_directory.made)

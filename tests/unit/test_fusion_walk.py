@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hpcgpu.array as ha
+from hpcgpu.array.graphtrees import exclusive_trees, toposort
 from hpcgpu.array.lazy_blocks import lazy_graph
-from hpcgpu.array.optimization import _exclusive_trees, _toposort
 
 
 def _reference(dsk, keys, width):
@@ -26,7 +26,7 @@ def _reference(dsk, keys, width):
     for k, node in dsk.items():
         ordered = ordered and all(d in seen or d not in dsk for d in node.dependencies)
         seen.add(k)
-    order = dsk if ordered else _toposort({k: v.dependencies for k, v in dsk.items()})
+    order = dsk if ordered else toposort({k: v.dependencies for k, v in dsk.items()})
     counts = {}
     for k in order:
         deps = dsk[k].dependencies
@@ -63,8 +63,8 @@ def _array_sum_graph(blocks: int):
 def test_array_sum_trees_as_before():
     dsk, keys = _array_sum_graph(20)
     for width in (2, 4, 16, 25, 400):
-        assert _exclusive_trees(dsk, keys, width) == _reference(dsk, keys, width)
-    assert len(_exclusive_trees(dsk, keys, 16)) == 25  # 400 blocks, 16 per tree: the test can see a change
+        assert exclusive_trees(dsk, keys, width) == _reference(dsk, keys, width)
+    assert len(exclusive_trees(dsk, keys, 16)) == 25  # 400 blocks, 16 per tree: the test can see a change
 
 
 @st.composite
@@ -88,4 +88,4 @@ def _f(*args):
 @given(graphs())
 def test_random_graph_trees_as_before(case):
     dsk, keys, width = case
-    assert _exclusive_trees(dsk, keys, width) == _reference(dsk, keys, width)
+    assert exclusive_trees(dsk, keys, width) == _reference(dsk, keys, width)

@@ -1,7 +1,7 @@
 """Fused block kernels: a block's chain of array steps as one generated kernel.
 
 See :mod:`hpcgpu.array.fused.runner` for when it applies, :mod:`~hpcgpu.array.fused.expr`
-for what a chain records, :mod:`~hpcgpu.array.fused.codegen` and
+for what a chain records, :mod:`~hpcgpu.array.fused.ops`, :mod:`~hpcgpu.array.fused.codegen` and
 :mod:`~hpcgpu.array.fused.cuda` for the kernels, and
 :mod:`~hpcgpu.array.fused.replay` for the NumPy backend the CPU tests use.
 """

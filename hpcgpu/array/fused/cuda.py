@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcgpu.array.fused.codegen import (_THREADS, BATCH_KEY_WORDS, batch_kernel_source, check_loop,
-                                        check_reduction, cupy_ufunc, kernel_source)
+from hpcgpu.array.fused.codegen import _THREADS, BATCH_KEY_WORDS, batch_kernel_source, kernel_source
+from hpcgpu.array.fused.ops import check_loop, check_reduction, cupy_ufunc
 from hpcgpu.array.fused.nodes import ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported
 
 #: NVRTC options of the fused kernels: CuPy's defaults (contraction on), with C++17

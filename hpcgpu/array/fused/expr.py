@@ -21,7 +21,7 @@ import operator
 import numpy as np
 from dask.array.backends import numel_lookup
 
-from hpcgpu.array.fused.codegen import check_loop, check_reduction
+from hpcgpu.array.fused.ops import check_loop, check_reduction
 from hpcgpu.array.fused.nodes import (ArrayLeaf, Map, Node, RandomLeaf, Reduce, Slice, Unsupported, leaves_of,
                                       with_keys)
 

@@ -6,13 +6,13 @@ A dialect is a frozen value holding a site's options; its methods are pure.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, Literal, get_args, get_origin, get_type_hints
 
 from hpcgpu.jobspec.resources import GPUJobShape, NodeLimits
 from hpcgpu.jobspec.scriptfields import check_fields, directive_word
 
-__all__ = ["Dialect", "JOB_STATES", "JobStatus", "TERMINAL_STATES"]
+__all__ = ["Dialect", "JOB_STATES", "JobStatus", "TERMINAL_STATES", "optional_lines"]
 
 #: The states hpcgpu reports, whatever the scheduler calls them.
 JOB_STATES = ("pending", "running", "completing", "completed", "failed", "cancelled", "unknown")
@@ -55,6 +55,13 @@ class JobStatus:
         return self.state in TERMINAL_STATES
 
 
+def optional_lines(shape: GPUJobShape, queue: str, account: str, exclusive: str | None = None) -> list[str]:
+    """The directives of the options ``shape`` sets: its queue and account (``{}`` in
+    ``queue``/``account`` stands for the value) and exclusive nodes, where a dialect says how."""
+    lines = [form.format(value) for form, value in ((queue, shape.queue), (account, shape.account)) if value]
+    return lines + ([exclusive] if exclusive and shape.exclusive else [])
+
+
 @dataclass(frozen=True)
 class Dialect:
     """Base of the four scheduler dialects.
@@ -68,9 +75,10 @@ class Dialect:
     submit_executable: ClassVar[str]
     cancel_executable: ClassVar[str]
     default_launcher: ClassVar[str]
-    job_id_variable: ClassVar[str]
     #: Launchers that start workers on every node of a job under this scheduler.
     multi_node_launchers: ClassVar[tuple[str, ...]] = ("srun", "mpirun", "mpiexec", "jsrun")
+    #: Options of the submit command before the script (a machine-readable job id).
+    submit_options: ClassVar[tuple[str, ...]] = ()
     #: Regular expression whose first group is the job id in the submit command's output.
     job_id_pattern: ClassVar[str] = r"(\d+)"
 
@@ -79,6 +87,11 @@ class Dialect:
     def __post_init__(self) -> None:
         # Site options are placed inside directives: one word each.
         check_fields(self, directive_word)
+        hints = get_type_hints(type(self))
+        for name in (f.name for f in fields(self)):  # a Literal option takes one of its values
+            choices = get_args(hints[name]) if get_origin(hints[name]) is Literal else ()
+            if choices and getattr(self, name) not in choices:
+                raise ValueError(f"{name}={getattr(self, name)!r}: use {' or '.join(map(repr, choices))}")
 
     def directives(self, shape: GPUJobShape, log_directory: str) -> list[str]:
         """Return the directive lines (with their prefix) that ask for ``shape``, after
@@ -97,7 +110,7 @@ class Dialect:
     def submit_argv(self, script_path: str | None = None) -> list[str]:
         """The command that submits a job script file, or (``None``) the script on its
         standard input: nothing on disk that another user could swap before it is read."""
-        return [self.submit_executable] + ([script_path] if script_path else [])
+        return [self.submit_executable, *self.submit_options] + ([script_path] if script_path else [])
 
     def cancel_argv(self, job_ids: list[str]) -> list[str]:
         """The command that cancels jobs."""

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcgpu.jobspec.dialects.base import Dialect, JobStatus
+from hpcgpu.jobspec.dialects.base import Dialect, JobStatus, optional_lines
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["LSFDialect", "LSF_UNITS"]
@@ -53,7 +53,6 @@ class LSFDialect(Dialect):
     submit_executable: ClassVar[str] = "bsub"
     cancel_executable: ClassVar[str] = "bkill"
     default_launcher: ClassVar[str] = "jsrun"
-    job_id_variable: ClassVar[str] = "LSB_JOBID"
     job_id_pattern: ClassVar[str] = r"Job <(\d+)>"
 
     memory_unit: str = "MB"
@@ -84,12 +83,7 @@ class LSFDialect(Dialect):
             lines += [f'-R "rusage[mem={per_task}]"', f"-M {per_task}"]
         minutes = math.ceil(shape.walltime / 60)
         lines.append(f"-W {minutes // 60}:{minutes % 60:02d}")
-        if shape.queue:
-            lines.append(f"-q {shape.queue}")
-        if shape.account:
-            lines.append(f"-P {shape.account}")
-        if shape.exclusive:
-            lines.append("-x")
+        lines += optional_lines(shape, "-q {}", "-P {}", "-x")
         lines += [f"-o {log_directory}/%J.out", f"-e {log_directory}/%J.err"]
         return lines
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcgpu.jobspec.dialects.base import Dialect, JobStatus
+from hpcgpu.jobspec.dialects.base import Dialect, JobStatus, optional_lines
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.units import format_memory
 
@@ -54,7 +54,6 @@ class PBSDialect(Dialect):
     submit_executable: ClassVar[str] = "qsub"
     cancel_executable: ClassVar[str] = "qdel"
     default_launcher: ClassVar[str] = "mpiexec"
-    job_id_variable: ClassVar[str] = "PBS_JOBID"
     job_id_pattern: ClassVar[str] = r"^\s*(\d+(?:\[\d*\])?(?:\.[\w.-]+)?)"
 
     gpu_resource: str = "ngpus"
@@ -78,10 +77,7 @@ class PBSDialect(Dialect):
             f"-l place=scatter{':excl' if shape.exclusive else ''}",
             f"-l walltime={shape.walltime_hms}",
         ]
-        if shape.queue:
-            lines.append(f"-q {shape.queue}")
-        if shape.account:
-            lines.append(f"-A {shape.account}")
+        lines += optional_lines(shape, "-q {}", "-A {}")
         lines += ["-j oe", f"-o {log_directory}/"]
         return lines
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from hpcgpu.jobspec.dialects.arrays import expand_indices
-from hpcgpu.jobspec.dialects.base import Dialect, JobStatus
+from hpcgpu.jobspec.dialects.base import Dialect, JobStatus, optional_lines
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.units import format_memory
 
@@ -63,9 +63,9 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
     submit_executable: ClassVar[str] = "qsub"
     cancel_executable: ClassVar[str] = "qdel"
     default_launcher: ClassVar[str] = "direct"
+    submit_options: ClassVar[tuple[str, ...]] = ("-terse",)
     # Grid Engine has no launcher of its own: Open MPI's mpirun reads the PE's host list.
     multi_node_launchers: ClassVar[tuple[str, ...]] = ("mpirun",)
-    job_id_variable: ClassVar[str] = "JOB_ID"
     job_id_pattern: ClassVar[str] = r"(?:^|Your job )(\d+)"
 
     parallel_environment: str = "smp"
@@ -73,15 +73,6 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
     gpu_complex: str = "gpu"
     gpu_consumable: Literal["slot", "job"] = "slot"
     memory_resource: Literal["h_vmem", "mem_free"] = "h_vmem"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.gpu_consumable not in ("slot", "job"):
-            raise ValueError(f"gpu_consumable={self.gpu_consumable!r}: use 'slot' or 'job'")
-        if self.memory_resource not in ("h_vmem", "mem_free"):
-            raise ValueError(
-                f"memory_resource={self.memory_resource!r}: use 'h_vmem' or 'mem_free'"
-            )
 
     def validate(self, shape: GPUJobShape) -> None:
         super().validate(shape)
@@ -108,15 +99,9 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
         lines.append(f"-l h_rt={shape.walltime_hms}")
         if shape.exclusive:
             lines.append("-l exclusive=true")
-        if shape.queue:
-            lines.append(f"-q {shape.queue}")
-        if shape.account:
-            lines.append(f"-P {shape.account}")
+        lines += optional_lines(shape, "-q {}", "-P {}")
         lines += ["-cwd", "-j y", f"-o {log_directory}/"]
         return lines
-
-    def submit_argv(self, script_path: str | None = None) -> list[str]:
-        return ["qsub", "-terse"] + ([script_path] if script_path else [])
 
     def check_argv(self, script_path: str) -> list[str]:
         # -w v: verify the request against an empty cluster, schedule nothing.

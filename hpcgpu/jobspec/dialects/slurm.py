@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from hpcgpu.jobspec.dialects.arrays import expand_indices
-from hpcgpu.jobspec.dialects.base import Dialect, JobStatus
+from hpcgpu.jobspec.dialects.base import Dialect, JobStatus, optional_lines
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.units import format_hms, format_memory
 
@@ -65,22 +65,11 @@ class SlurmDialect(Dialect):
     submit_executable: ClassVar[str] = "sbatch"
     cancel_executable: ClassVar[str] = "scancel"
     default_launcher: ClassVar[str] = "srun"
-    job_id_variable: ClassVar[str] = "SLURM_JOB_ID"
+    submit_options: ClassVar[tuple[str, ...]] = ("--parsable",)
     job_id_pattern: ClassVar[str] = r"^\s*(\d+)"
 
     gpu_directive: Literal["gpus-per-node", "gres"] = "gpus-per-node"
     memory_directive: Literal["mem", "mem-per-gpu"] = "mem"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.gpu_directive not in ("gpus-per-node", "gres"):
-            raise ValueError(
-                f"gpu_directive={self.gpu_directive!r}: use 'gpus-per-node' or 'gres'"
-            )
-        if self.memory_directive not in ("mem", "mem-per-gpu"):
-            raise ValueError(
-                f"memory_directive={self.memory_directive!r}: use 'mem' or 'mem-per-gpu'"
-            )
 
     def _lines(self, shape: GPUJobShape, log_directory: str) -> list[str]:
         typed = f"{shape.gpu_type}:" if shape.gpu_type else ""
@@ -102,17 +91,9 @@ class SlurmDialect(Dialect):
             else:
                 lines.append(f"--mem={format_memory(shape.node_memory, SLURM_MEMORY_UNITS)}")
         lines.append(f"--time={format_hms(shape.walltime, days=True)}")
-        if shape.queue:
-            lines.append(f"--partition={shape.queue}")
-        if shape.account:
-            lines.append(f"--account={shape.account}")
-        if shape.exclusive:
-            lines.append("--exclusive")
+        lines += optional_lines(shape, "--partition={}", "--account={}", "--exclusive")
         lines += [f"--output={log_directory}/%x-%j.out", f"--error={log_directory}/%x-%j.err"]
         return lines
-
-    def submit_argv(self, script_path: str | None = None) -> list[str]:
-        return ["sbatch", "--parsable"] + ([script_path] if script_path else [])
 
     def check_argv(self, script_path: str) -> list[str]:
         return ["sbatch", "--test-only", script_path]

@@ -39,10 +39,6 @@ class PartitionNode:
     def gpu_count(self) -> int:
         return sum(n for _, n in self.gpus)
 
-    def gpus_of(self, gpu_type: str | None) -> int:
-        """GPUs of ``gpu_type`` (all where None)."""
-        return sum(n for t, n in self.gpus if gpu_type is None or t == gpu_type)
-
 
 def gres_text(node: PartitionNode) -> str:
     """SLURM's way of writing a node's GPUs: ``gpu:h100:4``."""
