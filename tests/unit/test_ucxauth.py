@@ -22,7 +22,17 @@ REASON = ucx_unavailable_reason()
 pytestmark = pytest.mark.skipif(
     REASON is not None, reason=f"UCX tests need distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}"
 )
-os.environ.setdefault("UCX_TLS", "tcp")  # before UCX starts in this process: loopback, no GPU
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ucx_over_tcp():
+    """UCX over TCP on loopback (no GPU) for this module's processes; set here, not at import,
+    so that the other tests of the same pytest process (and their jobs) do not inherit it."""
+    before = os.environ.get("UCX_TLS")
+    os.environ.setdefault("UCX_TLS", "tcp")
+    yield
+    if before is None:
+        os.environ.pop("UCX_TLS", None)
 
 
 @pytest.fixture
