@@ -178,7 +178,8 @@ async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
 
 async def wait_until_ended(dialect: Any, jobs: list, grace: float) -> None:
     """Poll (synchronously, like every call on the way out) until ``jobs`` have left the
-    queue or ``grace`` s have passed; mark those that did as ended (nothing to cancel)."""
+    queue or ``grace`` s have passed; mark those that did as ended (nothing to cancel).
+    Without the status command (not on PATH) there is nothing to see: it returns at once."""
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         live = [job for job in jobs if job.job_id and not getattr(job, "ended", False)]
@@ -186,6 +187,9 @@ async def wait_until_ended(dialect: Any, jobs: list, grace: float) -> None:
             return
         done = commands.run(dialect.status_argv(sorted(j.job_id for j in live)), timeout=30,
                             check=False)
+        if done.returncode == 127:  # no status command here: nothing to wait on (the cancel says why)
+            logger.warning("%s", commands.CommandError(done))
+            return
         if done.returncode == 0:
             statuses = dialect.parse_status(done.stdout)
             for job in live:

@@ -91,8 +91,9 @@ def test_submit_throughput_on_the_local_grid_engine(sge, tmp_path):
 
 def _submit_throughput(scheduler: str, tmp_path) -> None:
     out = tmp_path / "submit.json"
+    # --poll-interval 0.2: its window of ten status polls per mode lasts 2 s (1 s polls: 10 s)
     run("benchmarks/submit_throughput.py", "--jobs", "3", "--mode", "both", "--scheduler", scheduler,
-        "--log-directory", str(tmp_path / "logs"), "--out", str(out))
+        "--poll-interval", "0.2", "--log-directory", str(tmp_path / "logs"), "--out", str(out))
     runs = json.loads(out.read_text())["runs"]
     assert [(r["mode"], r["jobs"], r["submit_calls"], r["cancel_calls"]) for r in runs] == [
         ("single", 3, 3, 1), ("array", 3, 1, 1)]

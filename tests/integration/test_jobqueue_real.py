@@ -112,9 +112,12 @@ def test_slurmrunner_script_runs_with_one_import_changed(form, slurm, tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
-def test_pbs_and_lsf_cpu_workers_through_the_shims(scheduler, slurm, clusters, monkeypatch):
+def test_pbs_and_lsf_cpu_workers_through_the_shims(scheduler, slurm, monkeypatch, clusters):
     """dask-jobqueue's #PBS/#BSUB scripts through tests/shims (run under SLURM, directives
-    translated, unknown ones refused): what a real PBS/LSF would do is not verified here."""
+    translated, unknown ones refused): what a real PBS/LSF would do is not verified here.
+
+    monkeypatch before clusters: its PATH is undone only after the clusters have closed, so
+    their status polls and cancels reach the shims (not a missing bjobs or SGE's qdel)."""
     import os
     from pathlib import Path
 
@@ -129,8 +132,8 @@ def test_pbs_and_lsf_cpu_workers_through_the_shims(scheduler, slurm, clusters, m
 
 @pytest.mark.slurm
 @pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
-def test_pbs_and_lsf_cpu_job_failing_at_start_is_reported(scheduler, slurm, clusters,
-                                                         monkeypatch):
+def test_pbs_and_lsf_cpu_job_failing_at_start_is_reported(scheduler, slurm, monkeypatch,
+                                                         clusters):
     """The stderr file is found where dask-jobqueue's directives put it (PBS <name>.e<id>,
     LSF <worker name>-<id>.err)."""
     import os
