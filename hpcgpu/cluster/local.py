@@ -21,6 +21,7 @@ from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.cluster.localspec import gpu_options, nanny_and_worker_class, split_local_kwargs, ucx_protocol
 from hpcgpu.network.colocate import CoLocateRoots
+from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.network.tls import cluster_security
 from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
@@ -161,7 +162,7 @@ class LocalGPUCluster(SpecCluster):
             port=0, dashboard=dashboard_address is not None,
             # without a dashboard the scheduler still serves /health and metrics: on loopback too
             dashboard_address=dashboard_address or "localhost:0", **listen),
-            **{"plugins": [CoLocateRoots()], **scheduler_extra})}
+            **{"plugins": [CoLocateRoots(), ConnectOnArrival()], **scheduler_extra})}
         extra, self._log_env = _quiet(silence_logs, self._worker_options)
         workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,

@@ -18,7 +18,7 @@ from typing import Any
 
 from distributed.security import Security
 
-__all__ = ["cluster_security", "temporary_security", "PLAIN_WARNING"]
+__all__ = ["cluster_security", "temporary_security", "load_tornado_tls_defaults", "PLAIN_WARNING"]
 
 PLAIN_WARNING = ("security=False: the scheduler and workers talk without TLS, and anyone who can "
                  "reach the scheduler's port can run code as you. Leave security on unless the "
@@ -76,3 +76,20 @@ def cluster_security(security: Any, *, default: bool, warn_plain: bool = False,
             warnings.warn(PLAIN_WARNING, UserWarning, stacklevel=stacklevel)
         return None
     return security
+
+
+def load_tornado_tls_defaults() -> None:
+    """Build tornado's default client TLS context in this process now.
+
+    Why: tornado builds it (``tornado.netutil._client_ssl_defaults``, once per process) when
+    a TLS listener *accepts* its first connection, although that connection is already
+    wrapped with distributed's context and never uses it; building it loads the system's
+    CA bundle, about 20 ms of CPU with OpenSSL 3.0 (100+ ms wall on a loaded 2-core machine,
+    25-35 ms on an H100 host). A worker accepts its first connection when the scheduler
+    first calls it (the first ``client.run``, ``gather`` or another worker's fetch), which
+    paid that cost. Called off the event loop (OpenSSL releases the GIL), it yields the
+    same object tornado would build, so nothing else changes.
+    """
+    from tornado.netutil import _client_ssl_defaults
+
+    _client_ssl_defaults()

@@ -4,6 +4,8 @@ Records the worker's GPU in the scheduler's view of it (``WorkerState.extra["hpc
 and sets up its GPU memory. The entry point passes what it decided through
 ``HPCGPU_*`` environment variables, which the nanny hands down to the worker process.
 On close (``dask_teardown``) it lets a heartbeat in flight finish first (:class:`HeartbeatGate`).
+A worker listening on TLS loads tornado's default TLS context before it registers
+(:func:`~hpcgpu.network.tls.load_tornado_tls_defaults`), not in the first call to it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import logging
 import os
 
+from hpcgpu.network.tls import load_tornado_tls_defaults
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.worker.gpuinfo import count_gpus, describe_gpu
 from hpcgpu.worker.placement import physical_gpu
@@ -20,8 +23,14 @@ from hpcgpu.worker.placement import physical_gpu
 logger = logging.getLogger("distributed.hpcgpu")
 
 
-def dask_setup(worker) -> None:
-    """Called by distributed before the worker registers with the scheduler."""
+async def dask_setup(worker) -> None:
+    """Called by distributed before the worker registers with the scheduler (it listens already)."""
+    _describe(worker)
+    if str(worker.address).startswith("tls://"):  # in a thread: the event loop stays free
+        await asyncio.to_thread(load_tornado_tls_defaults)
+
+
+def _describe(worker) -> None:
     quiet_expected_close()
     index = os.environ.get("HPCGPU_GPU", "")
     info = describe_gpu(index).as_dict() if index and count_gpus() else {"index": index or None}
