@@ -32,6 +32,9 @@ from published_checks import (check_allocator, check_blog, check_cluster, check_
                               check_fits, check_persist, check_spill)
 STEPS_FILE = HERE / "published_steps.py"
 FLAVORS = ("dask-cuda", "hpcgpu")
+#: an optional third side (``--flavors dask-cuda,hpcgpu,hpcgpu-tcp``): hpcgpu with TLS off, as
+#: dask-cuda runs by default, to tell TLS's share of a difference from the rest
+TCP_FLAVOR = "hpcgpu-tcp"
 STEPS = ("cluster", "allocator", "persist", "spill", "dataframe", "model_fits", "blog")
 #: the one change a user makes, line for line
 IMPORTS = {"from dask_cuda import LocalCUDACluster": "from hpcgpu import LocalGPUCluster as LocalCUDACluster",
@@ -81,8 +84,12 @@ def switch(source: str, table: dict) -> str:
 
 def load_steps(flavor: str, cpu: bool = False) -> types.ModuleType:
     """The published steps as ``flavor`` runs them: as written, or with ``IMPORTS`` switched."""
-    table = dict(IMPORTS) if flavor == "hpcgpu" else {}
-    table.update(CPU_IMPORTS[flavor] if cpu else {})
+    table = dict(IMPORTS) if flavor.startswith("hpcgpu") else {}
+    if flavor == TCP_FLAVOR:
+        table["from dask_cuda import LocalCUDACluster"] = (
+            "import functools; from hpcgpu import LocalGPUCluster; "
+            "LocalCUDACluster = functools.partial(LocalGPUCluster, security=False)")
+    table.update(CPU_IMPORTS["hpcgpu" if flavor == TCP_FLAVOR else flavor] if cpu else {})
     module = types.ModuleType(f"published_steps[{flavor}{'/cpu' if cpu else ''}]")
     module.__file__ = str(STEPS_FILE)  # not in sys.modules: cloudpickle ships its functions by value
     exec(compile(switch(STEPS_FILE.read_text(), table), str(STEPS_FILE), "exec"), module.__dict__)
@@ -149,21 +156,26 @@ def summarize(runs: list[dict], flavors) -> dict:
             notes = sorted({m.get("error") or m.get("skipped") or m.get("check") for m in mine})
             row[flavor] = dict(seconds=seconds, median=statistics.median(seconds) if seconds else None,
                                failed=any("error" in m for m in mine), notes=notes)
-        a, b = (row.get(f, {}).get("median") for f in FLAVORS)
+        a, b, c = (row.get(f, {}).get("median") for f in (*FLAVORS, TCP_FLAVOR))
         row["ratio"] = b / a if a and b else None
+        row["ratio_tcp"] = c / a if a and c else None
         table[name] = row
     return table
 
 
 def markdown(result: dict) -> str:
+    tcp = TCP_FLAVOR in result["flavors"]
+    extra = (" hpcgpu TLS off median s | TLS off / dask-cuda |", " --- | --- |") if tcp else ("", "")
     lines = [f"# published code: {result['mode']}, sizes {result['sizes_name']}, {result['device']}", "",
-             "| step | dask-cuda median s | hpcgpu median s | hpcgpu / dask-cuda | hpcgpu check |",
-             "| --- | --- | --- | --- | --- |"]
+             f"| step | dask-cuda median s | hpcgpu median s | hpcgpu / dask-cuda |{extra[0]} hpcgpu check |",
+             f"| --- | --- | --- | --- |{extra[1]} --- |"]
     for name, row in result["steps"].items():
-        cell = [f"{row[f]['median']:.3f}" if row.get(f, {}).get("median") is not None else "n/a" for f in FLAVORS]
-        ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        cell = [f"{row[f]['median']:.3f}" if row.get(f, {}).get("median") is not None else "n/a"
+                for f in (*FLAVORS, TCP_FLAVOR)]
+        ratio, ratio_tcp = ("n/a" if row.get(k) is None else f"{row[k]:.2f}" for k in ("ratio", "ratio_tcp"))
         note = "; ".join(row.get("hpcgpu", {}).get("notes", []))[:160]
-        lines.append(f"| {name} | {cell[0]} | {cell[1]} | {ratio} | {note} |")
+        more = f" {cell[2]} | {ratio_tcp} |" if tcp else ""
+        lines.append(f"| {name} | {cell[0]} | {cell[1]} | {ratio} |{more} {note} |")
     lines += ["", f"slower than dask-cuda: {', '.join(result['slower']) or 'none'}",
               f"failed: {', '.join(result['failed']) or 'none'}", ""]
     return "\n".join(lines)
