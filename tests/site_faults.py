@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = Path("/run/site")
 CONF = SITE / "slurm" / "slurm.conf"
 NFT_TABLE = "hpcgpu_fault"
+#: the faults: a host's ib0 cut, a host killed, a host dropping what it sends to a port, slurmctld restarted
+KINDS = ("link", "kill", "port", "slurmctld")
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.25, what: str = "condition"):
@@ -178,3 +181,53 @@ def undrop(host: str) -> None:
         done = on_host(host, "nft", "delete", "table", "inet", NFT_TABLE, timeout=30)
         if done.returncode != 0:
             raise RuntimeError(f"nft on {host}: {done.stderr.strip()}")
+
+
+# ---------------------------------------------------------------- any of them, held and undone
+def hold_fault(kind: str, host: str, hold: float, stop: threading.Event, port: int = 0) -> dict:
+    """Make one fault of ``kind`` (:data:`KINDS`) on ``host``, hold it ``hold`` s (less once
+    ``stop`` is set), undo it: its record (what was done, how long, what SLURM showed)."""
+    started = time.monotonic()
+    record: dict = {"kind": kind, "host": host if kind != "slurmctld" else "login"}
+    try:
+        if kind == "link":
+            cut_link(host)
+        elif kind == "kill":
+            record["processes_killed"] = kill_host(host)
+        elif kind == "port":
+            drop_port(host, port, hook="output")
+            record["port"] = port
+        else:
+            stop_slurmctld()
+        states = set()
+        while not stop.wait(min(2.0, max(0.0, hold - (time.monotonic() - started)))):
+            if kind == "kill":
+                states.add(node_state(host))
+            if time.monotonic() - started >= hold:
+                break
+        if states:
+            record["slurm_states_while_down"] = sorted(states)
+    except Exception as error:
+        record["error"] = f"{type(error).__name__}: {error}"
+    finally:
+        record["held_s"] = round(time.monotonic() - started, 1)
+        undo = time.monotonic()
+        record.update(undo_fault(kind, host))
+        record["undo_s"] = round(time.monotonic() - undo, 1)
+    return record
+
+
+def undo_fault(kind: str, host: str) -> dict:
+    """Undo ``kind`` on ``host``; ``{"undo_error": ...}`` if it could not be (already undone: fine)."""
+    try:
+        if kind == "link":
+            restore_link(host)
+        elif kind == "kill":
+            return {"state_after": revive_host(host, timeout=90)}
+        elif kind == "port":
+            undrop(host)
+        elif not alive_slurmctld():
+            start_slurmctld()
+    except Exception as error:
+        return {"undo_error": f"{type(error).__name__}: {error}"}
+    return {}
