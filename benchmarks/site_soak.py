@@ -141,6 +141,13 @@ def progress(out: AppOutput) -> str:
             f"workers {rounds[-1]['workers'] if rounds else 0}")
 
 
+def working_hosts(out: AppOutput, hosts: list[str]) -> list[str]:
+    """The hosts among ``hosts`` with a worker at the last round (``ib0`` 10.78.0.1N is nodeN)."""
+    rounds = [e for e in out.snapshot() if e["event"] == "round"]
+    seen = {f"node{int(ip.rsplit('.', 1)[1]) - 10}" for ip in (rounds[-1]["hosts"] if rounds else [])}
+    return [h for h in hosts if h in seen]
+
+
 def run_faults(args, hosts, out: AppOutput, deadline: float, stop: threading.Event, running) -> list[dict]:
     rng = random.Random(args.seed)
     port = int(next(e for e in out.snapshot() if e["event"] == "ready")["scheduler"].rsplit(":", 1)[1])
@@ -153,13 +160,15 @@ def run_faults(args, hosts, out: AppOutput, deadline: float, stop: threading.Eve
         if len(faults) >= args.max_faults or time.monotonic() < next_at:
             continue
         next_at = time.monotonic() + rng.uniform(*args.faults_every)
-        kind, host = rng.choice(args.kinds), rng.choice(hosts)
+        busy = working_hosts(out, hosts)  # a fault where a worker runs, where one does
+        kind, host = rng.choice(args.kinds), rng.choice(busy or hosts)
         hold = min(rng.uniform(*args.hold), 20 if kind == "slurmctld" else math.inf)
         if time.monotonic() + hold + UNDO_S[kind] > deadline:  # could not be undone before the end
             continue
         at = time.monotonic() - out.start
         print(f"[soak] {at:7.1f} s: fault {len(faults) + 1}: {kind} on {host} for {hold:.0f} s", flush=True)
-        record = {"n": len(faults) + 1, "at_s": round(at, 1), **hold_fault(kind, host, hold, stop, port=port)}
+        record = {"n": len(faults) + 1, "at_s": round(at, 1), "workers_on": busy,
+                  **hold_fault(kind, host, hold, stop, port=port)}
         record["undone_at_s"] = round(time.monotonic() - out.start, 1)
         faults.append(record)
         next_at = max(next_at, time.monotonic() + 1)
@@ -275,7 +284,11 @@ def soak(args) -> dict:
             pass
         left = left_over(job_name, hosts, workdir)
         phases["leftovers_gone_s"] = round(time.monotonic() - start - ran_s - phases["closing_s"], 1)
-        clean_up(job_name, hosts, workdir)
+        try:
+            clean_up(job_name, hosts, workdir)
+        except Exception as error:  # still report what the soak saw
+            left["clean_up_error"] = f"{type(error).__name__}: {error}"
+
     return summarise(args=args, hosts=hosts, workdir=workdir, events=out.snapshot(), faults=faults,
                      left=left, app_ended=ended, ran_s=ran_s, phases=phases, started_utc=started_utc,
                      stderr=(workdir / "app.stderr").read_text(errors="replace"),

@@ -90,7 +90,7 @@ def summarise(*, args, hosts, workdir, events, faults, left, app_ended, ran_s, p
     for fault in faults:
         fault.update(_recovery(fault, rounds, errors))
     checked, wrong = sum(r["checked"] for r in rounds), sum(r["wrong"] for r in rounds)
-    leftover = bool(left["jobs"] or left["processes"] or left["temp_files"])
+    leftover = bool(left["jobs"] or left["processes"] or left["temp_files"] or left.get("clean_up_error"))
     undo_errors = [f for f in faults if "undo_error" in f]
     usable = all(s.rstrip("*~#") in ("idle", "mixed", "allocated") and not s.endswith("*")
                  for s in states.values())

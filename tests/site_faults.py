@@ -73,7 +73,8 @@ def leftovers(hosts=("node1", "node2")) -> dict[str, list[str]]:
     """Processes still running on each of ``hosts``, its slurmd excepted."""
     found: dict[str, list[str]] = {}
     for host in hosts:
-        slurmd = (SITE / "slurm" / f"slurmd-{host}.pid").read_text().strip()
+        pid_file = SITE / "slurm" / f"slurmd-{host}.pid"
+        slurmd = pid_file.read_text().strip() if pid_file.exists() else ""
         for pid in host_pids(host):
             if str(pid) != slurmd and (cmd := command_line(pid)) is not None:
                 found.setdefault(host, []).append(f"{pid} {cmd[:200]}")
