@@ -125,7 +125,7 @@ def summarise(*, args, hosts, workdir, events, faults, left, app_ended, ran_s, p
 
 def _fault_row(f: dict) -> str:
     note = f.get("undo_error") or f.get("error") or ", ".join(
-        f"{k} {v}" for k, v in f.items() if k in ("processes_killed", "slurm_states_while_down", "port"))
+        f"{k} {v}" for k, v in f.items() if k in ("workers_on", "processes_killed", "slurm_states_while_down", "state_after", "port"))
     recovered = "never" if f.get("recovered_after_s") is None else f"{f['recovered_after_s']} s"
     return (f"| {f['n']} | {f['at_s']} | {f['kind']} | {f['host']} | {f['held_s']} | {f['undo_s']} | "
             f"{recovered} | {f['errors_until_recovered']} | {note} |")
