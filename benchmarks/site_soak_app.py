@@ -26,7 +26,7 @@ import time
 
 import dask.array as da
 import numpy as np
-from distributed import Client
+from distributed import Client, futures_of
 
 from hpcgpu import SLURMCluster
 
@@ -117,7 +117,10 @@ def one_round(client, rng, held, expected, get, busy):
 def soak(cluster, settings, stop):
     rng = random.Random(settings["seed"])
     with Client(cluster) as client:
-        held = (da.arange(400_000, chunks=20_000) % 997).persist()
+        def persisted():
+            return (da.arange(400_000, chunks=20_000) % 997).persist()
+
+        held = persisted()
         expected = int((np.arange(400_000) % 997).sum())
         rounds = 0
 
@@ -137,6 +140,8 @@ def soak(cluster, settings, stop):
                 break
             except Exception as error:  # the user's code saw it: record it, go on
                 emit("error", type=type(error).__name__, text=str(error)[:2000])
+                if any(f.status == "error" for f in futures_of(held)):  # e.g. KilledWorker: start anew
+                    held = persisted()
                 stop.wait(1)
             if not busy:
                 stop.wait(1)
