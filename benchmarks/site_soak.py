@@ -228,7 +228,7 @@ def clean_up(job_name: str, hosts: list[str], workdir: Path) -> None:
     for host in hosts:
         site.restore_link(host)
         site.undrop(host)
-        if not site.alive_slurmd(host):
+        if not site.alive_slurmd(host) or site.node_state(host).startswith(("down", "drain", "fail")):
             site.revive_host(host)
     if not site.alive_slurmctld():
         site.start_slurmctld()

@@ -110,11 +110,12 @@ def kill_host(host: str) -> int:
 
 
 def revive_host(host: str, timeout: float = 60) -> str:
-    """``host``'s slurmd started again and the node usable (resumed where SLURM marked it down):
-    its state then."""
-    done = on_host(host, "slurmd", "-f", str(CONF), timeout=30)
-    if done.returncode != 0:
-        raise RuntimeError(f"slurmd on {host} did not start: {done.stderr.strip()}")
+    """``host``'s slurmd started again (if it is not running) and the node usable (resumed where
+    SLURM marked it down): its state then."""
+    if not alive_slurmd(host):
+        done = on_host(host, "slurmd", "-f", str(CONF), timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"slurmd on {host} did not start: {done.stderr.strip()}")
 
     def usable() -> str | None:
         state = node_state(host)
