@@ -152,11 +152,12 @@ def alive_slurmd(host: str) -> bool:
 
 
 def _alive(pid_file: Path) -> bool:
+    """The pid file's process runs (a zombie, killed and not yet reaped, does not)."""
     try:
-        os.kill(int(pid_file.read_text()), 0)
+        stat = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text()
     except (OSError, ValueError):
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def restart_slurmctld() -> None:
