@@ -132,7 +132,7 @@ def revive_host(host: str, timeout: float = 60) -> str:
 def stop_slurmctld(timeout: float = 30) -> None:
     pid = int((SITE / "slurm" / "slurmctld.pid").read_text())
     os.kill(pid, signal.SIGTERM)
-    wait_until(lambda: not Path(f"/proc/{pid}").exists(), timeout, 0.2, what="slurmctld to stop")
+    wait_until(lambda: not _running(pid), timeout, 0.2, what="slurmctld to stop")
 
 
 def start_slurmctld(timeout: float = 30) -> None:
@@ -152,10 +152,17 @@ def alive_slurmd(host: str) -> bool:
 
 
 def _alive(pid_file: Path) -> bool:
-    """The pid file's process runs (a zombie, killed and not yet reaped, does not)."""
     try:
-        stat = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text()
+        return _running(int(pid_file.read_text()))
     except (OSError, ValueError):
+        return False
+
+
+def _running(pid: int) -> bool:
+    """Process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
