@@ -277,12 +277,20 @@ def soak(args) -> dict:
         phases["closing_s"] = round(time.monotonic() - start - ran_s, 1)
         stderr.close()
         out.thread.join(timeout=10)
+        lingered: list = []  # what was still there, the last time something was
+
+        def gone() -> bool:
+            now = left_over(job_name, hosts, workdir)
+            if any(now.values()):
+                lingered[:] = [round(time.monotonic() - start, 1), now]
+            return not any(now.values())
+
         try:
-            site.wait_until(lambda: not any(left_over(job_name, hosts, workdir).values()), 60, 1,
-                            what="the soak's jobs, processes and files to go")
+            site.wait_until(gone, 60, 1, what="the soak's jobs, processes and files to go")
         except TimeoutError:
             pass
         left = left_over(job_name, hosts, workdir)
+        left["lingered"] = lingered and {"until_s": lingered[0], **lingered[1]}
         phases["leftovers_gone_s"] = round(time.monotonic() - start - ran_s - phases["closing_s"], 1)
         try:
             clean_up(job_name, hosts, workdir)

@@ -164,10 +164,19 @@ def render(report: dict) -> str:
         "", "## Left", "",
         f"- jobs in squeue: {left['jobs'] or 'none'}",
         f"- processes: {left['processes'] or 'none'}",
-        f"- temp files: {left['temp_files'][:20] or 'none'}", "",
+        f"- temp files: {left['temp_files'][:20] or 'none'}",
+        f"- still there after the cluster closed, gone by the end of the 60 s wait: "
+        f"{_lingered(left.get('lingered'))}", "",
     ]
     return "\n".join(lines)
 
 
 def _cell(text: str) -> str:
     return text.splitlines()[0][:300].replace("|", "\\|") if text else ""
+
+
+def _lingered(seen) -> str:
+    if not seen:
+        return "nothing"
+    what = {k: v for k, v in seen.items() if k != "until_s" and v}
+    return f"{what} (last seen at {seen['until_s']} s)"

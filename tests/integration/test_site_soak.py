@@ -26,7 +26,8 @@ def test_a_short_soak_injects_a_fault_checks_results_and_leaves_nothing(tmp_path
     fault = report["faults"][0]
     assert fault["host"] == host and fault["held_s"] >= 1 and "undo_error" not in fault, fault
     assert report["results"]["checked"] > 0 and report["results"]["wrong"] == 0, report["results"]
-    assert report["left"] == {"jobs": [], "processes": {}, "temp_files": []}, report["left"]
+    left = report["left"]
+    assert left["jobs"] == [] and left["processes"] == {} and left["temp_files"] == [], left
     assert report["workers"]["hosts_seen"] and report["app_ended"] == "stopped", report
     assert node_state(host) == "idle"
     markdown = (tmp_path / "out" / "site_soak.md").read_text()
