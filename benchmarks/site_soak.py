@@ -297,7 +297,9 @@ def soak(args) -> dict:
         except Exception as error:  # still report what the soak saw
             left["clean_up_error"] = f"{type(error).__name__}: {error}"
 
-    return summarise(args=args, hosts=hosts, workdir=workdir, events=out.snapshot(), faults=faults,
+    events = out.snapshot()
+    (workdir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return summarise(args=args, hosts=hosts, workdir=workdir, events=events, faults=faults,
                      left=left, app_ended=ended, ran_s=ran_s, phases=phases, started_utc=started_utc,
                      stderr=(workdir / "app.stderr").read_text(errors="replace"),
                      states=settled(hosts))
