@@ -162,6 +162,7 @@ def run_faults(args, hosts, out: AppOutput, deadline: float, stop: threading.Eve
         next_at = time.monotonic() + rng.uniform(*args.faults_every)
         busy = working_hosts(out, hosts)  # a fault where a worker runs, where one does
         kind, host = rng.choice(args.kinds), rng.choice(busy or hosts)
+        host = "login" if kind == "slurmctld" else host  # where slurmctld runs
         hold = min(rng.uniform(*args.hold), 20 if kind == "slurmctld" else math.inf)
         if time.monotonic() + hold + UNDO_S[kind] > deadline:  # could not be undone before the end
             continue

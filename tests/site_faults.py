@@ -198,7 +198,7 @@ def hold_fault(kind: str, host: str, hold: float, stop: threading.Event, port: i
     """Make one fault of ``kind`` (:data:`KINDS`) on ``host``, hold it ``hold`` s (less once
     ``stop`` is set), undo it: its record (what was done, how long, what SLURM showed)."""
     started = time.monotonic()
-    record: dict = {"kind": kind, "host": host if kind != "slurmctld" else "login"}
+    record: dict = {"kind": kind, "host": host}
     try:
         if kind == "link":
             cut_link(host)
