@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_for
+from site_faults import SITE, leftovers, on_host, site_jobs  # noqa: F401  (the tests' names)
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = Path("/run/site")
 COMPUTE = ("node1", "node2")
 PYTHON = sys.executable
 #: cluster options every site test uses: small, quick to notice a failed job
@@ -47,13 +47,6 @@ def site():
         subprocess.run(["bash", str(ROOT / "scripts" / "setup-site"), "--down"], timeout=120, check=False)
 
 
-def on_host(host: str, *argv: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
-    """``argv`` run on a site host (scripts/site-exec), its output captured as text."""
-    kwargs.setdefault("cwd", ROOT)
-    return subprocess.run(["bash", str(ROOT / "scripts" / "site-exec"), host, *argv],
-                          capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
-
-
 APP = Path(__file__).with_name("site_app.py")
 
 
@@ -73,30 +66,6 @@ def run_on_login(tmp_path: Path, mode: str, options: dict, timeout: float = 150,
     result["stderr"] = done.stderr
     assert_nothing_left()
     return result
-
-
-def site_jobs() -> list[str]:
-    """The site's SLURM jobs still listed (any state but finished)."""
-    out = on_host("login", "squeue", "-h", "-o", "%i %T", timeout=30).stdout
-    return [line for line in out.splitlines() if line.strip()]
-
-
-def leftovers() -> dict[str, list[str]]:
-    """Processes still running on each compute host, its slurmd excepted."""
-    found: dict[str, list[str]] = {}
-    for host in COMPUTE:
-        slurmd = (SITE / "slurm" / f"slurmd-{host}.pid").read_text().strip()
-        pids = subprocess.run(["ip", "netns", "pids", f"site-{host}"], capture_output=True,
-                              text=True, timeout=30, check=False).stdout.split()
-        for pid in pids:
-            if pid == slurmd:
-                continue
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            found.setdefault(host, []).append(f"{pid} {cmd[:200]}")
-    return found
 
 
 def assert_nothing_left(timeout: float = 30) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_for
+from site_faults import cut_link, drop_port, kill_host, node_state, restart_slurmctld, restore_link, revive_host, undrop
 from site_helpers import (  # noqa: F401
     APP,
     FAST,
     PYTHON,
     ROOT,
-    SITE,
     assert_nothing_left,
     on_host,
     run_on_login,
@@ -59,13 +59,9 @@ def test_a_scheduler_address_the_compute_hosts_cannot_route_to(tmp_path):
 
 @pytest.fixture
 def login_drops_port_8786():
-    rule = ("add table inet hpcgpu_test; add chain inet hpcgpu_test input "
-            "{ type filter hook input priority 0; }; "
-            "add rule inet hpcgpu_test input iifname != \"lo\" tcp dport 8786 drop")
-    done = on_host("login", "nft", rule, timeout=30)
-    assert done.returncode == 0, done.stderr
+    drop_port("login", 8786)
     yield
-    on_host("login", "nft", "delete table inet hpcgpu_test", timeout=30)
+    undrop("login")
 
 
 def test_the_login_host_dropping_the_schedulers_port(login_drops_port_8786, tmp_path):
@@ -96,52 +92,31 @@ def hold_results_then(tmp_path, fault) -> dict:
 
 
 def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
-    def cut():
-        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "down", timeout=30)
-
     try:
-        result = hold_results_then(tmp_path, cut)
+        result = hold_results_then(tmp_path, lambda: cut_link("node2"))
     finally:
-        on_host("login", "ip", "-n", "site-sw", "link", "set", "f-node2", "up", timeout=30)
+        restore_link("node2")
     # distributed notices the silent host when its TCP timeout (30 s) ends the connection
     assert result["seconds"] < 90, result
     assert list(result["workers_after"].values()) == ["node1"], result
     assert_nothing_left(60)
 
 
-def node_state(host: str) -> str:
-    return on_host("login", "sinfo", "-h", "-n", host, "-o", "%T", timeout=30).stdout.split("\n")[0].strip()
-
-
 def test_a_compute_host_killed_mid_computation(tmp_path):
-    def kill():
-        for pid in subprocess.run(["ip", "netns", "pids", "site-node2"], capture_output=True,
-                                  text=True, check=True).stdout.split():
-            subprocess.run(["kill", "-9", pid], check=False)
-
     try:
-        result = hold_results_then(tmp_path, kill)
+        result = hold_results_then(tmp_path, lambda: kill_host("node2"))
         # its workers' connections closed with their processes: recomputed at once
         assert result["seconds"] < 30, result
         assert list(result["workers_after"].values()) == ["node1"], result
         wait_for(lambda: node_state("node2").startswith("down"), 60, 1, what="SLURM to mark node2 down")
     finally:
-        on_host("node2", "slurmd", "-f", str(SITE / "slurm" / "slurm.conf"), timeout=30)
+        revive_host("node2")
         wait_for(lambda: node_state("node2") == "idle", 60, 0.5, what="node2 back")
     assert_nothing_left(60)
 
 
 def test_slurmctld_restarted_mid_computation(tmp_path):
-    pid_file = SITE / "slurm" / "slurmctld.pid"
-
-    def restart():
-        pid = int(pid_file.read_text())
-        subprocess.run(["kill", str(pid)], check=True)
-        wait_for(lambda: not Path(f"/proc/{pid}").exists(), 30, 0.2, what="slurmctld to stop")
-        done = on_host("login", "slurmctld", "-f", str(SITE / "slurm" / "slurm.conf"), timeout=30)
-        assert done.returncode == 0, done.stderr
-
-    result = hold_results_then(tmp_path, restart)
+    result = hold_results_then(tmp_path, restart_slurmctld)
     assert sorted(result["workers_after"].values()) == ["node1", "node2"], result
     assert_nothing_left(60)
 
