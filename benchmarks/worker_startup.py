@@ -7,7 +7,10 @@ scheduler (TLS on unless ``--no-tls``), the way one node of a job would start th
   GPU starts them (``one_task_per="gpu"``): G nanny processes and G worker processes;
 - ``node, spawn``: one ``python -m hpcgpu.worker --gpus-per-node G`` with the nannies' worker
   processes started by ``spawn`` (distributed's default);
-- ``node, forkserver``: the same with ``forkserver`` (hpcgpu's default with several GPUs);
+- ``node, forkserver``: the same with Python's ``forkserver`` (a second interpreter imports
+  distributed once for all the node's workers);
+- ``node, forked-server``: the same with the fork server forked from the launcher after its
+  imports (hpcgpu's default with several GPUs: one interpreter start-up per node);
 - ``dask worker``: ``dask worker --nworkers G`` (what dask-jobqueue runs; no GPU pinning).
 
 The CPU time is the sum over the process tree when the G-th worker has connected, which is
@@ -31,7 +34,7 @@ import psutil
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
-DESIGNS = ("task/GPU", "node, spawn", "node, forkserver", "dask worker")
+DESIGNS = ("task/GPU", "node, spawn", "node, forkserver", "node, forked-server", "dask worker")
 
 
 def _commands(design: str, gpus: int, address: str, tls: list[str]) -> list[tuple[list[str], dict]]:
@@ -43,7 +46,7 @@ def _commands(design: str, gpus: int, address: str, tls: list[str]) -> list[tupl
     if design == "dask worker":
         return [([py, "-m", "distributed.cli.dask_worker", address, "--nworkers", str(gpus),
                   "--nthreads", "1", *common], {})]
-    method = "spawn" if design == "node, spawn" else "forkserver"
+    method = design.split(", ")[1]
     return [([py, "-m", "hpcgpu.worker", address, "--name", "w", "--gpus-per-node", str(gpus),
               "--multiprocessing-method", method, *common],
              {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))})]
