@@ -117,7 +117,12 @@ def use_forkserver(method: str | None, nworkers: int, protocol: str | None = Non
         if chosen == "forked-server":
             from hpcgpu.worker.forkedserver import start_forked_server
 
-            start_forked_server(preload)  # None: Python's own server starts instead
+            if start_forked_server(preload) is None:  # Python's own server starts instead
+                import logging
+
+                logging.getLogger("hpcgpu.worker").info(
+                    "fork server: Python's (a thread or a server already runs in the launcher)")
+                chosen = "forkserver"
     return chosen
 
 
