@@ -93,21 +93,3 @@ def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_n
                               and psutil.Process(p).status() != psutil.STATUS_ZOMBIE], 15,
                  interval=0.1, what=f"every process of the killed launcher's tree {tree} to end")
 
-
-def test_a_drain_signal_to_the_launcher_retires_its_forked_workers(tmp_path):
-    """SIGUSR1 (SLURM's --signal before the walltime) reaches the workers forked from the
-    server, not the server: each retires gracefully and the launcher ends cleanly."""
-    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
-            Client(cluster) as client, open(tmp_path / "log", "w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "dr",
-             "--gpus-per-node", "2", "--death-timeout", "30"],
-            env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""), stderr=log)
-        try:
-            client.wait_for_workers(2, timeout=60)
-            proc.send_signal(signal.SIGUSR1)
-            assert proc.wait(30) == 0
-        finally:
-            proc.kill()
-        log.seek(0)
-        assert log.read().count("drain signal: retiring worker") == 2
