@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -131,6 +132,7 @@ def boot(args) -> dict:
     finally:
         for _, _, cluster in clusters.values():
             cluster.close()
+        shutil.rmtree(logs, ignore_errors=True)
     return {key: {"median_from_job_start": statistics.median(r["from_job_start"] for r in values),
                   "median_from_scale": statistics.median(r["from_scale"] for r in values),
                   "n": len(values), "runs": values, "failed": failed.get(key, [])}
@@ -168,15 +170,18 @@ def transfer(args) -> dict:
     out = {}
     for protocol in args.protocols:
         for placement in args.placements:
-            options = dict(QUICK, job_name=f"sxfer-{protocol}", log_directory=tempfile.mkdtemp(dir=args.tmp),
+            logs = tempfile.mkdtemp(prefix="site-xfer-", dir=args.tmp)
+            options = dict(QUICK, job_name=f"sxfer-{protocol}", log_directory=logs,
                            gpus_per_node=1 if placement == "hosts" else 2)
             options.update({"tcp": {"security": False}, "tls": {}, "ucx": {"protocol": "ucx"}}[protocol])
             try:
                 seconds, hosts, a = _transfer_case(options, placement, args)
             except Exception as error:  # a shared site: a fault of someone else's
+                shutil.rmtree(logs, ignore_errors=True)
                 out[f"{protocol} {placement}"] = {"failed": f"{type(error).__name__}: {error}"[:300]}
                 print(f"{protocol} {placement}: failed: {error}", file=sys.stderr, flush=True)
                 continue
+            shutil.rmtree(logs, ignore_errors=True)
             rates = [args.mib / 1024 / s for s in seconds]
             out[f"{protocol} {placement}"] = {"median_gib_s": statistics.median(rates), "n": len(rates),
                                               "gib_s": rates, "hosts": hosts, "address": a.split("://")[0]}
