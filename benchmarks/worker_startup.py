@@ -7,7 +7,10 @@ scheduler (TLS on unless ``--no-tls``), the way one node of a job would start th
   GPU starts them (``one_task_per="gpu"``): G nanny processes and G worker processes;
 - ``node, spawn``: one ``python -m hpcgpu.worker --gpus-per-node G`` with the nannies' worker
   processes started by ``spawn`` (distributed's default);
-- ``node, forkserver``: the same with ``forkserver`` (hpcgpu's default with several GPUs);
+- ``node, forkserver``: the same with Python's ``forkserver`` (a second interpreter imports
+  distributed once for all the node's workers);
+- ``node, forked-server``: the same with the fork server forked from the launcher after its
+  imports (hpcgpu's default with several GPUs: one interpreter start-up per node);
 - ``dask worker``: ``dask worker --nworkers G`` (what dask-jobqueue runs; no GPU pinning).
 
 The CPU time is the sum over the process tree when the G-th worker has connected, which is
@@ -31,20 +34,22 @@ import psutil
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
-DESIGNS = ("task/GPU", "node, spawn", "node, forkserver", "dask worker")
+DESIGNS = ("task/GPU", "node, spawn", "node, forkserver", "node, forked-server", "dask worker")
 
 
-def _commands(design: str, gpus: int, address: str, tls: list[str]) -> list[tuple[list[str], dict]]:
+def _commands(design: str, gpus: int, address: str, tls: list[str],
+              node: int = 0) -> list[tuple[list[str], dict]]:
     py, common = sys.executable, ["--death-timeout", "30", *tls]
+    name = ["--name", f"w{node}"]
     if design == "task/GPU":
-        return [([py, "-m", "hpcgpu.worker", address, "--name", "w", *common],
+        return [([py, "-m", "hpcgpu.worker", address, *name, *common],
                  {"HPCGPU_LOCAL_RANK": str(i), "HPCGPU_NODE_RANK": "0", "CUDA_VISIBLE_DEVICES": str(i)})
                 for i in range(gpus)]
     if design == "dask worker":
         return [([py, "-m", "distributed.cli.dask_worker", address, "--nworkers", str(gpus),
                   "--nthreads", "1", *common], {})]
-    method = "spawn" if design == "node, spawn" else "forkserver"
-    return [([py, "-m", "hpcgpu.worker", address, "--name", "w", "--gpus-per-node", str(gpus),
+    method = design.split(", ")[1]
+    return [([py, "-m", "hpcgpu.worker", address, *name, "--gpus-per-node", str(gpus),
               "--multiprocessing-method", method, *common],
              {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))})]
 
@@ -74,7 +79,7 @@ def _tls_args(security: Security | None, directory: str) -> list[str]:
     return ["--tls-ca-file", paths[0], "--tls-cert", paths[1], "--tls-key", paths[2]]
 
 
-def one_run(design: str, gpus: int, tls: bool) -> dict:
+def one_run(design: str, gpus: int, tls: bool, nodes: int = 1) -> dict:
     """Start one design's workers, wait for all, measure, stop them."""
     security = Security.temporary() if tls else None
     with tempfile.TemporaryDirectory() as directory, LocalCluster(
@@ -84,9 +89,10 @@ def one_run(design: str, gpus: int, tls: bool) -> dict:
         start = time.perf_counter()
         procs = [subprocess.Popen(argv, env=dict(os.environ, SLURM_JOB_ID="", **env),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for argv, env in _commands(design, gpus, cluster.scheduler_address, args)]
+                 for node in range(nodes)
+                 for argv, env in _commands(design, gpus, cluster.scheduler_address, args, node)]
         try:
-            client.wait_for_workers(gpus, timeout=120)
+            client.wait_for_workers(gpus * nodes, timeout=120)
             wall = time.perf_counter() - start
             cpu, processes = _tree_cpu([p.pid for p in procs])
             visible = sorted(map(str, client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")).values()))
@@ -102,13 +108,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=1,
+                        help="start this many nodes' processes at once (one machine: their CPU is shared)")
+    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=DESIGNS)
     parser.add_argument("--no-tls", action="store_true")
     args = parser.parse_args()
-    results: dict[str, list[dict]] = {d: [] for d in DESIGNS}
+    results: dict[str, list[dict]] = {d: [] for d in args.designs}
     for _ in range(args.runs):
-        for design in DESIGNS:  # take turns, so that the machine's load falls on all alike
-            results[design].append(one_run(design, args.gpus, not args.no_tls))
-    print(f"G={args.gpus}, TLS {'off' if args.no_tls else 'on'}, {args.runs} runs, "
+        for design in args.designs:  # take turns, so that the machine's load falls on all alike
+            results[design].append(one_run(design, args.gpus, not args.no_tls, args.nodes))
+    print(f"G={args.gpus} x {args.nodes} node(s), TLS {'off' if args.no_tls else 'on'}, {args.runs} runs, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     print("| design | processes | CPU s, median (runs) | wall s, median | CUDA_VISIBLE_DEVICES |")
     print("| --- | --- | --- | --- | --- |")

@@ -35,7 +35,13 @@ def site():
     if platform.system() != "Linux" or os.geteuid() != 0:
         pytest.skip("the site in a box needs root on Linux (scripts/setup-site)")
     built_here = not (SITE / "compute-hosts").exists()
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "setup-site")], capture_output=True,
+    # a site that is there keeps its size: setup-site rebuilds one of another size, which
+    # kills every process on its hosts (a soak's or a benchmark's on a 4-host site)
+    try:
+        hosts = ["--compute-hosts", str(max(2, int((SITE / "compute-hosts").read_text())))]
+    except (OSError, ValueError):  # none, or one being built
+        hosts = []
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "setup-site"), *hosts], capture_output=True,
                           text=True, timeout=180, check=False)
     if done.returncode != 0:
         reason = f"scripts/setup-site failed:\n{done.stderr[-3000:]}"

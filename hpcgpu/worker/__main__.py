@@ -166,10 +166,11 @@ _GPU_COUNT = _GPUCount()
                    "(all: one per GPU in CUDA_VISIBLE_DEVICES).")
 @gpu_flags
 @click.option("--multiprocessing-method", default=None,
-              type=click.Choice(["forkserver", "spawn", "fork"]),
-              help="How nannies start worker processes. Default: forkserver (distributed "
-                   "imported once per node) with several GPUs, else a method set in dask's "
-                   "config, else spawn.")
+              type=click.Choice(["forked-server", "forkserver", "spawn", "fork"]),
+              help="How nannies start worker processes. Default: a method set in dask's "
+                   "config; else with several GPUs forked-server (worker processes forked "
+                   "from a server forked from this process: one start-up per node; "
+                   "forkserver, Python's own server, with UCX); else spawn.")
 @click.pass_context
 def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing_method,
          walltime, retire_before, lifetime_stagger, **options) -> None:
@@ -211,7 +212,8 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
         name, nworkers = use_pinned_nannies(places), len(places)
     gpu_workers = nworkers if gpus_per_node is not None else gpu_workers_on_host(os.environ)
     options["memory_limit"] = host_memory_limit(options["memory_limit"], gpu_workers)
-    use_forkserver(multiprocessing_method, nworkers)
+    use_forkserver(multiprocessing_method, nworkers,
+                   options["protocol"] or (scheduler or "").split("://")[0])
     from distributed.cli import dask_worker as cli
     from distributed.cli.dask_worker import main as dask_worker
 

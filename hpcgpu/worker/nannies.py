@@ -7,8 +7,9 @@ class it builds them from is swapped for one that adds each worker's GPU to that
 ``env``: the nanny sets it in its worker process before the worker (and CUDA) starts, and
 sets it again in every process it restarts.
 
-The nannies start their worker processes from a fork server (:func:`use_forkserver`) that
-imports distributed once per node, instead of a fresh interpreter importing it per GPU.
+The nannies start their worker processes from a fork server (:func:`use_forkserver`) forked
+from this process after its imports: one interpreter start-up per node, instead of a fresh
+interpreter importing distributed per GPU.
 """
 
 from __future__ import annotations
@@ -83,30 +84,45 @@ def use_pinned_nannies(placements: list[Placement]) -> str:
     return placements[0].name.rsplit("-", 1)[0]
 
 
-def use_forkserver(method: str | None, nworkers: int) -> str:
+def use_forkserver(method: str | None, nworkers: int, protocol: str | None = None) -> str:
     """Choose how the nannies start worker processes; returns the method in use.
 
     ``method`` (the entry point's option) wins; then a method set in dask's configuration
     (``distributed.worker.multiprocessing-method``) other than distributed's default
-    ``spawn``; then ``forkserver`` when this process starts several workers. With
-    ``forkserver`` each worker process is forked from a server process that imported
-    :data:`FORKSERVER_PRELOAD` once, instead of being a new interpreter that imports them
-    all again: on a node with G GPUs that is one import of distributed instead of G.
+    ``spawn``; then, when this process starts several workers, ``forked-server``: a fork
+    server forked from this process once it has imported :data:`FORKSERVER_PRELOAD`
+    (:mod:`hpcgpu.worker.forkedserver`), so a node pays one interpreter start-up and one
+    import of distributed for all its GPUs; ``forkserver`` (Python's server, a second
+    interpreter that imports them again) with UCX, whose library this process may have
+    loaded. Call it before any thread or listener exists in this process.
     """
     import multiprocessing
 
     import dask
     import distributed.utils
 
+    from hpcgpu.network import UCX_PROTOCOLS
+
     configured = dask.config.get("distributed.worker.multiprocessing-method")
-    chosen = method or (configured if configured != "spawn" else
-                        "forkserver" if nworkers > 1 else "spawn")
-    dask.config.set({"distributed.worker.multiprocessing-method": chosen})
-    if chosen == "forkserver":
+    ucx = (protocol or "").lower() in UCX_PROTOCOLS
+    chosen = method or (configured if configured != "spawn" else "spawn" if nworkers < 2
+                        else "forkserver" if ucx else "forked-server")
+    context = "forkserver" if chosen == "forked-server" else chosen
+    dask.config.set({"distributed.worker.multiprocessing-method": context})
+    if context == "forkserver":
         # find_spec, not import: distributed's own check imports pandas into this process
         preload = [m for m in FORKSERVER_PRELOAD if importlib.util.find_spec(m) is not None]
         multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
         distributed.utils._forkserver_preload_set = True  # keep this list, not distributed's
+        if chosen == "forked-server":
+            from hpcgpu.worker.forkedserver import start_forked_server
+
+            if start_forked_server(preload) is None:  # Python's own server starts instead
+                import logging
+
+                logging.getLogger("hpcgpu.worker").info(
+                    "fork server: Python's (a thread or a server already runs in the launcher)")
+                chosen = "forkserver"
     return chosen
 
 

@@ -122,16 +122,18 @@ def forward_drain_to_children() -> None:
     """In the nanny process (the task the launcher started): pass drain signals on to the
     worker processes it spawned, and do not die of them."""
     def forward(signum: int, _frame: Any) -> None:
+        from multiprocessing import forkserver
+
         import psutil
 
-        me = os.getpid()
+        # spawned workers run spawn_main; forked ones are children of the fork server
+        # (Python's, or the one forked from this process, whose command line is this
+        # one's); neither the server nor the resource tracker may get the signal
+        server = forkserver._forkserver._forkserver_pid
         for child in psutil.Process().children(recursive=True):
             try:
-                command = " ".join(child.cmdline())
-                # spawned workers run spawn_main; forked ones are children of the fork
-                # server (which, like the resource tracker, must not get the signal)
-                forked = "forkserver" in command and child.ppid() != me
-                if "spawn_main" in command or forked:
+                if (server is not None and child.ppid() == server) or \
+                        "spawn_main" in " ".join(child.cmdline()):
                     child.send_signal(signum)
             except psutil.Error:
                 pass

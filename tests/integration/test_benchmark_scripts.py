@@ -52,7 +52,7 @@ def test_bench_script_runs_a_sweep(tmp_path):
 
 def test_worker_startup_times_every_design():
     done = run("benchmarks/worker_startup.py", "--gpus", "1", "--runs", "1", "--no-tls")
-    for design in ("task/GPU", "node, spawn", "node, forkserver", "dask worker"):
+    for design in ("task/GPU", "node, spawn", "node, forkserver", "node, forked-server", "dask worker"):
         assert f"| {design} |" in done.stdout, done.stdout
 
 

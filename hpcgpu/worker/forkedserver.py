@@ -1,0 +1,63 @@
+"""A fork server forked from the launcher: one interpreter start-up per host.
+
+Python's fork server (``multiprocessing`` method ``forkserver``) is a fresh interpreter that
+imports its preload list again: with the launcher that makes two start-ups per host, each
+paying for distributed, numpy and hpcgpu's worker modules. Here the launcher imports them
+once, then forks the server itself before it starts a thread, a socket or an event loop,
+and hands it to ``multiprocessing`` as its fork server. The worker processes are forked
+from it as from Python's: they receive only the file descriptors they are sent, their
+nanny's environment (``CUDA_VISIBLE_DEVICES`` set before anything can touch CUDA), and the
+server exits when the launcher does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import threading
+
+__all__ = ["start_forked_server"]
+
+
+def start_forked_server(preload: list[str]) -> int | None:
+    """Import ``preload`` here, fork the fork server from this process and register it;
+    returns its pid, or None (Python's own server will start) where forking is unsafe: a
+    thread is running, or a server already runs.
+
+    The server inherits this process as it is now: call it before any thread, listener or
+    CUDA context exists (the launcher's start, never a worker's).
+    """
+    from multiprocessing import forkserver, resource_tracker, util
+    from multiprocessing.connection import arbitrary_address
+
+    server = forkserver._forkserver
+    if server._forkserver_pid is not None or threading.active_count() > 1:
+        return None
+    for name in preload:
+        importlib.import_module(name)
+    resource_tracker.ensure_running()  # as ForkServer.ensure_running: before the server
+    listener = socket.socket(socket.AF_UNIX)
+    address = arbitrary_address("AF_UNIX")
+    listener.bind(address)
+    if not util.is_abstract_socket_namespace(address):
+        os.chmod(address, 0o600)
+    listener.listen()
+    alive_r, alive_w = os.pipe()  # the server exits when this process's end closes
+    pid = os.fork()
+    if pid == 0:  # the server: it never returns into the launcher's code
+        code = 0
+        try:
+            os.close(alive_w)
+            forkserver.main(listener.detach(), alive_r, preload=[])
+        except SystemExit:
+            pass
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    listener.close()
+    os.close(alive_r)
+    server._forkserver_address, server._forkserver_alive_fd = address, alive_w
+    server._forkserver_pid = pid
+    return pid

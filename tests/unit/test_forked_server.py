@@ -1,0 +1,95 @@
+"""The fork server forked from the launcher (hpcgpu.worker.forkedserver): one start-up per host,
+with the guarantees of Python's own fork server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+from distributed import Client, LocalCluster
+from distributed.security import Security
+
+from conftest import wait_for
+
+PROBE = r"""
+import json, multiprocessing, os, socket
+import json as marked
+from hpcgpu.worker.forkedserver import start_forked_server
+
+def report(queue, late):
+    held = late in {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                    if os.path.exists(f"/proc/self/fd/{fd}")}
+    queue.put({"ppid": os.getppid(), "mark": getattr(__import__("json"), "MARK", None),
+               "late_fd_held": held, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")})
+
+marked.MARK = "imported once, in the launcher"
+server = start_forked_server(["json"])
+late = socket.socket()  # opened after the server: no worker may hold it
+late.bind(("127.0.0.1", 0))
+ctx = multiprocessing.get_context("forkserver")
+queue = ctx.Queue()
+os.environ["CUDA_VISIBLE_DEVICES"] = "7"
+child = ctx.Process(target=report, args=(queue, os.readlink(f"/proc/self/fd/{late.fileno()}")))
+child.start()
+got = queue.get(timeout=30)
+child.join(30)
+again = start_forked_server(["json"])
+print(json.dumps({"server": server, "again": again, "me": os.getpid(), **got}), flush=True)
+"""
+
+
+def test_workers_fork_from_a_server_forked_from_the_launcher_and_it_ends_with_it():
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    # as from Python's server: the server's environment; a nanny passes each worker its GPU
+    assert out["gpu"] is None
+    assert out["ppid"] == out["server"] != out["me"]  # the child's parent: the forked server
+    assert out["mark"] == "imported once, in the launcher"  # inherited, not imported again
+    assert out["late_fd_held"] is False, out  # only the descriptors it is sent
+    assert out["again"] is None  # never a second server
+    # the launcher has exited: its server goes with it
+    wait_for(lambda: not psutil.pid_exists(out["server"]) or psutil.Process(out["server"]).status()
+             == psutil.STATUS_ZOMBIE, 10, interval=0.05, what="the forked server to exit")
+
+
+def _tls_args(security: Security, directory) -> list[str]:
+    paths = []
+    for name, text in (("ca", security.tls_ca_file), ("cert", security.tls_worker_cert),
+                       ("key", security.tls_worker_key)):
+        (directory / name).write_text(text)
+        paths.append(str(directory / name))
+    return ["--tls-ca-file", paths[0], "--tls-cert", paths[1], "--tls-key", paths[2]]
+
+
+def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_nothing(tmp_path):
+    """The default with several GPUs, TLS on: workers pinned, children of the server that the
+    launcher forked; SIGKILL of the launcher (the job's end at its hardest) ends them all."""
+    security = Security.temporary()
+    with LocalCluster(n_workers=0, processes=False, protocol="tls", security=security,
+                      dashboard_address=None) as cluster, Client(cluster, security=security) as client:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "fs",
+             "--gpus-per-node", "2", "--death-timeout", "30", *_tls_args(security, tmp_path)],
+            env=dict(os.environ, CUDA_VISIBLE_DEVICES="4,5", SLURM_JOB_ID=""))
+        try:
+            client.wait_for_workers(2, timeout=60)
+            seen = client.run(lambda: (os.environ["CUDA_VISIBLE_DEVICES"], os.getppid()))
+            assert sorted(gpu for gpu, _ in seen.values()) == ["4", "5"]
+            (server,) = {parent for _, parent in seen.values()}
+            assert psutil.Process(server).ppid() == proc.pid
+            # forked from the launcher (its command line), not Python's server (`-c ...forkserver...`)
+            assert psutil.Process(server).cmdline() == psutil.Process(proc.pid).cmdline()
+            assert all(a.startswith("tls://") for a in seen)
+            tree = [proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))]
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+        wait_for(lambda: not [p for p in tree if psutil.pid_exists(p)
+                              and psutil.Process(p).status() != psutil.STATUS_ZOMBIE], 15,
+                 interval=0.1, what=f"every process of the killed launcher's tree {tree} to end")
+
