@@ -5,8 +5,9 @@ workers' listening ports (to gather results, run functions, stop them through th
 nannies), while each worker's own connection to the scheduler carries everything else. A
 login node (or a firewall between) that drops those connections lets the workers join and
 compute, then Dask's gather times out after 30 s per connection. So each new worker's and
-nanny's address is connected to once, with the cluster's credentials (a complete
-handshake: nothing for the worker to log); one that does not answer within
+nanny's address is connected to once (a TCP connection, then the TLS handshake with the
+cluster's credentials where the address is ``tls://``: no failed handshake for the worker
+to log); one that does not accept the connection within
 :data:`PROBE_TIMEOUT` s becomes a message naming this host, the address, the port range to
 open and the option that sets it (docs/sites.md). ``wait_for_workers`` counts a worker once
 it answered, and raises with the messages.
@@ -25,7 +26,7 @@ __all__ = ["PROBE_TIMEOUT", "ReachBack", "port_ranges", "reach_problem"]
 logger = logging.getLogger("hpcgpu.cluster")
 
 #: seconds a worker's port has to answer the scheduler's host
-PROBE_TIMEOUT = 5.0
+PROBE_TIMEOUT = 3.0
 _OPTIONS = {"--worker-port": "worker", "--nanny-port": "nanny"}
 RANDOM_FIX = ("the workers listen on random ports: fix them with worker_extra_args=['--worker-port', "
               "'9000:9100', '--nanny-port', '9100:9200'] (a range each: several workers share a node) "
@@ -68,15 +69,13 @@ def reach_problem(error: BaseException, host: str, what: str, address: str,
 
     Examples
     --------
-    >>> dropped = OSError("Timed out"); dropped.__cause__ = TimeoutError()
-    >>> print(reach_problem(dropped, "login", "worker 'w-0'", "tls://10.78.0.11:9000",
+    >>> print(reach_problem(TimeoutError(), "login", "worker 'w-0'", "tls://10.78.0.11:9000",
     ...                     {"worker": "9000-9100"}))  # doctest: +NORMALIZE_WHITESPACE
-    host login got no answer from worker 'w-0' at tls://10.78.0.11:9000 within 5 s (packets
+    host login got no answer from worker 'w-0' at tls://10.78.0.11:9000 within 3 s (packets
     dropped, as a firewall does): the scheduler and client connect to the workers' ports; open
     TCP ports 9000-9100 (--worker-port) from host login to the compute hosts, or choose ranges
     its firewall allows with worker_extra_args=['--worker-port', 'A:B', '--nanny-port', 'C:D']
-    >>> refused = OSError("Timed out"); refused.__cause__ = ConnectionRefusedError()
-    >>> reach_problem(refused, "login", "worker 'w-0'", "tls://10.78.0.11:9000", {}) is None
+    >>> reach_problem(ConnectionRefusedError(), "login", "worker 'w-0'", "tls://10.78.0.11:9000", {}) is None
     True
     """
     causes = []
@@ -95,14 +94,32 @@ def reach_problem(error: BaseException, host: str, what: str, address: str,
 
 
 async def _answers(address: str, connection_args: dict, timeout: float) -> BaseException | None:
-    from distributed.comm import connect
+    """None when ``address`` accepts a TCP connection within ``timeout`` s, else the error.
 
-    try:  # the handshake after the connection has no timeout of its own
-        comm = await asyncio.wait_for(connect(address, timeout=timeout, **connection_args),
-                                      timeout + 1)
-    except (OSError, asyncio.TimeoutError) as error:
+    The connection is the kernel's answer, not the worker's event loop's (a worker busy with
+    a task still answers). A TLS address then gets a complete TLS handshake before the
+    close, so the worker logs no failed handshake (only, at INFO, a connection closed before
+    Dask's own handshake)."""
+    from distributed.comm import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    host, port = parse_host_port(location)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except OSError as error:  # TimeoutError included
         return error
-    await comm.close()
+    try:
+        context = connection_args.get("ssl_context")
+        if scheme == "tls" and context is not None:
+            await asyncio.wait_for(writer.start_tls(context), timeout)
+    except (OSError, ValueError):  # reached: TLS trouble is Dask's to report, in its words
+        pass
+    finally:
+        writer.close()
+        try:
+            await asyncio.wait_for(writer.wait_closed(), timeout)
+        except (OSError, ValueError):  # TimeoutError included: nothing more to learn
+            pass
     return None
 
 

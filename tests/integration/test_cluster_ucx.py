@@ -14,7 +14,6 @@ import pytest
 from distributed import Client
 
 from cluster_helpers import FAST
-from conftest import ROOT
 from hpcgpu import SLURMCluster
 from hpcgpu.network import ucx_unavailable_reason
 

@@ -31,17 +31,14 @@ def test_port_ranges_ignore_a_dangling_option():
 
 
 def test_random_ports_get_the_option_and_a_range_to_open():
-    dropped = OSError("Timed out")
-    dropped.__cause__ = TimeoutError()
-    message = reach_problem(dropped, "login", "worker 'w'", "tcp://10.78.0.11:41234", {})
+    message = reach_problem(TimeoutError(), "login", "worker 'w'", "tcp://10.78.0.11:41234", {})
     assert "the workers listen on random ports: fix them with worker_extra_args=['--worker-port', " \
            "'9000:9100', '--nanny-port', '9100:9200']" in message
     assert message.endswith("open those ranges from host login to the compute hosts")
 
 
 def test_an_unroutable_worker_address_names_the_interface_fix():
-    error = OSError("Timed out")
-    error.__cause__ = OSError(errno.ENETUNREACH, "Network is unreachable")
+    error = OSError(errno.ENETUNREACH, "Network is unreachable")
     message = reach_problem(error, "login", "worker 'w'", "tcp://10.79.0.11:9000", {})
     assert message.startswith("host login cannot reach worker 'w' at tcp://10.79.0.11:9000 "
                               "(Network is unreachable): the workers listen on a network")
@@ -71,25 +68,31 @@ def test_a_worker_that_answers_counts_and_one_gone_is_no_problem():
     assert reach.answered(gone) and reach.problems == [] and not reach.failed
 
 
-def test_a_port_that_accepts_nothing_in_time_is_named():
-    # a TLS address whose listener never answers the handshake: no answer within the timeout
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen(8)
-        address = f"tls://127.0.0.1:{silent.getsockname()[1]}"
-        import ssl
-
-        context = ssl.create_default_context()
-        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-        reach = ReachBack(lambda: {"ssl_context": context}, lambda info: ("worker 'w-0'",
-                          {"worker": "9000-9100"}), timeout=0.5)
+def test_a_port_whose_connections_are_dropped_is_named():
+    # a listener whose backlog is full: the kernel drops further SYNs, as a firewall does
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        fillers = []
+        for _ in range(4):  # fill the backlog (its size is 0 or 1 depending on the kernel)
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        address = f"tcp://127.0.0.1:{port}"
+        reach = ReachBack(dict, lambda info: ("worker 'w-0'", {"worker": "9000-9100"}), timeout=0.5)
 
         async def run():
             reach.watch({address: {"name": "w-0", "nanny": None}})
             while reach._tasks:
                 await asyncio.sleep(0.02)
-        asyncio.run(run())
-    assert reach.failed == {address}
+        try:
+            asyncio.run(run())
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert reach.failed == {address} and not reach.answered(address)
     [message] = reach.problems
     assert message.startswith(f"host {socket.gethostname()} got no answer from worker 'w-0' at "
                               f"{address} within 0.5 s (packets dropped, as a firewall does)")
