@@ -3,7 +3,7 @@
 
 MODE ``pools``: one array of two GPU jobs and a CPU pool's job, annotated tasks on each
 pool; ``adapt``: an adaptive cluster from no job, grown by pending tasks and shrunk back
-when they are done. The last line of output is JSON: where each task ran (host and the
+when they are done; ``firewall``: the error ``wait_for_workers`` raises, and when. The last line of output is JSON: where each task ran (host and the
 worker's address), the jobs, the results.
 """
 
@@ -76,8 +76,25 @@ def adapt(cluster):
     return {**out, "grown": grown, "states": sorted({job.state for job in cluster.jobs}), "times": times}
 
 
+def firewall(cluster):
+    """The error of wait_for_workers, how long after scale() and after the first worker joined."""
+    start = time.monotonic()
+    cluster.scale(jobs=2)
+    try:
+        cluster.wait_for_workers(2, timeout=90)
+    except Exception as error:
+        now, wall = time.monotonic(), time.time()
+        joined = [t for events in cluster.scheduler.get_events().values() for t, msg in events
+                  if isinstance(msg, dict) and msg.get("action") == "add-worker"]
+        return {"error": f"{type(error).__name__}: {error}", "seconds": now - start,
+                "after_join": wall - min(joined) if joined else None}
+    return {"connected": True}
+
+
 if __name__ == "__main__":
     mode, options = sys.argv[1], json.loads(sys.argv[2])
     with SLURMCluster(**options) as cluster:
-        out = (pools if mode == "pools" else adapt)(cluster)
+        out = {"pools": pools, "adapt": adapt, "firewall": firewall}[mode](cluster)
+        closing = time.monotonic()
+    out["close_seconds"] = time.monotonic() - closing
     print(json.dumps(out), flush=True)
