@@ -147,11 +147,15 @@ class ReachBack:
 
     def watch(self, workers: dict[str, dict]) -> None:
         """Probe the workers just added (address -> the scheduler's info on it)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on the cluster's loop (a test's direct call): nothing to run on
+            loop = None
         for address, info in workers.items():
-            if not address.startswith(("tcp://", "tls://")):  # UCX and inproc: not checked
+            if loop is None or not address.startswith(("tcp://", "tls://")):  # UCX, inproc: not checked
                 self._answered.add(address)
                 continue
-            task = asyncio.ensure_future(self._probe(address, info))
+            task = loop.create_task(self._probe(address, info))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

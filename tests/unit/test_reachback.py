@@ -118,3 +118,9 @@ def test_wait_for_workers_raises_the_reach_problems_and_counts_answered_workers(
     with pytest.raises(NetworkCheckError, match="1 worker.s. connected but cannot be reached from "
                                                 "this host:\nhost login got no answer"):
         asyncio.run(wait_for_workers(1, 1, workers=workers, fleet=fleet, failures=[], reach=reach))
+
+
+def test_workers_added_outside_a_running_loop_are_not_held_back():
+    reach = ReachBack(dict, lambda info: ("w", {}))
+    reach.watch({"tcp://10.0.0.1:9000": {"name": "w"}})
+    assert reach.answered("tcp://10.0.0.1:9000") and not reach.problems
