@@ -57,11 +57,11 @@ APP = Path(__file__).with_name("site_app.py")
 
 
 def run_on_login(tmp_path: Path, mode: str, options: dict, timeout: float = 150,
-                 env: dict | None = None) -> dict:
-    """Run tests/site_app.py on the login host (``mode`` and the cluster's ``options``); the
-    JSON of its last output line (its whole output is in the assertion message otherwise)."""
+                 env: dict | None = None, app: Path = APP) -> dict:
+    """Run ``app`` (tests/site_app.py) on the login host (``mode`` and the cluster's ``options``);
+    the JSON of its last output line (its whole output is in the assertion message otherwise)."""
     options = {**FAST, "log_directory": str(tmp_path / "logs"), **options}
-    done = on_host("login", PYTHON, str(APP), mode, json.dumps(options), timeout=timeout, cwd=tmp_path,
+    done = on_host("login", PYTHON, str(app), mode, json.dumps(options), timeout=timeout, cwd=tmp_path,
                    env={**os.environ, **(env or {})})
     lines = done.stdout.strip().splitlines()
     try:
@@ -85,3 +85,19 @@ def assert_nothing_left(timeout: float = 30) -> None:
 
 def elapsed_since(start: float) -> float:
     return time.monotonic() - start
+
+
+def job_finished(job_id: str) -> tuple[str, str] | None:
+    """(state, exit code) of a site job once it has ended, else None."""
+    import re
+
+    text = on_host("login", "scontrol", "show", "job", job_id, timeout=30).stdout
+    state, code = re.search(r"JobState=(\S+)", text), re.search(r"\bExitCode=(\S+)", text)
+    if state and state.group(1) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+        return state.group(1), code.group(1)
+    return None
+
+
+def job_logs(directory: Path, job_id: str) -> str:
+    """The tails of a site job's output files (``%j.*`` in ``directory``)."""
+    return "".join(p.read_text()[-3000:] for p in sorted(directory.glob(f"{job_id}.*")))

@@ -37,6 +37,7 @@ from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.pools import DEFAULT_POOL
 from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
 from hpcgpu.cluster.progress import wait_for_workers
+from hpcgpu.cluster.reachback import ReachBack, port_ranges
 from hpcgpu.cluster.scheduler_job import worker_address
 from hpcgpu.cluster.shutdown import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.submitter import JobSubmitter
@@ -60,6 +61,9 @@ class BatchCluster(JobQueueCluster):
         Whether and how new jobs are submitted as arrays.
     private_directory : PrivateDirectory
         Where the workers' credentials are written (removed when the cluster ends).
+    reach_back : bool
+        Whether the scheduler runs in this process, so that each new worker's ports must
+        answer from here (:class:`~hpcgpu.cluster.reachback.ReachBack`).
     poll_interval, max_failed_jobs
         As :class:`~hpcgpu.cluster.GPUCluster`'s (default: the ``hpcgpu`` configuration).
     **kwargs
@@ -68,7 +72,8 @@ class BatchCluster(JobQueueCluster):
 
     def __init__(self, *, job_dialect: Any, network: Any, arrays: ArraySettings,
                  private_directory: PrivateDirectory, poll_interval: Any = None,
-                 max_failed_jobs: int | None = None, **kwargs: Any) -> None:
+                 max_failed_jobs: int | None = None, reach_back: bool = True,
+                 **kwargs: Any) -> None:
         self._dialect = dialect = job_dialect
         self.network = network
         #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
@@ -88,6 +93,8 @@ class BatchCluster(JobQueueCluster):
             retire=self._retire_workers, adopt=self._adopt)
         #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
         self.job_key = self.fleet.job_key
+        #: The workers' ports as this host reaches them (None: the scheduler is elsewhere).
+        self.reach = ReachBack(self._client_connection_args, self._describe_worker) if reach_back else None
         super().__init__(**kwargs)
         # The fleet's desired and started jobs are the dicts SpecCluster reconciles.
         self.fleet.spec, self.fleet.jobs = self.worker_spec, self.workers
@@ -206,7 +213,23 @@ class BatchCluster(JobQueueCluster):
             out.setdefault(self.job_key(info["name"]), set()).add(str(info["name"]))
         return out
 
+    def _client_connection_args(self) -> dict:
+        return self.security.get_connection_args("client") if self.security else {}
+
+    def _describe_worker(self, info: dict) -> tuple[str, dict]:
+        """A worker's words in messages (its name, job and node) and its pool's port ranges."""
+        name = str(info.get("name"))
+        record = self.fleet.records.get(self.job_key(name))
+        where = ""
+        if record is not None and record.job_id:
+            where = f" (job {record.job_id}{' on ' + record.nodes[0] if len(record.nodes) == 1 else ''})"
+        pool = self.fleet.pools.get(self.fleet.worker_pool(name))
+        extra = pool.spec["options"].get("worker_extra_args") or () if pool is not None else ()
+        return f"worker {name!r}{where}", port_ranges(extra)
+
     def _update_worker_status(self, op, msg):
+        if op == "add" and self.reach is not None:
+            self.reach.watch(dict(msg.get("workers", {})))
         super()._update_worker_status(op, msg)
         self.fleet.refresh(self.connected_by_job())
 
@@ -233,7 +256,7 @@ class BatchCluster(JobQueueCluster):
             return self.scheduler_info["workers"]
 
         await wait_for_workers(wanted, timeout, workers=workers, fleet=self.fleet,
-                               failures=self.failures, pool=pool)
+                               failures=self.failures, pool=pool, reach=self.reach)
 
     def _repr_html_(self, cluster_status=None):
         return super()._repr_html_(cluster_status) + html_table(self.jobs)

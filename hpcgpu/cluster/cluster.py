@@ -141,7 +141,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
             job_dialect=setup.dialect, network=net, arrays=arrays, poll_interval=poll_interval,
-            max_failed_jobs=max_failed_jobs,
+            max_failed_jobs=max_failed_jobs, reach_back=not setup.scheduler_in_job,
             private_directory=PrivateDirectory.of(self, setup, name or f"{kind}-cluster"),
             n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else GPUJob,
             loop=loop, security=security, asynchronous=asynchronous,

@@ -12,25 +12,34 @@ import time
 from typing import Any, Awaitable, Callable
 
 from hpcgpu.cluster.job_table import JobInfo, format_table, table_columns, table_rows
+from hpcgpu.worker.reach import NetworkCheckError
 
 __all__ = ["wait_for_workers"]
 
 
 async def wait_for_workers(wanted: int, timeout: float | None, *,
                            workers: Callable[[], Awaitable[dict]], fleet: Any,
-                           failures: list[str], pool: str | None = None) -> None:
+                           failures: list[str], pool: str | None = None,
+                           reach: Any = None) -> None:
     """Until ``wanted`` workers (of ``pool``, or of every pool) run.
 
     ``workers()``: the scheduler's workers now (address -> info), the fleet's records
     refreshed; ``fleet``: the jobs planned and their table; ``failures``: the reports of
     jobs that ended before their workers connected (the wait then fails early, once the
-    spec no longer plans enough workers).
+    spec no longer plans enough workers); ``reach``: the workers' ports as this host reaches
+    them (:class:`~hpcgpu.cluster.reachback.ReachBack`): a worker counts once it answered,
+    and one that cannot answer fails the wait.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     show = _Progress(wanted)
     try:
         while True:
-            count = sum(w.get("status") == "running" for w in (await workers()).values()
+            if reach is not None and reach.problems:
+                raise NetworkCheckError(
+                    f"{len(reach.problems)} worker(s) connected but cannot be reached from this "
+                    "host:\n" + "\n".join(reach.problems))
+            count = sum(w.get("status") == "running" and (reach is None or reach.answered(a))
+                        for a, w in (await workers()).items()
                         if pool is None or fleet.worker_pool(str(w["name"])) == pool)
             show.update(count, fleet.table())
             if count >= wanted:

@@ -164,8 +164,10 @@ async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
     workers = identity.get("workers", {})
     if not workers:
         return
-    nannies = [a for a, w in workers.items() if w.get("nanny")]
-    alone = [a for a, w in workers.items() if not w.get("nanny")]  # --no-nanny
+    # --no-nanny, or a nanny this host cannot reach (hpcgpu.cluster.reachback): the scheduler closes it
+    failed = cluster.reach.failed if getattr(cluster, "reach", None) is not None else set()
+    nannies = [a for a, w in workers.items() if w.get("nanny") and a not in failed]
+    alone = [a for a in workers if a not in nannies]
     if nannies:
         args = cluster.security.get_connection_args("client") if cluster.security else {}
         await stop_through_nannies([workers[a]["nanny"] for a in nannies], args)

@@ -1,0 +1,126 @@
+"""The scheduler's host connecting back to each new worker (hpcgpu.cluster.reachback), on
+loopback: a worker that answers counts, one gone (refused) is no problem, one whose port
+accepts nothing in time is named with the ports to open; wait_for_workers raises with it."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hpcgpu.cluster.progress import wait_for_workers
+from hpcgpu.cluster.reachback import ReachBack, port_ranges, reach_problem
+from hpcgpu.worker.reach import NetworkCheckError
+
+ports = st.integers(1024, 65535)
+
+
+@given(ports, ports, ports, st.booleans())
+def test_port_ranges_read_both_spellings(a, b, c, equals):
+    args = [f"--worker-port={a}:{b}"] if equals else ["--worker-port", f"{a}:{b}"]
+    args += ["--nthreads", "2", "--nanny-port", str(c)]
+    assert port_ranges(args) == {"worker": f"{a}-{b}", "nanny": str(c)}
+
+
+def test_port_ranges_ignore_a_dangling_option():
+    assert port_ranges(["--worker-port"]) == {}
+
+
+def test_random_ports_get_the_option_and_a_range_to_open():
+    message = reach_problem(TimeoutError(), "login", "worker 'w'", "tcp://10.78.0.11:41234", {})
+    assert "the workers listen on random ports: fix them with worker_extra_args=['--worker-port', " \
+           "'9000:9100', '--nanny-port', '9100:9200']" in message
+    assert message.endswith("open those ranges from host login to the compute hosts")
+
+
+def test_an_unroutable_worker_address_names_the_interface_fix():
+    error = OSError(errno.ENETUNREACH, "Network is unreachable")
+    message = reach_problem(error, "login", "worker 'w'", "tcp://10.79.0.11:9000", {})
+    assert message.startswith("host login cannot reach worker 'w' at tcp://10.79.0.11:9000 "
+                              "(Network is unreachable): the workers listen on a network")
+    assert "interface='ib0'" in message
+
+
+def test_a_worker_that_answers_counts_and_one_gone_is_no_problem():
+    # a live distributed listener (the handshake completes), and a port nobody listens on
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        gone = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+
+    async def both():
+        from distributed import Scheduler
+
+        async with Scheduler(dashboard_address=":0", host="127.0.0.1") as scheduler:
+            reach = ReachBack(dict, lambda info: ("w", {}), timeout=0.5)
+            reach.watch({scheduler.address: {"name": "a"}, gone: {"name": "b"},
+                         "ucx://10.0.0.1:1": {"name": "c"}})
+            while reach._tasks:
+                await asyncio.sleep(0.02)
+            return reach, scheduler.address
+
+    reach, live = asyncio.run(both())
+    assert reach.answered(live) and reach.answered("ucx://10.0.0.1:1")
+    # refused: a worker closing (the scheduler drops it itself), not a firewall
+    assert reach.answered(gone) and reach.problems == [] and not reach.failed
+
+
+def test_a_port_whose_connections_are_dropped_is_named():
+    # a listener whose backlog is full: the kernel drops further SYNs, as a firewall does
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        fillers = []
+        for _ in range(4):  # fill the backlog (its size is 0 or 1 depending on the kernel)
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        address = f"tcp://127.0.0.1:{port}"
+        reach = ReachBack(dict, lambda info: ("worker 'w-0'", {"worker": "9000-9100"}), timeout=0.5)
+
+        async def run():
+            reach.watch({address: {"name": "w-0", "nanny": None}})
+            while reach._tasks:
+                await asyncio.sleep(0.02)
+        try:
+            asyncio.run(run())
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert reach.failed == {address} and not reach.answered(address)
+    [message] = reach.problems
+    assert message.startswith(f"host {socket.gethostname()} got no answer from worker 'w-0' at "
+                              f"{address} within 0.5 s (packets dropped, as a firewall does)")
+    assert "open TCP ports 9000-9100 (--worker-port)" in message
+
+
+def test_wait_for_workers_raises_the_reach_problems_and_counts_answered_workers():
+    from types import SimpleNamespace
+
+    fleet = SimpleNamespace(worker_pool=lambda name: "default", spec={}, table=lambda: [],
+                            job_pool=lambda job: None)
+    running = {"tcp://a:1": {"name": "c-0-0-0", "status": "running"}}
+
+    async def workers():
+        return running
+
+    reach = SimpleNamespace(problems=[], answered=lambda address: False)
+    with pytest.raises(TimeoutError, match="0 of 1 workers connected"):  # not answered yet
+        asyncio.run(wait_for_workers(1, 0, workers=workers, fleet=fleet, failures=[], reach=reach))
+    reach.answered = lambda address: True
+    asyncio.run(wait_for_workers(1, 1, workers=workers, fleet=fleet, failures=[], reach=reach))
+    reach.problems.append("host login got no answer from worker 'c-0-0-0'")
+    with pytest.raises(NetworkCheckError, match="1 worker.s. connected but cannot be reached from "
+                                                "this host:\nhost login got no answer"):
+        asyncio.run(wait_for_workers(1, 1, workers=workers, fleet=fleet, failures=[], reach=reach))
+
+
+def test_workers_added_outside_a_running_loop_are_not_held_back():
+    reach = ReachBack(dict, lambda info: ("w", {}))
+    reach.watch({"tcp://10.0.0.1:9000": {"name": "w"}})
+    assert reach.answered("tcp://10.0.0.1:9000") and not reach.problems
