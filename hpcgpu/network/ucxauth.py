@@ -194,18 +194,23 @@ async def _bounded(coroutine, comm, what: str) -> None:
         raise CommClosedError(f"{SCHEME}: {what} failed ({type(exc).__name__}: {exc})") from exc
 
 
+_PREFIX = SCHEME + "://"
+
+
+def _as_ucx(address: str) -> str:
+    return "ucx://" + address[len(_PREFIX):] if address.startswith(_PREFIX) else address
+
+
+def _as_auth(address: str) -> str:
+    return _PREFIX + address.split("://", 1)[1] if address else address
+
+
 @functools.lru_cache(maxsize=1)
 def _classes():
     """The backend classes, built on distributed-ucxx's only when the scheme is used."""
     from distributed_ucxx.ucxx import UCXX, UCXXBackend, UCXXConnector, UCXXListener
 
-    prefix = SCHEME + "://"
-
-    def as_ucx(address: str) -> str:
-        return "ucx://" + address[len(prefix):] if address.startswith(prefix) else address
-
-    def as_auth(address: str) -> str:
-        return prefix + address.split("://", 1)[1] if address else address
+    prefix, as_ucx, as_auth = _PREFIX, _as_ucx, _as_auth
 
     class UCXAuthComm(UCXX):
         def __init__(self, ep, local_addr, peer_addr, deserialize=True, enable_close_callback=False):

@@ -142,6 +142,25 @@ class _GPUCount(click.ParamType):
 _GPU_COUNT = _GPUCount()
 
 
+def _take_gpu_options(options: dict) -> None:
+    """The GPU flags out of ``options``, into this process's environment (the nannies hand
+    it down to their workers) and dask config."""
+    try:
+        gpu = options_from_flags(options)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+    for name in GPU_OPTION_NAMES:
+        options.pop(name)
+    os.environ.update(gpu.to_env())
+    if gpu.ucx_config():  # the nannies hand this process's dask config to their workers
+        import dask
+
+        dask.config.set(gpu.ucx_config())
+    if gpu.hpcgpu_pool or gpu.rmm_pool_size is not None or gpu.rmm_async:
+        # the nannies of this process never receive device frames: no UCX pool here either
+        let_ucx_use_the_worker_pool("rmm-pool (the workers')")
+
+
 @click.command(context_settings=dict(ignore_unknown_options=True, allow_extra_args=True))
 @click.argument("scheduler", required=False)
 @click.option("--scheduler-file", default=None)
@@ -179,20 +198,7 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
     if scheduler is None and options["scheduler_file"] is None:
         raise click.UsageError("give the scheduler address or --scheduler-file")
     _require_ucx(options["protocol"] or (scheduler or "").split("://")[0])
-    try:
-        gpu = options_from_flags(options)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
-    for name in GPU_OPTION_NAMES:
-        options.pop(name)
-    os.environ.update(gpu.to_env())
-    if gpu.ucx_config():  # the nannies hand this process's dask config to their workers
-        import dask
-
-        dask.config.set(gpu.ucx_config())
-    if gpu.hpcgpu_pool or gpu.rmm_pool_size is not None or gpu.rmm_async:
-        # the nannies of this process never receive device frames: no UCX pool here either
-        let_ucx_use_the_worker_pool("rmm-pool (the workers')")
+    _take_gpu_options(options)
     os.environ["HPCGPU_JOB_ID"] = job_id_from_env()
     try:  # an array element names its workers from its index
         prefix = element_name(options.pop("name"), os.environ)
