@@ -19,6 +19,12 @@ __all__ = ["WalltimePlanner"]
 logger = logging.getLogger("hpcgpu.cluster")
 
 
+#: seconds: jobs whose replacement falls due within this of the first due go out with it, in
+#: one submit (one array): the elements of one array start over a few scheduler passes, and
+#: each is seen running at its own poll
+GATHER_WINDOW = 5.0
+
+
 class WalltimePlanner:
     """Which jobs near their walltime, and their replacements in ``fleet``; each
     replacement is told in ``events`` (the cluster's) and the log.
@@ -52,7 +58,7 @@ class WalltimePlanner:
         for name, record in fleet.records.items():
             plan = fleet.job_pool(name).retirement  # each pool's walltime
             if (plan is None or record.started is None or record.retiring or record.ended
-                    or name not in fleet.spec or now - record.started < plan.replace_at):
+                    or name not in fleet.spec or now - record.started < plan.replace_at - GATHER_WINDOW):
                 continue
             record.retiring = True
             del fleet.spec[name]

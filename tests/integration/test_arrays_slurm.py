@@ -11,6 +11,7 @@ from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_compu
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import SLURMCluster
+from hpcgpu.cluster.walltime_planner import GATHER_WINDOW
 
 pytestmark = pytest.mark.slurm
 
@@ -79,9 +80,14 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     with recorded_commands() as calls:
         wait_for(lambda: len(cluster.jobs) == 6 and all(j.job_id for j in cluster.jobs), 120,
                  interval=1, what=f"three replacements:\n{cluster.job_table()}")
-    assert len(submits(calls, "sbatch")) == 1, submits(calls, "sbatch")
+    # One submit for the elements seen running within GATHER_WINDOW of each other (on a busy
+    # SLURM an element can start later than the others: its replacement then goes alone).
+    starts = sorted(cluster.fleet.records[name].started for name in first)
+    groups = 1 + sum(later - starts[0] > GATHER_WINDOW for later in starts[1:])
+    sbatches = submits(calls, "sbatch")
+    assert 1 <= len(sbatches) <= groups, (sbatches, starts)
     new = [job for job in cluster.jobs if job.name not in first]
-    assert len({job.job_id.split("_")[0] for job in new}) == 1 and all("_" in j.job_id for j in new)
+    assert len({job.job_id.split("_")[0] for job in new}) == len(sbatches) and all("_" in j.job_id for j in new)
     for name in first:
         assert any("nears its walltime" in e and f"job {name} " in e for e in cluster.events)
     wait_for(lambda: all(squeue_state(job_id) == "COMPLETED" for job_id in first.values()), 90,

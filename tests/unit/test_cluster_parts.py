@@ -18,7 +18,7 @@ from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.pools import Pool
 from hpcgpu.cluster.setup import prepare
 from hpcgpu.cluster.submitter import JobSubmitter
-from hpcgpu.cluster.walltime_planner import WalltimePlanner
+from hpcgpu.cluster.walltime_planner import GATHER_WINDOW, WalltimePlanner
 from hpcgpu.system.commands import CommandResult, set_runner
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.walltime import Retirement
@@ -208,13 +208,30 @@ def test_walltime_planner_replaces_in_the_jobs_own_pool(tmp_path):
     for name in fleet.spec:
         fleet.records[name] = JobRecord(name, 2, job_id="7", started=0.0)
     planner = WalltimePlanner(fleet)
-    assert planner.replace_due(now=plan.replace_at - 1) == []
+    assert planner.replace_due(now=plan.replace_at - GATHER_WINDOW - 1) == []
     (message,) = planner.replace_due(now=plan.replace_at)
     assert message.startswith("job c-long-0 (id 7) nears its walltime: its workers retire "
                                f"from about {plan.first_retirement - plan.replace_at:.0f} s")
     assert fleet.records["c-long-0"].retiring and fleet.retiring() == {"c-long-0"}
     assert list(fleet.spec) == ["c-0", "c-long-1"] and planner.events == [message]
     assert planner.replace_due(now=plan.replace_at + 1) == []  # once
+
+
+def test_walltime_replacements_due_within_the_gather_window_go_out_together(tmp_path):
+    """Elements of one array seen running at polls a few seconds apart: their replacements
+    are one submit; a job that started later than the window waits for its own time."""
+    plan = Retirement.create(3600, 300, 60, 120)
+    fleet = fleet_of(pool(tmp_path, "long", retirement=plan))
+    fleet.grow(3, "long")
+    starts = dict(zip(fleet.spec, (0.0, 2.0, 2 * GATHER_WINDOW + 1.0)))
+    for name, started in starts.items():
+        fleet.records[name] = JobRecord(name, 1, job_id="7", started=started)
+    planner = WalltimePlanner(fleet)
+    first = planner.replace_due(now=plan.replace_at)
+    assert [m.split(" (")[0] for m in first] == ["job c-long-0", "job c-long-1"]
+    assert planner.replace_due(now=plan.replace_at + 1) == []
+    (last,) = planner.replace_due(now=plan.replace_at + GATHER_WINDOW + 1.0)
+    assert last.startswith("job c-long-2 ")
 
 
 # ---------------------------------------------------------------------- submitter
