@@ -13,6 +13,7 @@ Everything CUDA-related is imported inside the functions that need it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 
@@ -102,6 +103,28 @@ def _pool_bytes(size, total: int, free: int | None) -> int | None:
     return int(parse_bytes(str(size)) if isinstance(size, str) else size) // 256 * 256
 
 
+def _import_cudf_first() -> None:
+    """cuDF sets CuPy's allocator to RMM's plain one when it is imported (its
+    ``__init__``): imported here first, where it is installed, so that the allocator chosen
+    next is the one that stays when a task or a plugin imports cuDF later."""
+    if importlib.util.find_spec("cudf") is None:
+        return
+    try:
+        import cudf  # noqa: F401
+    except Exception as error:  # a broken cuDF must not stop a worker that never uses it
+        logger.warning("cuDF is installed but does not import here (%s): its own import, if "
+                       "a task makes it, will set CuPy's allocator to RMM's", error)
+
+
+def _keep_cupys_pool() -> None:
+    """CuPy's own pool as CuPy's allocator again, after cuDF's import replaced it."""
+    try:
+        import cupy
+    except ImportError:
+        return
+    cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+
+
 def setup_rmm(pool_size, total: int, free: int | None = None, rmm_async: bool = False) -> str:
     """hpcgpu's allocator on the current device: an RMM pool (dask-cuda's ``RMMSetup``)
     that CuPy's pool draws from (:func:`cupy_pool_over_rmm`); what was set up.
@@ -112,9 +135,12 @@ def setup_rmm(pool_size, total: int, free: int | None = None, rmm_async: bool = 
     array-sum on one H200).
     """
     pool = _pool_bytes(pool_size, total, free)
+    _import_cudf_first()
     if not dask_cuda_present():
+        _keep_cupys_pool()
         return f"cupy-pool (dask-cuda not installed: {_INSTALL})"
     if pool is None and not rmm_async:
+        _keep_cupys_pool()
         return "cupy-pool (rmm_pool_size=none)"
     import rmm
     from dask_cuda.plugins import RMMSetup
