@@ -23,7 +23,7 @@ from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 
 __all__ = ["AUTO_POOL_FRACTION", "dask_cuda_present", "choose_cores", "apply_cpu_affinity",
            "setup_rmm", "cupy_pool_over_rmm", "rmm_plugin", "setup_plugins", "device_data",
-           "pre_import_here", "cudf_spill_here", "parent_side_setup"]
+           "pre_import_here", "cudf_spill_here", "parent_side_setup", "keep_cupys_pool"]
 
 logger = logging.getLogger("distributed.hpcgpu")
 
@@ -116,8 +116,10 @@ def _import_cudf_first() -> None:
                        "a task makes it, will set CuPy's allocator to RMM's", error)
 
 
-def _keep_cupys_pool() -> None:
-    """CuPy's own pool as CuPy's allocator again, after cuDF's import replaced it."""
+def keep_cupys_pool() -> None:
+    """CuPy's own pool as CuPy's allocator, with cuDF (where installed) imported first: its
+    import would replace it later."""
+    _import_cudf_first()
     try:
         import cupy
     except ImportError:
@@ -137,10 +139,10 @@ def setup_rmm(pool_size, total: int, free: int | None = None, rmm_async: bool = 
     pool = _pool_bytes(pool_size, total, free)
     _import_cudf_first()
     if not dask_cuda_present():
-        _keep_cupys_pool()
+        keep_cupys_pool()
         return f"cupy-pool (dask-cuda not installed: {_INSTALL})"
     if pool is None and not rmm_async:
-        _keep_cupys_pool()
+        keep_cupys_pool()
         return "cupy-pool (rmm_pool_size=none)"
     import rmm
     from dask_cuda.plugins import RMMSetup

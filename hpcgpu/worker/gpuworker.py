@@ -14,7 +14,7 @@ import os
 from distributed import Worker
 from distributed.worker_memory import parse_memory_limit
 
-from hpcgpu.worker.gpusetup import (apply_cpu_affinity, dask_cuda_present, device_data, logger,
+from hpcgpu.worker.gpusetup import (apply_cpu_affinity, dask_cuda_present, device_data, keep_cupys_pool, logger,
                                     pre_import_here, rmm_plugin, setup_plugins, setup_rmm)
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
@@ -64,6 +64,8 @@ def _prepare_memory(options: GPUWorkerOptions, gpu: str, memory: tuple[int, int]
     if options.hpcgpu_pool:
         done["allocator"] = setup_rmm("auto", total, free, options.rmm_async)
     elif dask_cuda_present():  # dask-cuda's meaning: its RMMSetup, when the worker starts
+        if options.rmm_pool_size is None and not (options.rmm_async or options.rmm_managed_memory):
+            keep_cupys_pool()  # no RMM pool: CuPy's own, not RMM's cudaMalloc per array
         plugins.append(rmm_plugin(options))
         done["allocator"] = ("rmm-async" if options.rmm_async else
                              "rmm-pool" if options.rmm_pool_size is not None else "rmm-managed"
