@@ -10,10 +10,11 @@ import os
 import platform
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+
+from site_faults import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,14 +54,12 @@ def sge() -> None:
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.25, what: str = "condition"):
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s
+    (:func:`site_faults.wait_until`, which the soak script shares, as a test failure)."""
+    try:
+        return wait_until(predicate, timeout, interval, what)
+    except TimeoutError as error:
+        raise AssertionError(str(error)) from None
 
 
 def gpus_per_node(places) -> dict:
