@@ -19,15 +19,27 @@ FAST = dict(walltime="00:10:00", death_timeout=60, poll_interval=0.5,
 SHIMS = Path(__file__).parent / "shims"
 
 
+class RecordedCalls(list):
+    """The argvs run, in order; ``failed``: (argv, stderr) of those that exited non-zero
+    (a submit that failed transiently and was retried is two calls, one of them failed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.failed: list[tuple[list[str], str]] = []
+
+
 @contextmanager
 def recorded_commands():
     """Every argv the cluster runs through hpcgpu's one subprocess seam, in order."""
-    calls: list[list[str]] = []
+    calls = RecordedCalls()
     real = commands.runner
 
     def record(argv, timeout, input):
         calls.append(list(argv))
-        return real(argv, timeout, input)
+        result = real(argv, timeout, input)
+        if result.returncode != 0:
+            calls.failed.append((list(argv), result.stderr.strip()))
+        return result
 
     commands.set_runner(record)
     try:

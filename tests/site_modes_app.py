@@ -59,7 +59,10 @@ def pools(cluster):
 def adapt(cluster):
     start, times = time.monotonic(), {}
     with cluster.get_client() as client:
-        cluster.adapt(minimum_jobs=0, maximum_jobs=2, interval="0.5s", wait_count=2)
+        # target_duration 1 s: the 12 s of work asks for both jobs until it is nearly done.
+        # With Dask's 5 s, one worker's threads brought the estimate down to one job before a
+        # busy machine's second worker connected, and adapt rightly cancelled that job.
+        cluster.adapt(minimum_jobs=0, maximum_jobs=2, interval="0.5s", wait_count=2, target_duration="1s")
         futures = client.map(slow_where, range(60))
         cluster.wait_for_workers(2, timeout=90)  # grown by the pending tasks alone
         times["grown"] = time.monotonic() - start

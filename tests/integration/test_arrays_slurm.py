@@ -85,9 +85,10 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     starts = sorted(cluster.fleet.records[name].started for name in first)
     groups = 1 + sum(later - starts[0] > GATHER_WINDOW for later in starts[1:])
     sbatches = submits(calls, "sbatch")
-    assert 1 <= len(sbatches) <= groups, (sbatches, starts)
+    retried = [stderr for argv, stderr in calls.failed if argv[0] == "sbatch"]  # a busy slurmctld
+    assert 1 <= len(sbatches) - len(retried) <= groups, (sbatches, starts, retried)
     new = [job for job in cluster.jobs if job.name not in first]
-    assert len({job.job_id.split("_")[0] for job in new}) == len(sbatches) and all("_" in j.job_id for j in new)
+    assert len({job.job_id.split("_")[0] for job in new}) == len(sbatches) - len(retried) and all("_" in j.job_id for j in new)
     for name in first:
         assert any("nears its walltime" in e and f"job {name} " in e for e in cluster.events)
     wait_for(lambda: all(squeue_state(job_id) == "COMPLETED" for job_id in first.values()), 90,
