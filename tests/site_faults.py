@@ -99,14 +99,29 @@ def restore_link(host: str) -> None:
 
 # ---------------------------------------------------------------- a host killed
 def kill_host(host: str) -> int:
-    """Every process of ``host`` killed (its slurmd, job steps, workers): how many."""
-    pids = host_pids(host)
+    """Every process of ``host`` killed (its slurmd, job steps, workers): how many.
+
+    All are stopped first, then killed: a host that dies tells nobody, while processes
+    killed one by one would (a job step whose script died first reports the job's end to
+    slurmctld, which then ends the job instead of finding its node dead and requeuing it).
+    """
+    stopped: set[int] = set()
+    for _ in range(5):  # a process forked meanwhile is stopped on the next round
+        pids = set(host_pids(host)) - stopped
+        if not pids:
+            break
+        _signal(pids, signal.SIGSTOP)
+        stopped |= pids
+    _signal(stopped, signal.SIGKILL)
+    return len(stopped)
+
+
+def _signal(pids, signum: int) -> None:
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signum)
         except ProcessLookupError:
             pass
-    return len(pids)
 
 
 def revive_host(host: str, timeout: float = 60) -> str:
