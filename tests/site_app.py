@@ -3,7 +3,8 @@
 OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments) and
 ``_workers`` (how many to wait for). MODE ``compute``: the workers' hosts and addresses and a
 checked result; ``fault``: the error the user sees and how long it took; ``cut``: results held on every
-worker, then (after a line on stdin, once a link is cut) the checked result; ``serve``: print the
+worker, then (after a line on stdin, once a link is cut) the checked result, and with ``_back``
+(seconds) the time until ``_workers`` are connected again; ``serve``: print the
 scheduler's address, then keep the cluster until a line arrives on stdin. The last line of
 output is JSON.
 """
@@ -43,8 +44,9 @@ def slow_square(x):
     return x * x
 
 
-def cut(cluster, scale, workers):
-    """Hold results on every worker, say so, wait for the test to cut a link, then finish."""
+def cut(cluster, scale, workers, back=0):
+    """Hold results on every worker, say so, wait for the test to cut a link, then finish;
+    with ``back`` (s): then wait that long for the workers to be back (the capacity)."""
     cluster.scale(**scale)
     cluster.wait_for_workers(workers, timeout=90)
     with Client(cluster) as client:
@@ -57,12 +59,21 @@ def cut(cluster, scale, workers):
         sys.stdin.readline()
         start = time.monotonic()
         total = sum(client.gather(futures))
-        return {"result": total, "seconds": time.monotonic() - start, "hosts": hosts,
-                "workers_after": client.run(socket.gethostname)}
+        result = {"result": total, "seconds": time.monotonic() - start, "hosts": hosts,
+                  "workers_after": client.run(socket.gethostname)}
+        if back:  # how long until as many workers as before the fault are connected again
+            try:
+                cluster.wait_for_workers(workers, timeout=back)
+                result["capacity_seconds"] = time.monotonic() - start
+            except Exception as error:
+                result["capacity_error"] = f"{type(error).__name__}: {error}"
+            result["jobs"], result["events"] = cluster.job_table(), cluster.events
+        return result
 
 
 def main(mode, options):
     scale, workers = options.pop("_scale", {"jobs": 1}), options.pop("_workers", 1)
+    back = options.pop("_back", 0)
     start = time.monotonic()
     try:
         with SLURMCluster(**options) as cluster:
@@ -70,7 +81,9 @@ def main(mode, options):
                 print(json.dumps({"scheduler": cluster.scheduler_address}), flush=True)
                 sys.stdin.readline()
                 return {"served": True}
-            return (cut if mode == "cut" else compute)(cluster, scale, workers)
+            if mode == "cut":
+                return cut(cluster, scale, workers, back)
+            return compute(cluster, scale, workers)
     except Exception as error:
         if mode != "fault":
             raise

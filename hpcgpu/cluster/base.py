@@ -66,6 +66,9 @@ class BatchCluster(JobQueueCluster):
         answer from here (:class:`~hpcgpu.cluster.reachback.ReachBack`).
     poll_interval, max_failed_jobs
         As :class:`~hpcgpu.cluster.GPUCluster`'s (default: the ``hpcgpu`` configuration).
+    requeue : bool
+        As :class:`~hpcgpu.cluster.GPUCluster`'s: a job the scheduler requeues keeps its
+        place (True) or is cancelled and replaced at once (False).
     **kwargs
         ``JobQueueCluster``'s.
     """
@@ -73,7 +76,7 @@ class BatchCluster(JobQueueCluster):
     def __init__(self, *, job_dialect: Any, network: Any, arrays: ArraySettings,
                  private_directory: PrivateDirectory, poll_interval: Any = None,
                  max_failed_jobs: int | None = None, reach_back: bool = True,
-                 **kwargs: Any) -> None:
+                 requeue: bool = False, **kwargs: Any) -> None:
         self._dialect = dialect = job_dialect
         self.network = network
         #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
@@ -85,7 +88,7 @@ class BatchCluster(JobQueueCluster):
             tail_lines=int(config.get("stderr-tail-lines")),
             max_failed_jobs=int(max_failed_jobs or config.get("max-failed-jobs")),
             running=lambda: self.status == Status.running, reconcile=self._reconcile_soon,
-            give_up=self._stop_adaptive)
+            give_up=self._stop_adaptive, keep_requeued=bool(requeue))
         self.walltime = WalltimePlanner(self.fleet, self.monitor.events)
         self.submitter = JobSubmitter(
             self.fleet, self.monitor, dialect, connected=self.connected_by_job,

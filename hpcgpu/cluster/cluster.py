@@ -82,7 +82,10 @@ fallback, ucx_environment
         Ask the scheduler for a warning signal this long before the end (SLURM
         ``--signal=USR1@N``, SGE ``-notify``, LSF ``-wa``): workers drain on it. ``True``: 120 s.
     requeue : bool
-        Let the scheduler requeue a preempted job (``--requeue``, ``-r y``).
+        Let the scheduler requeue a preempted job (``--requeue``, ``-r y``): a requeued job
+        keeps its place and its workers start again when it runs. Without it, a job the
+        scheduler requeues anyway (SLURM's default after a node failure) is cancelled and
+        replaced at once (docs/reliability.md).
     job_arrays : bool
         Submit several new jobs at once as ONE array job (default True; docs/arrays.md).
     max_array_size, array_throttle : int
@@ -141,7 +144,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
         super().__init__(
             job_dialect=setup.dialect, network=net, arrays=arrays, poll_interval=poll_interval,
-            max_failed_jobs=max_failed_jobs, reach_back=not setup.scheduler_in_job,
+            max_failed_jobs=max_failed_jobs, reach_back=not setup.scheduler_in_job, requeue=requeue,
             private_directory=PrivateDirectory.of(self, setup, name or f"{kind}-cluster"),
             n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else GPUJob,
             loop=loop, security=security, asynchronous=asynchronous,

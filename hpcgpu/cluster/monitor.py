@@ -4,7 +4,10 @@ One status command per interval for all of a cluster's jobs. A job that ends is 
 the fleet's spec at once (the fix for dask/distributed#9102, where dead grouped workers were
 never dropped and adaptive scaling stalled); one that ended before its workers connected is
 reported with its state, exit code, first errors and stderr tail, and replaced while fewer than
-``max_failed_jobs`` have failed that way (dask-jobqueue#11, #643).
+``max_failed_jobs`` have failed that way (dask-jobqueue#11, #643). One the scheduler puts back
+in its queue after it ran (SLURM requeues the jobs of a failed node by default, ``JobRequeue=1``,
+then holds them about two minutes) has lost its workers: unless the cluster asked for requeues
+(``requeue=True``), it is cancelled and replaced at once, like a job that ended.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Callable
 
 from hpcgpu.system import commands
 from hpcgpu.cluster.cpu_job import cpu_error_log
-from hpcgpu.cluster.faults import status_failed
+from hpcgpu.cluster.faults import cancel_together, status_failed
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
 from hpcgpu.jobspec.dialects import JobStatus
@@ -51,6 +54,9 @@ class JobMonitor:
     reconcile, give_up : callable
         Called when the spec changed (the cluster's ``_correct_state``), and once jobs
         stop being replaced (stops adaptive scaling).
+    keep_requeued : bool
+        A job the scheduler requeued after it ran stays, pending, and its workers start again
+        when it runs (the cluster's ``requeue=True``); otherwise it is cancelled and replaced.
     """
 
     def __init__(self, fleet: JobFleet, dialect: Any, *, poll_interval: float,
@@ -58,12 +64,13 @@ class JobMonitor:
                  connected: Callable[[], dict[str, set[str]]] = dict,
                  running: Callable[[], bool] = lambda: True,
                  reconcile: Callable[[], Any] = _nothing,
-                 give_up: Callable[[], Any] = _nothing) -> None:
+                 give_up: Callable[[], Any] = _nothing, keep_requeued: bool = False) -> None:
         self.fleet, self.dialect = fleet, dialect
         self.poll_interval, self.tail_lines = poll_interval, tail_lines
         self.max_failed_jobs = max_failed_jobs
         self.connected, self.running = connected, running
         self.reconcile, self.give_up = reconcile, give_up
+        self.keep_requeued = keep_requeued
         #: Reports of jobs that ended before their workers connected (or failed to submit).
         self.failures: list[str] = []
         #: What happened to running jobs: walltime replacements, unexpected ends.
@@ -116,9 +123,12 @@ class JobMonitor:
         statuses = self.dialect.parse_status(result.stdout)
         self.fleet.refresh(self.connected())
         for job_id, record in live.items():
+            ran = record.started is not None
             status = self._update(record, statuses.get(job_id))
             if status is not None and status.finished:
                 await self._job_ended(record)
+            elif ran and record.started is None:  # running at the last poll, pending now
+                await self._requeued(record, status)
         return True
 
     def _update(self, record: JobRecord, status: JobStatus | None) -> JobStatus | None:
@@ -158,6 +168,27 @@ class JobMonitor:
             await job.close()
         self._replace_ended()
 
+    async def _requeued(self, record: JobRecord, status: JobStatus) -> None:
+        """The scheduler put ``record``'s job back in its queue: its workers are gone."""
+        reason = status.reason if status.reason not in ("", "None") else "none given"
+        what = (f"job {record.name} (id {record.job_id}) was put back in the queue by the "
+                f"scheduler after it ran (its node failed or it was preempted; reason: {reason})")
+        lost = "tasks and data held only by its workers are recomputed elsewhere"
+        if self.keep_requeued:  # asked for: it keeps its place, its workers come back with it
+            self._event(f"{what}; requeue=True: its workers start again when it runs; {lost}")
+            return
+        self._event(f"{what}: cancelled and replaced now, not left waiting; {lost}")
+        record.ended, record.cancelled_by_us, record.state = True, True, "cancelled"
+        self.fleet.spec.pop(record.name, None)  # out of the spec first: capacity counted once
+        job = self.fleet.jobs.pop(record.name, None)
+        if job is not None:
+            await cancel_together(self.dialect, [job])
+        self._replace_ended()
+
+    def _event(self, message: str) -> None:
+        self.events.append(message)
+        logger.warning("%s", message)
+
     def _report(self, record: JobRecord) -> None:
         log = self.error_log(record)
         text = tail(log, 5000)  # read once: its tail is shown, its errors are named
@@ -174,11 +205,9 @@ class JobMonitor:
             logger.info("job %s (%s) ended near its walltime: %s", record.name, record.job_id,
                         record.state)
         else:
-            message = (f"job {record.name} (id {record.job_id}) ended while its workers were "
-                       f"connected: state {record.state}, exit code {record.exit_code}; tasks "
-                       "and data held only by its workers are recomputed elsewhere")
-            self.events.append(message)
-            logger.warning("%s", message)
+            self._event(f"job {record.name} (id {record.job_id}) ended while its workers were "
+                        f"connected: state {record.state}, exit code {record.exit_code}; tasks "
+                        "and data held only by its workers are recomputed elsewhere")
 
     def error_log(self, record: JobRecord) -> str:
         """The file its directives send the job's standard error to."""
