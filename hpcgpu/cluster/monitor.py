@@ -127,7 +127,8 @@ class JobMonitor:
             status = self._update(record, statuses.get(job_id))
             if status is not None and status.finished:
                 await self._job_ended(record)
-            elif ran and record.started is None:  # running at the last poll, pending now
+            elif ran and record.started is None and not status.nodes:
+                # running at the last poll, back in the queue now (a suspended job keeps its nodes)
                 await self._requeued(record, status)
         return True
 

@@ -89,6 +89,14 @@ def test_a_job_pending_since_its_submission_is_left_alone(tmp_path, commands):
     assert list(fleet.spec) == ["c-0"] and monitor.events == [] and calls.reconcile == 0
 
 
+def test_a_suspended_job_keeps_its_nodes_and_is_left_alone(tmp_path, commands):
+    fleet, job, monitor, calls = running_job(tmp_path, commands)
+    _, suspended = (DATA / "slurm-22.05-squeue-suspended.txt").read_text().splitlines()
+    assert polled(monitor, commands, suspended)
+    assert not fleet.records["c-0"].ended and fleet.jobs["c-0"] is job and list(fleet.spec) == ["c-0"]
+    assert monitor.events == [] and not any(argv[0] == "scancel" for argv in commands.ran)
+
+
 def test_with_requeue_true_a_requeued_job_keeps_its_place(tmp_path, commands):
     fleet, job, monitor, calls = running_job(tmp_path, commands, keep_requeued=True)
     polled(monitor, commands, HELD)
