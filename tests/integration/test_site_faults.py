@@ -132,6 +132,8 @@ def test_a_compute_host_killed_mid_computation(tmp_path):
         # back within SLURM's node-failure detection (SlurmdTimeout=10 s) and a job start,
         # not after SLURM's hold on a requeued job (BeginTime, 2 min)
         assert result.get("capacity_seconds", 999) < 45, result
+        print(f"results right {result['seconds']:.1f} s, both workers back {result['capacity_seconds']:.1f} s "
+              "after the kill")  # docs/sites.md quotes it (pytest -rP)
         assert any("was put back in the queue by the scheduler" in e for e in result["events"]), result
     finally:
         revive_host("node2")
