@@ -213,7 +213,7 @@ def test_a_gpu_worker_without_dask_cuda_keeps_cupys_pool_and_says_what_to_instal
 
     monkeypatch.setattr(gs, "dask_cuda_present", lambda: False)
     monkeypatch.setattr(gw, "dask_cuda_present", lambda: False)
-    monkeypatch.setattr(gw, "_device_memory", lambda: (8 * 10**9, 10**10))
+    monkeypatch.setattr(gw, "_device_memory", lambda gpu: (8 * 10**9, 10**10))
     monkeypatch.delitem(sys.modules, "fractions", raising=False)
     kwargs = {"memory_limit": 10**9, "nthreads": 1}
     with caplog.at_level("WARNING", logger="distributed.hpcgpu"):
@@ -226,3 +226,20 @@ def test_a_gpu_worker_without_dask_cuda_keeps_cupys_pool_and_says_what_to_instal
         dask_cuda_meaning = gw.prepare_gpu(GPUWorkerOptions.from_dask_cuda(rmm_pool_size="1GB"), "0", {})
     assert dask_cuda_meaning["allocator"] is None  # dask-cuda's RMMSetup is not there to make it
     assert "the rmm_* options are dask-cuda's and it is not installed" in caplog.text
+
+
+@pytest.mark.gpu
+def test_the_workers_device_memory_comes_from_nvml_without_a_cuda_context():
+    """Asking CUDA would create the process's context before the worker starts (about 0.9 s
+    on an H100): NVML answers, and NVML shows no context of this process afterwards."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys, pynvml\n"
+            "from hpcgpu.worker.gpuworker import _device_memory\n"
+            "free, total = _device_memory('0')\n"
+            "handle = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
+            "mine = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid == os.getpid()]\n"
+            "print(total == pynvml.nvmlDeviceGetMemoryInfo(handle).total, 0 < free <= total, mine, 'cupy' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True", "[]", "False"], done.stderr
