@@ -8,7 +8,7 @@ import pytest
 
 from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_computation,
                            check_scale_up_one_array_then_down, recorded_commands, submits)
-from cluster_helpers import FAST
+from cluster_helpers import FAST, squeue_state
 from conftest import wait_for
 from hpcgpu import SLURMCluster
 from hpcgpu.cluster.walltime_planner import GATHER_WINDOW
@@ -102,7 +102,3 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     assert names and names.isdisjoint(first), names
     assert names <= {job.name for job in cluster.jobs} - set(first), (names, cluster.job_table())
 
-
-def squeue_state(job_id: str) -> str:
-    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                          capture_output=True, text=True).stdout.strip()
