@@ -140,26 +140,18 @@ def prune_stale(user: Path) -> list[Path]:
     >>> [p.name for p in prune_stale(user)], sorted(p.name for p in user.iterdir())
     (['gone'], ['alive'])
     """
+    import psutil
+
     host, removed = socket.gethostname(), []
     for directory in user.iterdir():
         try:
             owner_host, pid = (directory / "owner").read_text().split()
         except (OSError, ValueError):
             continue
-        if owner_host == host and not _alive(int(pid)):
+        if owner_host == host and not psutil.pid_exists(int(pid)):
             shutil.rmtree(directory, ignore_errors=True)
             removed.append(directory)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class PrivateDirectory:
