@@ -40,6 +40,7 @@ def sge_alive(job_id: str) -> bool:
     out = subprocess.run(["qstat", "-u", "*"], capture_output=True, text=True).stdout
     return job_id in get_dialect("sge").parse_status(out)
 
+
 class RecordedCalls(list):
     """The argvs run, in order; ``failed``: (argv, stderr) of those that exited non-zero
     (a submit that failed transiently and was retried is two calls, one of them failed)."""
