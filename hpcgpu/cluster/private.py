@@ -30,6 +30,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
+from hpcgpu.runner.security import write_private
+
 __all__ = ["PrivateDirectory", "user_directory", "write_private", "worker_credentials", "prune_stale"]
 
 
@@ -86,13 +88,6 @@ def _warn_if_open(parent: str | os.PathLike, field: str) -> None:
             f"{field}={str(parent)!r} is writable by every user and has no sticky bit: others "
             f"may rename what is in it, job logs included (chmod +t {parent}, or choose a "
             f"{field} of your own; docs/security.md)", UserWarning, stacklevel=4)
-
-
-def write_private(path: str | os.PathLike, text: str) -> None:
-    """Write a new file readable by the user only (mode 0600; an existing file is refused)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
 
 
 def worker_credentials(security: Any, where: Callable[[], Path]) -> Any:
