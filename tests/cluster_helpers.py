@@ -23,11 +23,11 @@ SHIMS = Path(__file__).parent / "shims"
 
 
 
-def squeue_state(job_id: str) -> str:
-    """SLURM's state of a job (``%T``), or "" once it has left; the PBS and LSF shims' ids
-    (``123.shim``, an array element ``123[4]``) name SLURM's ``123`` and ``123_4``."""
+def squeue_state(job_id: str, field: str = "%T") -> str:
+    """SLURM's state of a job (or another ``squeue -o`` field), "" once it has left; the PBS
+    and LSF shims' ids (``123.shim``, an array element ``123[4]``) name SLURM's ``123``, ``123_4``."""
     slurm_id = re.sub(r"\[(\d+)\]", r"_\1", job_id.split(".")[0])
-    return subprocess.run(["squeue", "-h", "--states=all", "-j", slurm_id, "-o", "%T"],
+    return subprocess.run(["squeue", "-h", "--states=all", "-j", slurm_id, "-o", field],
                           capture_output=True, text=True).stdout.strip()
 
 

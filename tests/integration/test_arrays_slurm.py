@@ -16,12 +16,6 @@ from hpcgpu.cluster.walltime_planner import GATHER_WINDOW
 pytestmark = pytest.mark.slurm
 
 
-def array_of(job_id: str) -> str:
-    """The array job id SLURM itself reports for a job (``squeue -o %F``)."""
-    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%F"],
-                          capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def make(slurm, clusters):
     return lambda **options: clusters(SLURMCluster, **{**FAST, **options})
@@ -31,7 +25,7 @@ def test_scale_gpus_6_is_one_array_then_2_retires_4_elements(make):
     cluster = make(gpus_per_node=1)
     assert "--array" not in cluster.job_script()
     check_scale_up_one_array_then_down(cluster, "slurm", "sbatch", gpus=6, keep=2,
-                                       array_of=array_of)
+                                       array_of=lambda job_id: squeue_state(job_id, "%F"))
 
 
 def test_element_cancelled_mid_computation_is_recomputed_and_replaced(make):
