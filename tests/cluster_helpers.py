@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import time
 from contextlib import contextmanager
 from operator import add
@@ -12,11 +14,31 @@ import pytest
 from distributed import Client
 
 from conftest import wait_for
+from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.system import commands
 
 FAST = dict(walltime="00:10:00", death_timeout=60, poll_interval=0.5,
             scheduler_options={"dashboard_address": "localhost:0"})
 SHIMS = Path(__file__).parent / "shims"
+
+
+
+def squeue_state(job_id: str, field: str = "%T") -> str:
+    """SLURM's state of a job (or another ``squeue -o`` field), "" once it has left; the PBS
+    and LSF shims' ids (``123.shim``, an array element ``123[4]``) name SLURM's ``123``, ``123_4``."""
+    slurm_id = re.sub(r"\[(\d+)\]", r"_\1", job_id.split(".")[0])
+    return subprocess.run(["squeue", "-h", "--states=all", "-j", slurm_id, "-o", field],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def slurm_alive(job_id: str) -> bool:
+    return squeue_state(job_id) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+def sge_alive(job_id: str) -> bool:
+    """Whether Grid Engine's qstat still lists the job (or the array element ``123.4``)."""
+    out = subprocess.run(["qstat", "-u", "*"], capture_output=True, text=True).stdout
+    return job_id in get_dialect("sge").parse_status(out)
 
 
 class RecordedCalls(list):

@@ -90,6 +90,26 @@ def clusters(tmp_path):
         cluster.close()
 
 
+@pytest.fixture
+def fake_submit():
+    """Submit commands answer with job ids and nothing runs; (argv, stdin) are recorded."""
+    from hpcgpu.system import commands
+
+    calls, ids = [], iter(range(1000, 2000))
+
+    def runner(argv, timeout, input):
+        calls.append((list(argv), input))
+        out = ""
+        if argv[0] in ("sbatch", "qsub"):
+            out = f"{next(ids)}\n"
+        elif argv[0] == "bsub":
+            out = f"Job <{next(ids)}> is submitted to queue <normal>.\n"
+        return commands.CommandResult(tuple(argv), 0, out, "")
+
+    commands.set_runner(runner)
+    yield calls
+    commands.set_runner(None)
+
 #: Tests that must not overlap with others of their group when pytest-xdist runs tests in
 #: parallel (scripts/test: ``-n 4 --dist loadgroup``): each group runs in one worker, in turn.
 #: ``ucx``: two UCX clusters started at once on one host fail to connect their workers

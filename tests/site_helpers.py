@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from site_faults import SITE, leftovers, on_host, site_jobs  # noqa: F401  (the 
 ROOT = Path(__file__).resolve().parents[1]
 COMPUTE = ("node1", "node2")
 PYTHON = sys.executable
+CHECK = ROOT / "examples" / "check_gpu_workers.py"
 #: cluster options every site test uses: small, quick to notice a failed job
 FAST = {"walltime": "00:05:00", "death_timeout": 30, "poll_interval": 0.5,
         "scheduler_options": {"dashboard_address": "localhost:0"}}
@@ -83,14 +84,8 @@ def assert_nothing_left(timeout: float = 30) -> None:
         raise AssertionError(f"{error}: jobs {site_jobs()}, processes {leftovers()}") from None
 
 
-def elapsed_since(start: float) -> float:
-    return time.monotonic() - start
-
-
 def job_finished(job_id: str) -> tuple[str, str] | None:
     """(state, exit code) of a site job once it has ended, else None."""
-    import re
-
     text = on_host("login", "scontrol", "show", "job", job_id, timeout=30).stdout
     state, code = re.search(r"JobState=(\S+)", text), re.search(r"\bExitCode=(\S+)", text)
     if state and state.group(1) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
@@ -101,3 +96,34 @@ def job_finished(job_id: str) -> tuple[str, str] | None:
 def job_logs(directory: Path, job_id: str) -> str:
     """The tails of a site job's output files (``%j.*`` in ``directory``)."""
     return "".join(p.read_text()[-3000:] for p in sorted(directory.glob(f"{job_id}.*")))
+
+
+def sbatch_and_wait(tmp_path: Path, *options: str, state: tuple[str, str] = ("COMPLETED", "0:0")) -> None:
+    """``sbatch`` on the login host (2 GB, 5 minutes, output in ``tmp_path``), wait for the
+    job to end and check its (state, exit code)."""
+    done = on_host("login", "sbatch", "--parsable", "--mem=2G", "--time=5", f"--chdir={tmp_path}",
+                   f"--output={tmp_path}/%j.out", *options, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    ended = wait_for(lambda: job_finished(job_id), 120, 0.5, what=f"site job {job_id}")
+    assert ended == state, job_logs(tmp_path, job_id)
+
+
+def assert_checked_on_both_hosts(tmp_path: Path) -> None:
+    """examples/check_gpu_workers.py's ``result.json`` passed every check with a worker on
+    each compute host, and nothing is left behind."""
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert all(result["checks"].values()), result
+    assert sorted(w["hostname"] for w in result["workers"].values()) == list(COMPUTE), result
+    assert_nothing_left()
+
+
+def mpi_over_both_hosts(tmp_path: Path, launcher: str, gpu_option: str) -> None:
+    """``python -m hpcgpu.mpi`` started by ``launcher`` in a 2-node allocation (one task and
+    one GPU a node, by ``gpu_option``) runs the checks on both compute hosts."""
+    command = (f"{launcher} {PYTHON} -m hpcgpu.mpi --dashboard-address '' {CHECK} "
+               "--expect 2 --json result.json")
+    sbatch_and_wait(tmp_path, "-N2", "--ntasks-per-node=1", gpu_option,
+                    "--export=ALL,OMPI_ALLOW_RUN_AS_ROOT=1,OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                    "--wrap", command)
+    assert_checked_on_both_hosts(tmp_path)

@@ -9,7 +9,9 @@ from collections import Counter
 from itertools import chain
 from typing import Mapping
 
-__all__ = ["exclusive_trees", "toposort"]
+from dask.core import toposort
+
+__all__ = ["exclusive_trees"]
 
 
 def exclusive_trees(dsk: Mapping, keys: set, width: int) -> list:
@@ -25,7 +27,7 @@ def exclusive_trees(dsk: Mapping, keys: set, width: int) -> list:
     try:
         return _trees_in_order(dsk, dsk, keys, width, uses)
     except _OutOfOrder:
-        order = toposort({k: v.dependencies for k, v in dsk.items()})
+        order = toposort(dsk, dependencies={k: v.dependencies & dsk.keys() for k, v in dsk.items()})
         return _trees_in_order(dsk, order, keys, width, uses)
 
 
@@ -53,19 +55,3 @@ def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter) -
             members[key] = [k for d in reversed(tuple(deps)) for k in members.pop(d)] + [key]
     return [(key, tree) for key, tree in members.items() if counts[key] >= 2]
 
-
-def toposort(deps: dict) -> list:
-    order, seen = [], set()
-    for root in deps:
-        stack = [(root, False)]
-        while stack:
-            key, expanded = stack.pop()
-            if expanded:
-                order.append(key)
-                continue
-            if key in seen:
-                continue
-            seen.add(key)
-            stack.append((key, True))
-            stack.extend((d, False) for d in deps[key] if d in deps and d not in seen)
-    return order

@@ -32,12 +32,13 @@ from dask._task_spec import DataNode, Task, _execute_subgraph, fuse_linear_task_
 from dask.array.optimization import _optimize_slices
 from dask.array.optimization import optimize as dask_array_optimize
 from dask.blockwise import fuse_roots, optimize_blockwise
+from dask.core import toposort
 from dask.highlevelgraph import HighLevelGraph
 
 from hpcgpu.array.fused import force_all, fused_backends, run_step
 from hpcgpu.array.fused.runner import _run_subgraph
 from hpcgpu.array.fused.batch import run_alike_chains
-from hpcgpu.array.graphtrees import exclusive_trees, toposort
+from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
@@ -159,7 +160,7 @@ def _without_dask_order(task: Task, plans: dict) -> Task:
     inner, outkey, inkeys, *dependencies = task.args
     inner = getattr(inner, "value", inner)
     if id(inner) not in plans:
-        order = toposort({k: set(v.dependencies) & inner.keys() for k, v in inner.items()})
+        order = toposort(inner, dependencies={k: set(v.dependencies) & inner.keys() for k, v in inner.items()})
         plans[id(inner)] = (tuple(inner[k] for k in order), outkey, tuple(inkeys))
     return Task(task.key, _run_subgraph, DataNode(None, plans[id(inner)]), *dependencies)
 

@@ -8,6 +8,7 @@ part is the operation itself, its result persisted (or, for the groupby, gathere
 from __future__ import annotations
 
 from hpcgpu.bench.workload import RunContext, Size, Workload
+from hpcgpu.bench.workloads_array import _check, inputs
 
 __all__ = ["timeseries", "keyed_frame", "GROUPBY", "ROLLING", "MERGE", "SHUFFLE"]
 
@@ -18,12 +19,6 @@ _SECONDS = {"60s": 60, "10s": 10, "1s": 1}
 # preset -> (partitions, rows per partition) of a keyed frame
 _KEYED = {"tiny": (4, 5000), "small": (8, 100000), "medium": (16, 2000000),
           "large": (32, 5000000), "full": (64, 5000000)}
-
-
-def _check(preset: str, table: dict) -> tuple:
-    if preset not in table:
-        raise ValueError(f"size preset {preset!r} is unknown: choose from {', '.join(table)}")
-    return table[preset]
 
 
 def _backend(ctx: RunContext, frame):
@@ -70,8 +65,6 @@ def _timeseries_prepare(ctx: RunContext, size: Size):
 
 
 def _groupby_prepare(ctx: RunContext, size: Size):
-    from hpcgpu.bench.workloads_array import inputs
-
     return inputs(ctx, size, _days)
 
 

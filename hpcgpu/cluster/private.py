@@ -30,6 +30,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
+from hpcgpu.runner.security import write_private
+
 __all__ = ["PrivateDirectory", "user_directory", "write_private", "worker_credentials", "prune_stale"]
 
 
@@ -88,13 +90,6 @@ def _warn_if_open(parent: str | os.PathLike, field: str) -> None:
             f"{field} of your own; docs/security.md)", UserWarning, stacklevel=4)
 
 
-def write_private(path: str | os.PathLike, text: str) -> None:
-    """Write a new file readable by the user only (mode 0600; an existing file is refused)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-
-
 def worker_credentials(security: Any, where: Callable[[], Path]) -> Any:
     """``security`` with its in-memory PEM texts (``Security.temporary()``) written as
     ``ca.pem``, ``cert.pem``, ``key.pem`` to the directory ``where()`` gives (called only
@@ -140,26 +135,18 @@ def prune_stale(user: Path) -> list[Path]:
     >>> [p.name for p in prune_stale(user)], sorted(p.name for p in user.iterdir())
     (['gone'], ['alive'])
     """
+    import psutil
+
     host, removed = socket.gethostname(), []
     for directory in user.iterdir():
         try:
             owner_host, pid = (directory / "owner").read_text().split()
         except (OSError, ValueError):
             continue
-        if owner_host == host and not _alive(int(pid)):
+        if owner_host == host and not psutil.pid_exists(int(pid)):
             shutil.rmtree(directory, ignore_errors=True)
             removed.append(directory)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class PrivateDirectory:

@@ -7,8 +7,7 @@ own answer stands. An unknown partition changes nothing either (sbatch names it)
 
 from __future__ import annotations
 
-from hpcgpu.system import commands
-from hpcgpu.jobspec.queues.offer import (PartitionNode, QueryUnavailable, QueueOffer, cpu_shape_problem,
+from hpcgpu.jobspec.queues.offer import (PartitionNode, QueryUnavailable, QueueOffer, cpu_shape_problem, query,
                                  shape_problem)
 from hpcgpu.jobspec.resources import GPUJobShape
 
@@ -64,12 +63,7 @@ def slurm_partition_nodes(partition: str | None) -> list[PartitionNode]:
 
     Raises :class:`QueryUnavailable` when ``sinfo`` cannot answer."""
     argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
-    result = commands.run(argv, check=False, timeout=30)
-    if result.returncode != 0:
-        said = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
-        raise QueryUnavailable(f"{' '.join(argv[:3])} failed ({result.returncode}): "
-                               f"{said[0] if said else 'no output'}")
-    return parse_sinfo(result.stdout, partition)
+    return parse_sinfo(query(argv, empty=True, shown=3).stdout, partition)
 
 
 def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:

@@ -17,7 +17,6 @@ import atexit
 import contextlib
 import os
 import sys
-import time
 import traceback
 
 import dask
@@ -28,6 +27,7 @@ from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_messa
 from hpcgpu.runner.security import temporary_tls
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
+from hpcgpu.worker.startfailure import wait_for_workers_or_exit
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["initialize", "shutdown", "node_placement", "check_gpus", "mpi"]
@@ -229,16 +229,9 @@ def _become_client(comm, address, tls, loop_runner, scheduler, node, local_rank,
 
 
 def _wait_for(scheduler, n: int, timeout: float, own_worker) -> None:
-    deadline = time.monotonic() + timeout
-    while len(scheduler.workers) < n:
-        if not own_worker.running():
-            raise RuntimeError(f"rank 0's worker exited with code {own_worker.popen.returncode} "
-                               f"after {len(scheduler.workers)} of {n} workers joined: see its "
-                               "messages above")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {len(scheduler.workers)} of {n} workers joined within "
-                               f"{timeout:g} s: see the workers' messages")
-        time.sleep(0.1)
+    # rank 0's worker writes to rank 0's own output: no log to quote
+    wait_for_workers_or_exit(lambda: len(scheduler.workers), n, own_worker.popen.poll,
+                             lambda: "rank 0's worker: see its messages above", timeout, 0.1)
 
 
 def _serve_as_worker(comm, address, sec, node, local_rank, common, interface, worker_class,

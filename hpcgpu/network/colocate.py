@@ -27,6 +27,7 @@ Results are the same bits: only where tasks run changes.
 from __future__ import annotations
 
 import dask
+from dask.core import toposort
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 __all__ = ["CoLocateRoots", "root_groups", "assign_groups", "shared_input_groups", "holder"]
@@ -62,7 +63,7 @@ def root_groups(tasks: list, cap: int) -> list[list]:
     A root is shared when a task of its single-input chain feeds two or more tasks.
     """
     new = dict.fromkeys(tasks)
-    origin = _origins(_in_order(new))
+    origin = _origins(toposort(new, dependencies={ts: ts.dependencies & new.keys() for ts in new}))
     shared = {r for t, r in origin.items() if len(t.dependents) > 1}
     parent = {r: r for r in shared}
     for ts in new:
@@ -77,22 +78,6 @@ def root_groups(tasks: list, cap: int) -> list[list]:
     for r in shared:
         groups.setdefault(_find(parent, r), []).append(r)
     return [g for g in groups.values() if 1 < len(g) <= cap]
-
-
-def _in_order(new: dict) -> list:
-    """The new tasks, each after its new dependencies (stable for graphs already in order)."""
-    order, seen = [], set()
-    for root in new:
-        stack = [(root, False)]
-        while stack:
-            ts, expanded = stack.pop()
-            if expanded:
-                order.append(ts)
-            elif ts not in seen:
-                seen.add(ts)
-                stack.append((ts, True))
-                stack.extend((d, False) for d in ts.dependencies if d in new and d not in seen)
-    return order
 
 
 def assign_groups(groups: list[list], slots: list[tuple[str, int]], priority) -> dict:

@@ -116,7 +116,8 @@ def make_private_directory(path: str | os.PathLike) -> Path:
     return path
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: str | os.PathLike, text: str) -> None:
+    """Write a new file readable by the user only (mode 0600; an existing file is refused)."""
     # O_EXCL with O_NOFOLLOW: a new file of this user's, never through a link; 0600 from the start
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -149,9 +150,9 @@ def write_tls_files(directory: str | os.PathLike) -> TLSFiles:
     """Make a temporary certificate (:func:`temporary_tls`) and write it into ``directory``."""
     pems = temporary_tls()
     files = TLSFiles.in_directory(directory)
-    _write_private(Path(files.ca_file), pems.ca_file)
-    _write_private(Path(files.cert), pems.cert)
-    _write_private(Path(files.key), pems.key)
+    write_private(files.ca_file, pems.ca_file)
+    write_private(files.cert, pems.cert)
+    write_private(files.key, pems.key)
     return files
 
 

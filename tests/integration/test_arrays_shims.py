@@ -4,13 +4,10 @@ the real array scripts under the local SLURM: ``-J 0-K`` / ``-J "name[1-K]"`` be
 
 from __future__ import annotations
 
-import re
-import subprocess
-
 import pytest
 
 from array_helpers import check_scale_up_one_array_then_down
-from cluster_helpers import shim_cluster  # noqa: F401 (the make fixture)
+from cluster_helpers import shim_cluster, squeue_state  # noqa: F401 (the make fixture)
 from hpcgpu.jobspec.dialects.arrays import element_index
 
 pytestmark = pytest.mark.slurm
@@ -21,9 +18,7 @@ def test_shim_scale_up_is_one_array_then_elements_retire(make):
     scheduler = make.scheduler
 
     def array_of(job_id: str) -> str | None:
-        slurm_id = re.sub(r"\[(\d+)\]", r"_\1", job_id.split(".")[0])
-        out = subprocess.run(["squeue", "-h", "--states=all", "-j", slurm_id, "-o", "%F"],
-                             capture_output=True, text=True).stdout.strip()
+        out = squeue_state(job_id, "%F")
         array_id = element_index(scheduler, job_id)[0]
         return array_id if out and array_id.startswith(out) else None
 

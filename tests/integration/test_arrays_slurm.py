@@ -8,18 +8,12 @@ import pytest
 
 from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_computation,
                            check_scale_up_one_array_then_down, recorded_commands, submits)
-from cluster_helpers import FAST
+from cluster_helpers import FAST, squeue_state
 from conftest import wait_for
 from hpcgpu import SLURMCluster
 from hpcgpu.cluster.walltime_planner import GATHER_WINDOW
 
 pytestmark = pytest.mark.slurm
-
-
-def array_of(job_id: str) -> str:
-    """The array job id SLURM itself reports for a job (``squeue -o %F``)."""
-    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%F"],
-                          capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
@@ -31,7 +25,7 @@ def test_scale_gpus_6_is_one_array_then_2_retires_4_elements(make):
     cluster = make(gpus_per_node=1)
     assert "--array" not in cluster.job_script()
     check_scale_up_one_array_then_down(cluster, "slurm", "sbatch", gpus=6, keep=2,
-                                       array_of=array_of)
+                                       array_of=lambda job_id: squeue_state(job_id, "%F"))
 
 
 def test_element_cancelled_mid_computation_is_recomputed_and_replaced(make):
@@ -102,7 +96,3 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     assert names and names.isdisjoint(first), names
     assert names <= {job.name for job in cluster.jobs} - set(first), (names, cluster.job_table())
 
-
-def squeue_state(job_id: str) -> str:
-    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                          capture_output=True, text=True).stdout.strip()

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from cluster_helpers import FAST, check_adapt, check_failing_job_reported, check_scale_up_and_down
+from cluster_helpers import FAST, check_adapt, check_failing_job_reported, check_scale_up_and_down, sge_alive
 from hpcgpu import SGECluster
-from hpcgpu.jobspec.dialects import get_dialect
 
 pytestmark = pytest.mark.sge
-
-
-def sge_alive(job_id: str) -> bool:
-    """Whether qstat still lists the job (or the array element ``123.4``)."""
-    out = subprocess.run(["qstat", "-u", "*"], capture_output=True, text=True).stdout
-    return job_id in get_dialect("sge").parse_status(out)
 
 
 @pytest.fixture

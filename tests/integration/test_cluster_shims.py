@@ -8,23 +8,12 @@ and answer in the real commands' output formats (PBS Pro's ``qstat -F json``, LS
 
 from __future__ import annotations
 
-import re
-import subprocess
-
 import pytest
 
 from cluster_helpers import (check_adapt, check_failing_job_reported,
-                             check_scale_up_and_down, shim_cluster)  # noqa: F401 (the make fixture)
+                             check_scale_up_and_down, shim_cluster, slurm_alive)  # noqa: F401 (the make fixture)
 
 pytestmark = pytest.mark.slurm
-
-
-def slurm_alive(job_id: str) -> bool:
-    # 123.shim, or an array element 123[4].shim / 123[4] -> SLURM's 123_4
-    slurm_id = re.sub(r"\[(\d+)\]", r"_\1", job_id.split(".")[0])
-    state = subprocess.run(["squeue", "-h", "--states=all", "-j", slurm_id, "-o",
-                            "%T"], capture_output=True, text=True).stdout.strip()
-    return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 
 
 def test_shim_scale_up_and_down(make):

@@ -12,21 +12,12 @@ import pytest
 from distributed import Client
 from distributed.security import Security
 
-from cluster_helpers import FAST, check_adapt, check_failing_job_reported, check_scale_up_and_down, gpu_placement
+from cluster_helpers import (FAST, check_adapt, check_failing_job_reported, check_scale_up_and_down, gpu_placement,
+                             slurm_alive)
 from conftest import wait_for
 from hpcgpu import SLURMCluster
 
 pytestmark = pytest.mark.slurm
-
-
-def squeue_state(job_id: str) -> str:
-    out = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                         capture_output=True, text=True).stdout.strip()
-    return out
-
-
-def slurm_alive(job_id: str) -> bool:
-    return squeue_state(job_id) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 
 
 @pytest.fixture

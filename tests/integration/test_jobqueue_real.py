@@ -12,23 +12,12 @@ import subprocess
 import pytest
 from distributed import Client
 
-from cluster_helpers import check_adapt, check_failing_job_reported
+from cluster_helpers import check_adapt, check_failing_job_reported, sge_alive, slurm_alive
 from conftest import wait_for
 from hpcgpu import SGECluster, SLURMCluster
 
 CPU = dict(cores=2, processes=2, memory="2GB", walltime="00:10:00", death_timeout=60,
            poll_interval=0.5, scheduler_options={"dashboard_address": "localhost:0"})
-
-
-def slurm_alive(job_id: str) -> bool:
-    state = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                           capture_output=True, text=True).stdout.strip()
-    return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
-
-
-def sge_alive(job_id: str) -> bool:
-    out = subprocess.run(["qstat", "-u", "*"], capture_output=True, text=True).stdout
-    return any(line.split()[:1] == [job_id] for line in out.splitlines())
 
 
 def check_cpu_scale_up_and_down(cluster, job_alive) -> None:
@@ -127,7 +116,7 @@ def test_pbs_and_lsf_cpu_workers_through_the_shims(scheduler, slurm, monkeypatch
     monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
     options = dict(CPU, walltime="00:10", lsf_units="mb") if scheduler == "lsf" else CPU
     cluster = clusters(PBSCluster if scheduler == "pbs" else LSFCluster, **options)
-    check_cpu_scale_up_and_down(cluster, lambda job_id: slurm_alive(job_id.split(".")[0]))
+    check_cpu_scale_up_and_down(cluster, slurm_alive)
 
 
 @pytest.mark.slurm

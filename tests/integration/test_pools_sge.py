@@ -3,26 +3,18 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import dask
 import pytest
 from distributed import get_worker
 
-from cluster_helpers import FAST
+from cluster_helpers import FAST, sge_alive
 from conftest import wait_for
 from hpcgpu import SGECluster
-from hpcgpu.jobspec.dialects import get_dialect
 
 pytestmark = pytest.mark.sge
 
 # A lambda travels by value: the workers cannot import this module.
 where = lambda _x=None: str(get_worker().name)  # noqa: E731
-
-
-def sge_alive(job_id: str) -> bool:
-    out = subprocess.run(["qstat", "-u", "*"], capture_output=True, text=True).stdout
-    return job_id in get_dialect("sge").parse_status(out)
 
 
 def test_sge_gpu_and_cpu_pools_place_annotated_tasks_and_retire_separately(sge, clusters):

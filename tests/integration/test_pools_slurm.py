@@ -3,14 +3,13 @@ CPU pool (partition debug) behind one scheduler."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import dask
 import pytest
 from distributed import get_worker, wait
 
-from cluster_helpers import FAST, recorded_commands
+from cluster_helpers import FAST, recorded_commands, squeue_state
 from conftest import wait_for
 from hpcgpu import SLURMCluster
 
@@ -25,11 +24,6 @@ def make(slurm, clusters):
         return clusters(SLURMCluster, **{**FAST, "gpus_per_node": 2, "queue": "gpu",
                                          "pools": {"cpu": CPU_POOL}, **options})
     return make
-
-
-def squeue(job_id: str, field: str) -> str:
-    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", field],
-                          capture_output=True, text=True).stdout.strip()
 
 
 def workers_by_pool(client) -> dict[str, dict[str, dict]]:
@@ -62,8 +56,8 @@ def test_gpu_and_cpu_pools_scaled_together_run_annotated_tasks_on_the_right_pool
     assert {p: len(j) for p, j in jobs.items()} == {"default": 1, "cpu": 1, "big": 2}
     assert jobs["cpu"][0].name.startswith("SLURMCluster-cpu-")
     assert all(j.name.startswith("SLURMCluster-big-") and "_" in j.job_id for j in jobs["big"])
-    assert squeue(jobs["cpu"][0].job_id, "%P") == "debug"
-    assert squeue(jobs["default"][0].job_id, "%P") == "gpu"
+    assert squeue_state(jobs["cpu"][0].job_id, "%P") == "debug"
+    assert squeue_state(jobs["default"][0].job_id, "%P") == "gpu"
     assert "pool" in repr(cluster.jobs).splitlines()[0] and "<th>pool</th>" in cluster._repr_html_()
     with cluster.get_client() as client:
         pools = workers_by_pool(client)
@@ -91,13 +85,13 @@ def test_retiring_one_pool_leaves_the_other_running(make):
     cluster.wait_for_workers(3, timeout=180)
     ids = {job.pool: job.job_id for job in cluster.jobs}
     cluster.scale(jobs=0, pool="cpu")
-    wait_for(lambda: squeue(ids["cpu"], "%T") in ("", "CANCELLED", "COMPLETED"), 60,
+    wait_for(lambda: squeue_state(ids["cpu"], "%T") in ("", "CANCELLED", "COMPLETED"), 60,
              what="the CPU pool's job to end")
     with cluster.get_client() as client:
         wait_for(lambda: len(client.scheduler_info()["workers"]) == 2, 60,
                  what="the GPU pool's workers alone")
         assert set(workers_by_pool(client)) == {"default"}
-        assert squeue(ids["default"], "%T") == "RUNNING"
+        assert squeue_state(ids["default"], "%T") == "RUNNING"
         with dask.annotate(resources={"GPU": 1}):
             total = dask.delayed(sum)([dask.delayed(lambda x: x + 1)(i) for i in range(10)])
         assert client.compute(total, sync=True) == 55

@@ -10,17 +10,12 @@ from collections import Counter
 import pytest
 from distributed import Client, wait
 
-from cluster_helpers import FAST
+from cluster_helpers import FAST, squeue_state
 from conftest import wait_for
 from reliability_helpers import lose_the_job_mid_chain, run_chain, runs, step
 from hpcgpu import SLURMCluster
 
 pytestmark = pytest.mark.slurm
-
-
-def slurm_state(job_id: str) -> str:
-    return subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                          capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
@@ -44,7 +39,7 @@ def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path
         assert results == [sum(range(i + 1)) for i in range(90)]
         # The first job's workers left gracefully, before SLURM's time limit: COMPLETED,
         # not TIMEOUT, and its replacement was connected before they went.
-        assert slurm_state(first.job_id) == "COMPLETED", cluster.job_table()
+        assert squeue_state(first.job_id) == "COMPLETED", cluster.job_table()
         names = [job.name for job in cluster.jobs]
         assert len(names) >= 2 and first.name in names
         assert any("nears its walltime" in e and first.name in e for e in cluster.events)
@@ -110,7 +105,7 @@ def test_usr1_drains_the_job_and_it_is_replaced(make, tmp_path):
                 for i, w in enumerate(sorted(client.scheduler_info()["workers"]))]
         wait(data)
         subprocess.run(["scancel", "--signal=USR1", first.job_id], check=True)
-        wait_for(lambda: slurm_state(first.job_id) == "COMPLETED", 60,
+        wait_for(lambda: squeue_state(first.job_id) == "COMPLETED", 60,
                  what=f"the drained job to complete:\n{cluster.job_table()}")
         assert client.gather(data) == [0, 1]
         cluster.wait_for_workers(gpus=2, timeout=60)

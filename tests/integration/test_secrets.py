@@ -19,9 +19,7 @@ import pytest
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import LSFCluster, PBSCluster, SGECluster, SLURMCluster
-from hpcgpu.system import commands
 from hpcgpu.cluster.private import user_directory
-from hpcgpu.system.commands import CommandResult
 
 CLASSES = {"slurm": SLURMCluster, "pbs": PBSCluster, "lsf": LSFCluster, "sge": SGECluster}
 NOBODY = ["runuser", "-u", "nobody", "--"]
@@ -100,25 +98,6 @@ def test_cluster_refuses_a_foreign_private_directory_before_anything_starts(tmp_
 
 
 # ---------------------------------------------------------------- every dialect and job kind
-@pytest.fixture
-def fake_submit():
-    """Submit commands answer with job ids and nothing runs; (argv, stdin) are recorded."""
-    calls, ids = [], iter(range(1000, 2000))
-
-    def runner(argv, timeout, input):
-        calls.append((list(argv), input))
-        out = ""
-        if argv[0] in ("sbatch", "qsub"):
-            out = f"{next(ids)}\n"
-        elif argv[0] == "bsub":
-            out = f"Job <{next(ids)}> is submitted to queue <normal>.\n"
-        return CommandResult(tuple(argv), 0, out, "")
-
-    commands.set_runner(runner)
-    yield calls
-    commands.set_runner(None)
-
-
 KINDS = {
     "gpu": dict(gpus_per_node=2),
     "cpu": dict(cores=2, memory="2GB"),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hpcgpu.array as ha
-from hpcgpu.array.graphtrees import exclusive_trees, toposort
+from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.lazy_blocks import lazy_graph
 
 
@@ -26,7 +26,8 @@ def _reference(dsk, keys, width):
     for k, node in dsk.items():
         ordered = ordered and all(d in seen or d not in dsk for d in node.dependencies)
         seen.add(k)
-    order = dsk if ordered else toposort({k: v.dependencies for k, v in dsk.items()})
+    deps = {k: v.dependencies & dsk.keys() for k, v in dsk.items()}
+    order = dsk if ordered else dask.core.toposort(dsk, dependencies=deps)
     counts = {}
     for k in order:
         deps = dsk[k].dependencies

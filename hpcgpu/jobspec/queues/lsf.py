@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from hpcgpu.system import commands
-from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer
+from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, query
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["lsf_size", "parse_bqueues", "parse_lshosts", "parse_lshosts_gpu", "gmodel_matches",
@@ -89,14 +89,6 @@ def gmodel_matches(asked: str, model: str) -> bool:
     return asked.split("-")[0].lower() in model.lower()
 
 
-def _run(argv: list[str]) -> str:
-    result = commands.run(argv, check=False, timeout=30)
-    if result.returncode != 0 or not result.stdout.strip():
-        said = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[0]
-        raise QueryUnavailable(f"{' '.join(argv)} failed ({result.returncode}): {said}")
-    return result.stdout
-
-
 def lsf_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
     """What ``shape.queue`` (every host where None) offers."""
     base = dict(kind="queue", name=shape.queue, node_word="host", type_matches=gmodel_matches,
@@ -108,14 +100,14 @@ def lsf_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
         if "No such queue" in result.stdout + result.stderr:
             return QueueOffer(**base, refusal=(f"queue={shape.queue!r} is not an LSF queue "
                                                "(bqueues lists them): use one of those"))
-        queue = parse_bqueues(_run(["bqueues", "-l", shape.queue]))
+        queue = parse_bqueues(query(["bqueues", "-l", shape.queue]).stdout)
         if queue["status"].startswith("Closed"):
             return QueueOffer(**base, refusal=(f"queue={shape.queue!r} is closed "
                                                f"({queue['status']}): use another queue"))
         hosts, max_tasks = queue["hosts"], queue["max_tasks"]
         if any(h in ("all", "others", "none") or h.startswith("~") for h in hosts):
             hosts = []  # every host (an upper bound: never refuses what could run)
-    cpus_mem = parse_lshosts(_run(["lshosts", "-w", *hosts]))
-    gpus = parse_lshosts_gpu(_run(["lshosts", "-gpu", *hosts]))
+    cpus_mem = parse_lshosts(query(["lshosts", "-w", *hosts]).stdout)
+    gpus = parse_lshosts_gpu(query(["lshosts", "-gpu", *hosts]).stdout)
     nodes = tuple(PartitionNode(h, c, m, gpus.get(h, ())) for h, (c, m) in cpus_mem.items())
     return QueueOffer(**base, nodes=nodes, max_gpus=max_tasks)

@@ -12,13 +12,28 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.system import commands
 
-__all__ = ["PartitionNode", "QueueOffer", "QueryUnavailable", "shape_problem", "cpu_shape_problem",
+__all__ = ["PartitionNode", "QueueOffer", "QueryUnavailable", "query", "shape_problem", "cpu_shape_problem",
            "gres_text"]
 
 
 class QueryUnavailable(RuntimeError):
     """The scheduler could not be asked (no command, an error, an answer not understood)."""
+
+
+def query(argv: list[str], *, empty: bool = False, answers: str | None = None,
+          shown: int | None = None) -> commands.CommandResult:
+    """``argv``'s result; :class:`QueryUnavailable` (the first ``shown`` words, its first line
+    of output) when it fails, or says nothing unless ``empty``; an error whose words hold
+    ``answers`` is an answer."""
+    result = commands.run(argv, check=False, timeout=30)
+    if answers and answers in result.stderr.lower():
+        return result
+    if result.returncode != 0 or not (empty or result.stdout.strip()):
+        said = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[0]
+        raise QueryUnavailable(f"{' '.join(argv[:shown])} failed ({result.returncode}): {said}")
+    return result
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from hpcgpu.system import commands
-from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer
+from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, query
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["pbs_size", "parse_pbsnodes", "parse_queue", "pbs_offer"]
@@ -87,14 +86,6 @@ def _limits(info: dict) -> dict:
     return {k: (int(v) if v is not None else None) for k, v in out.items()}
 
 
-def _run(argv: list[str]):
-    result = commands.run(argv, check=False, timeout=30)
-    if result.returncode != 0 and "unknown queue" not in result.stderr.lower():
-        said = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[0]
-        raise QueryUnavailable(f"{' '.join(argv)} failed ({result.returncode}): {said}")
-    return result
-
-
 def pbs_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
     """What ``shape.queue`` (every vnode where None) offers, with its ``resources_max``."""
     gpu_resource = getattr(dialect, "gpu_resource", "ngpus")
@@ -102,7 +93,7 @@ def pbs_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
                 gpu_text=lambda n: f"{gpu_resource}={n.gpu_count}")
     limits: dict = {}
     if shape.queue:
-        result = _run(["qstat", "-Qf", "-F", "json", shape.queue])
+        result = query(["qstat", "-Qf", "-F", "json", shape.queue], empty=True, answers="unknown queue")
         if result.returncode != 0:
             return QueueOffer(**base, refusal=(f"queue={shape.queue!r} is not a queue of this "
                                                "PBS server (qstat -Q lists them): use one of those"))
@@ -117,5 +108,5 @@ def pbs_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
 
 
 def _nodes(queue: str | None, dialect) -> list[PartitionNode]:
-    text = _run(["pbsnodes", "-av", "-F", "json"]).stdout
+    text = query(["pbsnodes", "-av", "-F", "json"], empty=True).stdout
     return parse_pbsnodes(text, queue, getattr(dialect, "gpu_type_resource", "gpu_model"))

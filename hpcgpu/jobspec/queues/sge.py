@@ -14,7 +14,7 @@ import logging
 import re
 
 from hpcgpu.system import commands
-from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer
+from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, query
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["parse_qconf", "queue_values", "sge_memory", "sge_host", "sge_offer"]
@@ -91,11 +91,7 @@ def sge_host(text: str, gpu_complex: str = "gpu") -> PartitionNode:
 
 
 def _qconf(*args: str) -> str:
-    result = commands.run(["qconf", *args], check=False, timeout=30)
-    if result.returncode != 0 or not result.stdout.strip():
-        said = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[0]
-        raise QueryUnavailable(f"qconf {' '.join(args)} failed ({result.returncode}): {said}")
-    return result.stdout
+    return query(["qconf", *args]).stdout
 
 
 def _hosts(hostlist: str) -> list[str]:
