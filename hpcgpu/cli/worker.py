@@ -9,7 +9,7 @@ without a GPU, one worker on the CPU. It runs ``python -m hpcgpu.worker`` in thi
 Differences (docs/migrating.md): workers are named ``<name>-0-<i>`` (dask-cuda:
 ``<name>-<i>``); without ``--rmm-*`` flags each worker gets hpcgpu's RMM pool (dask-cuda:
 none); a worker's dashboard starts only with ``--dashboard`` or ``--dashboard-address``;
-``--multiprocessing-method`` defaults to forked-server with several GPUs (dask-cuda: spawn);
+``--multiprocessing-method`` defaults to forked-server (dask-cuda: spawn);
 ``--worker-class`` replaces hpcgpu's ``GPUWorker`` (give a subclass of it to keep the GPU
 set-up).
 """
@@ -117,7 +117,7 @@ def entry_argv(scheduler: str | None, values: dict, given: set[str], gpus: int,
 @click.option("--multiprocessing-method", default="spawn",
               type=click.Choice(["spawn", "fork", "forkserver", "forked-server"]),
               help="How nannies start workers (hpcgpu: forked-server, a fork server forked from "
-                   "this process, with several GPUs unless given).")
+                   "this process, unless given; with UCX, spawn or forkserver).")
 @click.pass_context
 def worker(ctx: click.Context, scheduler, preload_argv, **values) -> None:
     """Start one Dask worker per GPU of this host, attached to SCHEDULER (dask cuda worker's flags)."""

@@ -187,9 +187,9 @@ def _take_gpu_options(options: dict) -> None:
 @click.option("--multiprocessing-method", default=None,
               type=click.Choice(["forked-server", "forkserver", "spawn", "fork"]),
               help="How nannies start worker processes. Default: a method set in dask's "
-                   "config; else with several GPUs forked-server (worker processes forked "
-                   "from a server forked from this process: one start-up per node; "
-                   "forkserver, Python's own server, with UCX); else spawn.")
+                   "config; else forked-server (worker processes forked from a server "
+                   "forked from this process: one start-up per node); with UCX, "
+                   "forkserver (Python's own server) for several GPUs, else spawn.")
 @click.pass_context
 def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing_method,
          walltime, retire_before, lifetime_stagger, **options) -> None:
@@ -218,8 +218,9 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
         name, nworkers = use_pinned_nannies(places), len(places)
     gpu_workers = nworkers if gpus_per_node is not None else gpu_workers_on_host(os.environ)
     options["memory_limit"] = host_memory_limit(options["memory_limit"], gpu_workers)
-    use_forkserver(multiprocessing_method, nworkers,
-                   options["protocol"] or (scheduler or "").split("://")[0])
+    if "--no-nanny" not in ctx.args:  # without a nanny the worker runs in this process
+        use_forkserver(multiprocessing_method, nworkers,
+                       options["protocol"] or (scheduler or "").split("://")[0])
     from distributed.cli import dask_worker as cli
     from distributed.cli.dask_worker import main as dask_worker
 

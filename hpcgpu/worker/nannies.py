@@ -89,12 +89,13 @@ def use_forkserver(method: str | None, nworkers: int, protocol: str | None = Non
 
     ``method`` (the entry point's option) wins; then a method set in dask's configuration
     (``distributed.worker.multiprocessing-method``) other than distributed's default
-    ``spawn``; then, when this process starts several workers, ``forked-server``: a fork
-    server forked from this process once it has imported :data:`FORKSERVER_PRELOAD`
-    (:mod:`hpcgpu.worker.forkedserver`), so a node pays one interpreter start-up and one
-    import of distributed for all its GPUs; ``forkserver`` (Python's server, a second
-    interpreter that imports them again) with UCX, whose library this process may have
-    loaded. Call it before any thread or listener exists in this process.
+    ``spawn``; then ``forked-server``: a fork server forked from this process once it has
+    imported :data:`FORKSERVER_PRELOAD` (:mod:`hpcgpu.worker.forkedserver`), so a node pays
+    one interpreter start-up and one import of distributed for all its GPUs, and a nanny of
+    one GPU does not start a second interpreter for its worker. With UCX, whose library
+    this process may have loaded, ``forkserver`` (Python's server, a second interpreter that
+    imports them again) for several workers, ``spawn`` for one. Call it before any thread
+    or listener exists in this process.
     """
     import multiprocessing
 
@@ -105,8 +106,8 @@ def use_forkserver(method: str | None, nworkers: int, protocol: str | None = Non
 
     configured = dask.config.get("distributed.worker.multiprocessing-method")
     ucx = (protocol or "").lower() in UCX_PROTOCOLS
-    chosen = method or (configured if configured != "spawn" else "spawn" if nworkers < 2
-                        else "forkserver" if ucx else "forked-server")
+    chosen = method or (configured if configured != "spawn" else "forked-server" if not ucx
+                        else "spawn" if nworkers < 2 else "forkserver")
     context = "forkserver" if chosen == "forked-server" else chosen
     dask.config.set({"distributed.worker.multiprocessing-method": context})
     if context == "forkserver":

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
@@ -66,20 +67,23 @@ def _tls_args(security: Security, directory) -> list[str]:
     return ["--tls-ca-file", paths[0], "--tls-cert", paths[1], "--tls-key", paths[2]]
 
 
-def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_nothing(tmp_path):
-    """The default with several GPUs, TLS on: workers pinned, children of the server that the
-    launcher forked; SIGKILL of the launcher (the job's end at its hardest) ends them all."""
+@pytest.mark.parametrize("gpus", ["4,5", "4"])
+def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_nothing(tmp_path, gpus):
+    """The default, TLS on, with several GPUs and with one (no second interpreter for its
+    worker): workers pinned, children of the server that the launcher forked; SIGKILL of the
+    launcher (the job's end at its hardest) ends them all."""
+    expected = gpus.split(",")
     security = Security.temporary()
     with LocalCluster(n_workers=0, processes=False, protocol="tls", security=security,
                       dashboard_address=None) as cluster, Client(cluster, security=security) as client:
         proc = subprocess.Popen(
             [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "fs",
-             "--gpus-per-node", "2", "--death-timeout", "30", *_tls_args(security, tmp_path)],
-            env=dict(os.environ, CUDA_VISIBLE_DEVICES="4,5", SLURM_JOB_ID=""))
+             "--gpus-per-node", str(len(expected)), "--death-timeout", "30", *_tls_args(security, tmp_path)],
+            env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus, SLURM_JOB_ID=""))
         try:
-            client.wait_for_workers(2, timeout=60)
+            client.wait_for_workers(len(expected), timeout=60)
             seen = client.run(lambda: (os.environ["CUDA_VISIBLE_DEVICES"], os.getppid()))
-            assert sorted(gpu for gpu, _ in seen.values()) == ["4", "5"]
+            assert sorted(gpu for gpu, _ in seen.values()) == expected
             (server,) = {parent for _, parent in seen.values()}
             assert psutil.Process(server).ppid() == proc.pid
             # forked from the launcher (its command line), not Python's server (`-c ...forkserver...`)
