@@ -21,6 +21,7 @@ from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.cluster.localspec import gpu_options, nanny_and_worker_class, split_local_kwargs, ucx_protocol
 from hpcgpu.network.colocate import CoLocateRoots
+from hpcgpu.network.config import QUIET_PROGRESS
 from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.network.tls import cluster_security
@@ -201,6 +202,8 @@ class LocalGPUCluster(SpecCluster):
         options = dict(self._worker_options, env=env, preload=preload, worker_class=self._worker)
         if self.gpu_options.ucx_config():
             options["config"] = {**self.gpu_options.ucx_config(), **(options.get("config") or {})}
+        if str(options.get("protocol") or "").startswith("ucx"):  # the worker waits for UCX asleep
+            env.update({k: v for k, v in QUIET_PROGRESS if k not in env})
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = rotated(self.gpus, i)
             options["resources"] = {"GPU": 1, **(options.get("resources") or {})}

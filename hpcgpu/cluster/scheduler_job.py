@@ -48,7 +48,8 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
     >>> print(lines[0])  # doctest: +NORMALIZE_WHITESPACE
     rm -f /l/c.json /l/c.json.listeners
     >>> print(lines[1])  # doctest: +NORMALIZE_WHITESPACE
-    env -u DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT CUDA_VISIBLE_DEVICES=
+    env -u DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT UCXPY_PROGRESS_MODE=thread
+    UCXPY_ENABLE_PYTHON_FUTURE=1 CUDA_VISIBLE_DEVICES=
     py -m hpcgpu.cluster.scheduler_process /l/c.json --protocol ucx,tcp --interface ib0,ib0 &
     >>> lines[-1]
     'wait "$HPCGPU_SCHEDULER_PID"'

@@ -9,6 +9,11 @@
 
 Only a role whose process owns a GPU asks UCX for CUDA transports and a CUDA context
 (a login node has no GPU); UCX endpoints agree on the transports both sides have.
+
+Processes that hpcgpu starts for a role (workers and their nannies, a scheduler in a job)
+also get :data:`QUIET_PROGRESS`: distributed-ucxx's default progress mode waits on each UCX
+request with ``await asyncio.sleep(0)`` in a loop, so an idle process spins at 100 % of a core
+(distributed keeps a receive pending on every comm); two clusters on one node starve each other.
 """
 
 from __future__ import annotations
@@ -18,11 +23,16 @@ from typing import Any
 from hpcgpu.network.settings import NetworkSettings
 
 __all__ = [
-    "ROLES", "ucx_flags", "ucx_variables", "dask_config", "config_context", "job_environment",
+    "ROLES", "QUIET_PROGRESS", "ucx_flags", "ucx_variables", "dask_config", "config_context", "job_environment",
     "worker_options", "scheduler_options", "client_address",
 ]
 
 ROLES = ("scheduler", "worker", "client")
+#: ucxx's progress thread and Python futures: a process waits for UCX requests asleep
+#: instead of polling them (distributed-ucxx reads ``UCXPY_PROGRESS_MODE`` at UCX start).
+#: Only for a process with one event loop that UCX serves (python futures are bound to one
+#: loop): a worker, its nanny, a scheduler in a job; not the user's process (client).
+QUIET_PROGRESS = (("UCXPY_PROGRESS_MODE", "thread"), ("UCXPY_ENABLE_PYTHON_FUTURE", "1"))
 #: distributed-ucxx's high-level switches (``distributed-ucxx.<key>``).
 _FLAGS = ("tcp", "nvlink", "infiniband", "rdmacm", "cuda-copy", "create-cuda-context")
 
@@ -127,7 +137,8 @@ def job_environment(settings: NetworkSettings, role: str = "worker", gpu: bool |
     """``(name, value)`` pairs to export in a job script before the role starts.
 
     Dask reads ``DASK_DISTRIBUTED_UCXX__*`` into ``distributed-ucxx.*``; ``UCX_*``
-    variables go to UCX directly (and win over dask config).
+    variables go to UCX directly (and win over dask config); a worker or scheduler
+    process waits for UCX asleep (:data:`QUIET_PROGRESS`).
 
     Examples
     --------
@@ -141,12 +152,16 @@ def job_environment(settings: NetworkSettings, role: str = "worker", gpu: bool |
     DASK_DISTRIBUTED_UCXX__CUDA_COPY=True
     DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT=True
     UCX_NET_DEVICES=mlx5_0:1
+    UCXPY_PROGRESS_MODE=thread
+    UCXPY_ENABLE_PYTHON_FUTURE=1
     >>> job_environment(NetworkSettings.create("tcp"))
     ()
     """
     flags = ucx_flags(settings, role, gpu)
     pairs = [(_env_name(key), str(value)) for key, value in flags.items() if value is not None]
     pairs += sorted(ucx_variables(settings).items(), key=lambda kv: kv[0] != "UCX_NET_DEVICES")
+    if flags and role != "client":
+        pairs += QUIET_PROGRESS
     return tuple(pairs)
 
 
