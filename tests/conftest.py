@@ -119,7 +119,7 @@ def fake_submit():
 #: wait on each other's jobs (tried: two at once time out waiting for their elements).
 SERIAL_GROUPS = {
     "ucx": ("test_ucx.py", "test_ucxauth.py", "test_cluster_ucx.py", "test_batch_ucx.py",
-            "test_ucxauth_batch.py", "test_comms_benchmark.py", "test_ucx_advice.py"),
+            "test_ucxauth_batch.py", "test_comms_benchmark.py", "test_ucx_advice.py", "test_ucx_idle.py"),
 }
 
 
