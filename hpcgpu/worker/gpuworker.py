@@ -34,7 +34,8 @@ def _device_memory(gpu: str | None) -> tuple[int, int] | None:
     (``HPCGPU_GPU``), else the first of ``CUDA_VISIBLE_DEVICES``.
     """
     nvml = nvml_library()
-    name = gpu or (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # "" (hpcgpu's CPU mode): no device at all
+    name = gpu or ("0" if visible is None else visible.split(",")[0].strip())
     if nvml is None or not name:
         return None
     try:

@@ -243,3 +243,33 @@ def test_the_workers_device_memory_comes_from_nvml_without_a_cuda_context():
             "print(total == pynvml.nvmlDeviceGetMemoryInfo(handle).total, 0 < free <= total, mine, 'cupy' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["True", "True", "[]", "False"], done.stderr
+
+
+class _NVML:
+    """NVML's calls that ``_device_memory`` makes, answering for any device it is asked for."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self.asked.append(str(index))
+        return index
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return type("Memory", (), {"free": 6, "total": 8})()
+
+
+@pytest.mark.parametrize("visible, gpu, asked", [
+    ("", None, []),  # hpcgpu's CPU mode on a GPU host: no device, though NVML sees them
+    (None, None, ["0"]), ("3,1", None, ["3"]), ("", "2", ["2"]), ("3,1", "1", ["1"])])
+def test_the_device_whose_memory_the_worker_asks_for(monkeypatch, visible, gpu, asked):
+    import hpcgpu.worker.gpuworker as gw
+
+    nvml = _NVML()
+    monkeypatch.setattr(gw, "nvml_library", lambda: nvml)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gw._device_memory(gpu) == ((6, 8) if asked else None)
+    assert nvml.asked == asked
