@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import socket
 import threading
+
+from hpcgpu.worker.walltime import DRAIN_SIGNALS
 
 __all__ = ["start_forked_server"]
 
@@ -49,6 +52,7 @@ def start_forked_server(preload: list[str]) -> int | None:
         code = 0
         try:
             os.close(alive_w)
+            _outlive_drain_signals()
             forkserver.main(listener.detach(), alive_r, preload=[])
         except SystemExit:
             pass
@@ -61,3 +65,21 @@ def start_forked_server(preload: list[str]) -> int | None:
     server._forkserver_address, server._forkserver_alive_fd = address, alive_w
     server._forkserver_pid = pid
     return pid
+
+
+def _outlive_drain_signals() -> None:
+    """In the server: the scheduler's drain signal (SLURM's ``USR1`` before the walltime)
+    reaches every process of the job step, the server too, whose default action would end
+    it, and with it the exit reports of the workers forked from it: their nannies would take
+    the drained workers for crashed ones and start them again. The server ignores it; a
+    worker forked later that sets no handler of its own gets the default, as a spawned one."""
+    server = os.getpid()
+
+    def handler(signum: int, _frame) -> None:
+        if os.getpid() == server:
+            return
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for signum in DRAIN_SIGNALS:
+        signal.signal(signum, handler)

@@ -58,6 +58,43 @@ def test_workers_fork_from_a_server_forked_from_the_launcher_and_it_ends_with_it
              == psutil.STATUS_ZOMBIE, 10, interval=0.05, what="the forked server to exit")
 
 
+DRAIN_PROBE = r"""
+import json, multiprocessing, os, signal
+from hpcgpu.worker.forkedserver import start_forked_server
+
+def child(queue):
+    queue.put(os.getpid())
+    queue.close()
+    queue.join_thread()  # sent before the signal
+    os.kill(os.getpid(), signal.SIGUSR1)  # no handler of its own: the default ends it
+    queue.put("survived")
+
+server = start_forked_server(["json"])
+ctx = multiprocessing.get_context("forkserver")
+held = ctx.Queue()
+first = ctx.Process(target=child, args=(held,))
+first.start()  # the server's handlers are in place once it serves
+first.join(30)
+os.kill(server, signal.SIGUSR1)  # what SLURM's --signal=USR1@N does to every process of the step
+queue = ctx.Queue()
+second = ctx.Process(target=child, args=(queue,))
+second.start()  # only a live server can fork it
+pid = queue.get(timeout=30)
+second.join(30)
+print(json.dumps({"first": first.exitcode, "second": second.exitcode, "pid": pid, "server": server}))
+"""
+
+
+def test_the_server_outlives_the_drain_signal_and_its_workers_keep_the_default():
+    """A drained job's workers must not be restarted: the fork server, in the job step too,
+    survives USR1 (else their nannies lose the exit reports and start them again)."""
+    done = subprocess.run([sys.executable, "-c", DRAIN_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["first"] == out["second"] == -signal.SIGUSR1, out
+    assert out["pid"] != out["server"]
+
+
 def _tls_args(security: Security, directory) -> list[str]:
     paths = []
     for name, text in (("ca", security.tls_ca_file), ("cert", security.tls_worker_cert),
