@@ -4,6 +4,7 @@ names the host, the address and the fix (docs/sites.md), with no job or process 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -72,14 +73,14 @@ def test_the_login_host_dropping_the_schedulers_port(login_drops_port_8786, tmp_
     assert "scheduler_options={'port': N}" in error and "'--worker-port', 'A:B'" in error, error
 
 
-def hold_results_then(tmp_path, fault, then=lambda: None, **extra) -> dict:
+def hold_results_then(tmp_path, fault, then=lambda: None, env=None, **extra) -> dict:
     """Start a cluster on login holding results on both hosts, run ``fault()``, let it finish
-    while ``then()`` runs: its result."""
+    while ``then()`` runs: its result. ``env``: more environment for the login host's process."""
     options = {**FAST, "log_directory": str(tmp_path / "logs"), "interface": "ib0", **ONE_PER_HOST,
                **extra}
     run = subprocess.Popen(["bash", str(ROOT / "scripts" / "site-exec"), "login", PYTHON, str(APP),
                             "cut", json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path, env={**os.environ, **(env or {})})
     try:
         ready = json.loads(run.stdout.readline() or "{}")
         assert sorted(ready.get("ready", {}).values()) == ["node1", "node2"], run.stderr.read()
@@ -97,12 +98,13 @@ def hold_results_then(tmp_path, fault, then=lambda: None, **extra) -> dict:
 
 
 def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
-    try:
-        result = hold_results_then(tmp_path, lambda: cut_link("node2"))
+    try:  # a site's setting: distributed's TCP timeout (default 30 s) at 12 s (its least: 10 keep-alive probes)
+        result = hold_results_then(tmp_path, lambda: cut_link("node2"),
+                                   env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP": "12s"})
     finally:
         restore_link("node2")
-    # distributed notices the silent host when its TCP timeout (30 s) ends the connection
-    assert result["seconds"] < 90, result
+    # distributed notices the silent host when its TCP timeout ends the connection
+    assert result["seconds"] < 60, result
     assert list(result["workers_after"].values()) == ["node1"], result
     assert_nothing_left(60)
 
