@@ -7,7 +7,7 @@ import json
 import subprocess
 
 import pytest
-from site_faults import compute_hosts, node_state
+from site_faults import compute_hosts, node_state, on_host
 from site_helpers import PYTHON, ROOT, assert_nothing_left, site  # noqa: F401
 
 pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site")]
@@ -15,10 +15,15 @@ pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site
 
 def test_a_short_soak_injects_a_fault_checks_results_and_leaves_nothing(tmp_path):
     host = compute_hosts()[-1]
-    done = subprocess.run([PYTHON, "benchmarks/site_soak.py", "--minutes", "0.06", "--faults-every", "1",
-                           "--max-faults", "1", "--hold", "1", "--kinds", "link", "--hosts", host, "--seed", "1",
-                           "--out", str(tmp_path / "out"), "--workdir", str(tmp_path / "work")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    try:
+        done = subprocess.run([PYTHON, "benchmarks/site_soak.py", "--minutes", "0.06", "--faults-every", "1",
+                               "--max-faults", "1", "--hold", "1", "--kinds", "link", "--hosts", host, "--seed",
+                               "1", "--out", str(tmp_path / "out"), "--workdir", str(tmp_path / "work")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired as error:  # what it printed and what SLURM saw, to tell why
+        pytest.fail(f"the soak ran past 120 s; its output:\n{(error.stdout or '')[-3000:]}\n"
+                    f"{(error.stderr or '')[-3000:]}\nsqueue:\n{on_host('login', 'squeue', timeout=30).stdout}"
+                    f"\nsinfo:\n{on_host('login', 'sinfo', '-N', '-l', timeout=30).stdout}")
     assert (tmp_path / "out" / "site_soak.json").exists(), done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "out" / "site_soak.json").read_text())
     assert done.returncode == 0 and report["passed"], done.stdout[-3000:] + done.stderr[-3000:]
