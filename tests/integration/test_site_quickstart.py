@@ -22,6 +22,10 @@ import json as _json, socket as _socket
 _hosts = client.run(_socket.gethostname)
 _squares = client.map(lambda x: x * x, range(100))
 _total = client.submit(sum, _squares).result()
+import time as _time  # the job table learns a job's nodes at its next poll of squeue
+_until = _time.monotonic() + 30
+while not all(j.nodes for j in cluster.jobs) and _time.monotonic() < _until:
+    _time.sleep(0.2)
 _jobs = [(j.job_id, list(j.nodes), len(j.workers)) for j in cluster.jobs]
 client.close(); cluster.close()
 print(_json.dumps({"hosts": _hosts, "total": _total, "jobs": _jobs}))
