@@ -266,7 +266,8 @@ def soak(args) -> dict:
     phases = {"to_first_result_s": None}
     try:
         # --minutes of computation from its first checked round, which may take START_S to come
-        while not (out.working.wait(1) or stop.is_set() or time.monotonic() > start + START_S):
+        while not (out.working.wait(1) or stop.is_set() or app.poll() is not None
+                   or time.monotonic() > start + START_S):
             pass
         if out.working.is_set() and app.poll() is None and not stop.is_set():
             phases["to_first_result_s"] = round(time.monotonic() - start, 1)

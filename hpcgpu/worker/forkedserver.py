@@ -41,7 +41,7 @@ def start_forked_server(preload: list[str]) -> int | None:
         importlib.import_module(name)
     resource_tracker.ensure_running()  # as ForkServer.ensure_running: before the server
     listener = socket.socket(socket.AF_UNIX)
-    address = arbitrary_address("AF_UNIX")
+    address = _socket_path(arbitrary_address("AF_UNIX"))
     listener.bind(address)
     if not util.is_abstract_socket_namespace(address):
         os.chmod(address, 0o600)
@@ -83,3 +83,20 @@ def _outlive_drain_signals() -> None:
 
     for signum in DRAIN_SIGNALS:
         signal.signal(signum, handler)
+
+
+def _socket_path(address: str) -> str:
+    """``address`` (in multiprocessing's private directory under ``TMPDIR``), or, where that
+    is too long for a Unix socket (108 bytes on Linux; sites and job scripts set long
+    ``TMPDIR`` paths, and binding failed: ``AF_UNIX path too long``), the same name in a
+    fresh directory of this user's only (mode 0700) under ``/tmp``, removed at exit. Never
+    the abstract namespace: any user of the host could connect to it."""
+    if len(os.fsencode(address)) < 100:
+        return address
+    import shutil
+    import tempfile
+    from multiprocessing import util
+
+    short = tempfile.mkdtemp(prefix="hpcgpu-", dir="/tmp")
+    util.Finalize(None, shutil.rmtree, args=[short, True], exitpriority=-100)
+    return os.path.join(short, os.path.basename(address))

@@ -95,6 +95,18 @@ def test_the_server_outlives_the_drain_signal_and_its_workers_keep_the_default()
     assert out["pid"] != out["server"]
 
 
+def test_a_long_tmpdir_still_gets_its_server(tmp_path):
+    """Job scripts and sites set long TMPDIRs: the server's socket path (multiprocessing's
+    directory under TMPDIR) must still fit a Unix socket's 108 bytes."""
+    long_tmp = tmp_path / ("d" * 60) / ("e" * 60)
+    long_tmp.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, TMPDIR=str(long_tmp)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["ppid"] == out["server"] != out["me"], out
+
+
 def _tls_args(security: Security, directory) -> list[str]:
     paths = []
     for name, text in (("ca", security.tls_ca_file), ("cert", security.tls_worker_cert),
