@@ -210,13 +210,11 @@ def _classes():
     """The backend classes, built on distributed-ucxx's only when the scheme is used."""
     from distributed_ucxx.ucxx import UCXX, UCXXBackend, UCXXConnector, UCXXListener
 
-    prefix, as_ucx, as_auth = _PREFIX, _as_ucx, _as_auth
-
     class UCXAuthComm(UCXX):
         def __init__(self, ep, local_addr, peer_addr, deserialize=True, enable_close_callback=False):
             # distributed-ucxx asserts a ucx:// prefix; this comm's addresses carry ours.
-            super().__init__(ep, as_ucx(local_addr), as_ucx(peer_addr), deserialize, enable_close_callback)
-            self._local_addr, self._peer_addr = as_auth(self._local_addr), as_auth(self._peer_addr)
+            super().__init__(ep, _as_ucx(local_addr), _as_ucx(peer_addr), deserialize, enable_close_callback)
+            self._local_addr, self._peer_addr = _as_auth(self._local_addr), _as_auth(self._peer_addr)
 
     class UCXAuthConnector(UCXXConnector):
         comm_class = UCXAuthComm
@@ -224,11 +222,11 @@ def _classes():
         async def connect(self, address, deserialize=True, **connection_args):
             key = read_key()
             comm = await super().connect(address, deserialize=deserialize, **connection_args)
-            await _bounded(authenticate_connector_side(comm.ep, key, prefix + address), comm,
-                           f"authenticating to {prefix + address}")
+            await _bounded(authenticate_connector_side(comm.ep, key, _PREFIX + address), comm,
+                           f"authenticating to {_PREFIX + address}")
             return comm
 
-    UCXAuthConnector.prefix = prefix
+    UCXAuthConnector.prefix = _PREFIX
 
     class UCXAuthListener(UCXXListener):
         comm_class = UCXAuthComm
@@ -245,7 +243,7 @@ def _classes():
                 raise
             await super().on_connection(comm, handshake_overrides)
 
-    UCXAuthListener.prefix = prefix
+    UCXAuthListener.prefix = _PREFIX
 
     class Backend(UCXXBackend):
         def get_connector(self):
