@@ -9,12 +9,10 @@ import pytest
 
 from batchtools import ROOT, slurm_finished
 from conftest import wait_for
-from hpcgpu.network import ucx_unavailable_reason
 from test_batch_slurm import logs, sbatch
+from ucx_marks import needs_ucx
 
-REASON = ucx_unavailable_reason()
-pytestmark = [pytest.mark.slurm, pytest.mark.skipif(
-    REASON is not None, reason=f"needs distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}")]
+pytestmark = [pytest.mark.slurm, needs_ucx]
 
 
 def ucx_batch(tmp_path, protocol: str, script: str) -> str:

@@ -15,12 +15,10 @@ from distributed import Client
 
 from cluster_helpers import FAST
 from hpcgpu import SLURMCluster
-from hpcgpu.network import ucx_unavailable_reason
+from ucx_marks import needs_ucx
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests
-REASON = ucx_unavailable_reason()
-pytestmark = [pytest.mark.slurm, pytest.mark.skipif(
-    REASON is not None, reason=f"needs distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}")]
+pytestmark = [pytest.mark.slurm, needs_ucx]
 
 
 def _worker_view(dask_worker):

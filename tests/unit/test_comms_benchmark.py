@@ -7,13 +7,11 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from conftest import ROOT
-from hpcgpu.network import ucx_unavailable_reason
+from ucx_marks import needs_ucx
 
 
-@pytest.mark.skipif(ucx_unavailable_reason() is not None, reason=f"UCX: {ucx_unavailable_reason()}")
+@needs_ucx
 def test_comms_benchmark_runs_a_ucx_case_and_writes_its_results(tmp_path):
     argv = [sys.executable, str(ROOT / "benchmarks" / "comms.py"), "--cpu", "--gpus", "2",
             "--size", "400", "--chunk", "100", "--repeat", "1", "--warmup", "0",

@@ -24,18 +24,15 @@ from hpcgpu.network import (
     config_context,
     job_environment,
     scheduler_options,
-    ucx_unavailable_reason,
     worker_options,
 )
 from hpcgpu.jobspec.worker_command import WorkerCommand
+from ucx_marks import needs_ucx
 
 # Workers cannot import this test module: send its functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-REASON = ucx_unavailable_reason()
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"UCX tests need distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}"
-)
+pytestmark = needs_ucx
 
 
 def _start_workers(address: str, settings: NetworkSettings, n: int) -> list[subprocess.Popen]:

@@ -19,7 +19,6 @@ import subprocess
 import sys
 
 import cloudpickle
-import pytest
 from distributed import Client, Scheduler, SpecCluster
 
 from hpcgpu.jobspec.worker_command import WorkerCommand
@@ -28,16 +27,13 @@ from hpcgpu.network import (
     config_context,
     job_environment,
     scheduler_options,
-    ucx_unavailable_reason,
     worker_options,
 )
+from ucx_marks import needs_ucx
 
 # Workers started by the command line cannot import this test module: send its functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-REASON = ucx_unavailable_reason()
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"UCX tests need distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}"
-)
+pytestmark = needs_ucx
 
 
 #: Loop turns a second above which a loop polls: an idle worker that sleeps turns ~400 times.

@@ -15,13 +15,10 @@ import time
 
 import pytest
 
-from hpcgpu.network import ucx_unavailable_reason
 from hpcgpu.network import ucxauth
+from ucx_marks import needs_ucx
 
-REASON = ucx_unavailable_reason()
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"UCX tests need distributed-ucxx (pip install 'hpcgpu[ucx]'): {REASON}"
-)
+pytestmark = needs_ucx
 
 
 @pytest.fixture(scope="module", autouse=True)
