@@ -33,13 +33,14 @@ def sbatch(tmp_path, nodes: int, gpus: int, *args: str, script=SCRIPT) -> str:
 
 
 def logs(tmp_path, job_id: str) -> str:
-    return "".join(p.read_text()[-4000:] for p in sorted(tmp_path.glob(f"{job_id}.*")) if p.exists())
+    """The job's whole output (a loaded machine logs more: a tail may miss the line looked for)."""
+    return "".join(p.read_text() for p in sorted(tmp_path.glob(f"{job_id}.*")) if p.exists())
 
 
 def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
     job_id = sbatch(tmp_path, 2, 2, str(CHECK), "--expect", "4", "--json", "result.json")
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
-    assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)
+    assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)[-4000:]
     result = json.loads((tmp_path / "result.json").read_text())
     assert all(result["checks"].values()), result
     # one worker per (node, GPU): 2 fake nodes x GPUs 0 and 1, each worker's own
@@ -55,7 +56,7 @@ def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
 def test_failing_script_fails_the_job_with_its_exit_code(slurm, tmp_path):
     job_id = sbatch(tmp_path, 1, 1, str(CHECK), "--expect", "1", "--exit-code", "3")
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
-    assert state == ("FAILED", "3:0"), logs(tmp_path, job_id)
+    assert state == ("FAILED", "3:0"), logs(tmp_path, job_id)[-4000:]
 
 
 def test_scancel_leaves_no_process_behind(slurm, tmp_path):
@@ -170,12 +171,16 @@ def test_a_worker_that_cannot_start_ends_the_job_at_once_with_its_own_error(slur
     job_id = sbatch_wrap(tmp_path, ["-N2", "--ntasks-per-node=1", "--gpus-per-node=2"], command)
     wait_for(lambda: slurm_state(job_id)[0] not in ("PENDING", ""), 480, 0.2, what=f"job {job_id} to start")  # behind other tests' jobs
     started = time.monotonic()
-    state = wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
+    try:
+        state = wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
+    except AssertionError as error:  # what the job said and which of its processes still run
+        raise AssertionError(f"{error}\n{logs(tmp_path, job_id)[-6000:]}\n"
+                             f"{processes_with(f'SLURM_JOB_ID={job_id}')}") from None
     took = time.monotonic() - started
     log = logs(tmp_path, job_id)
-    assert state[0] == "FAILED", log
+    assert state[0] == "FAILED", log[-4000:]
     summary = log[log.index("hpcgpu run: error: the launcher exited"):]
-    assert "worker(s) connected; the workers said:" in summary, log
-    assert "ImportError: node 1 cannot start its worker (test)" in summary, log
+    assert "worker(s) connected; the workers said:" in summary, log[-4000:]
+    assert "ImportError: node 1 cannot start its worker (test)" in summary, log[-4000:]
     # the run's --timeout is 240 s: well before it (parallel CI on 2 cores slows start-ups)
-    assert took < 120, (took, log)
+    assert took < 120, (took, log[-4000:])

@@ -142,16 +142,17 @@ def test_dead_controller_while_polling_keeps_the_jobs(make, monkeypatch, tmp_pat
 
 
 def test_workers_that_cannot_reach_the_scheduler_fail_within_death_timeout(make):
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        port = sock.getsockname()[1]
-    # The scheduler listens here, but tells the workers an unroutable address (TEST-NET-2).
-    cluster = make(gpus_per_node=1, death_timeout=10, max_failed_jobs=1, scheduler_options={
-        "dashboard_address": "localhost:0", "port": port,
-        "contact_address": f"tls://198.51.100.1:{port}"})
-    start = time.monotonic()
-    cluster.scale(jobs=1)
-    with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
-        cluster.wait_for_workers(gpus=1, timeout=90)
+    # The scheduler tells the workers an address of this host where nothing listens: a port
+    # bound, never listened on, so that every connection is refused and no other process can
+    # take it. (Never an address off this machine: the test's packets stay on it.)
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        cluster = make(gpus_per_node=1, death_timeout=10, max_failed_jobs=1, scheduler_options={
+            "dashboard_address": "localhost:0",
+            "contact_address": f"tls://127.0.0.1:{hole.getsockname()[1]}"})
+        start = time.monotonic()
+        cluster.scale(jobs=1)
+        with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
+            cluster.wait_for_workers(gpus=1, timeout=90)
     assert time.monotonic() - start < 60
     assert "Timed out starting worker" in str(error.value)  # the job's own stderr
