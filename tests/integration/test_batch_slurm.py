@@ -174,7 +174,7 @@ def test_a_worker_that_cannot_start_ends_the_job_at_once_with_its_own_error(slur
     try:
         state = wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
     except AssertionError as error:  # what the job said and which of its processes still run
-        raise AssertionError(f"{error}\n{logs(tmp_path, job_id)[-6000:]}\n"
+        raise AssertionError(f"{error}: {slurm_state(job_id)}\n{logs(tmp_path, job_id)[-6000:]}\n"
                              f"{processes_with(f'SLURM_JOB_ID={job_id}')}") from None
     took = time.monotonic() - started
     log = logs(tmp_path, job_id)
