@@ -143,11 +143,5 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
     # The serial groups first: each runs in one worker from start to end, so started last it
     # would be the run's tail; then the integration tests (long waits on schedulers), and the
-    # unit tests, short, fill the workers' ends. Within a tier the property-based tests go
-    # first: one runs thousands of examples (2 minutes on 2 cores), the run's tail if last.
-    items.sort(key=lambda item: (groups[item.nodeid] is None, item.path.parent.name == "unit",
-                                 not _is_property_test(item)))
-
-
-def _is_property_test(item) -> bool:
-    return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
+    # unit tests, short, fill the workers' ends.
+    items.sort(key=lambda item: (groups[item.nodeid] is None, item.path.parent.name == "unit"))
