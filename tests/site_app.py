@@ -2,7 +2,8 @@
 
 OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments) and
 ``_workers`` (how many to wait for). MODE ``compute``: the workers' hosts and addresses and a
-checked result; ``fault``: the error the user sees and how long it took; ``cut``: results held on every
+checked result; ``fault``: the error the user sees and how long it took from ``scale()`` (or
+from the start, for an error of the cluster's constructor); ``cut``: results held on every
 worker, then (after a line on stdin, once a link is cut) the checked result, and with ``_back``
 (seconds) the time until ``_workers`` are connected again; ``serve``: print the
 scheduler's address, then keep the cluster until a line arrives on stdin. The last line of
@@ -77,6 +78,7 @@ def main(mode, options):
     start = time.monotonic()
     try:
         with SLURMCluster(**options) as cluster:
+            start = time.monotonic()  # a fault's time runs from scale(), as the user waits
             if mode == "serve":
                 print(json.dumps({"scheduler": cluster.scheduler_address}), flush=True)
                 sys.stdin.readline()
