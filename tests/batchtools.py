@@ -11,6 +11,12 @@ CHECK = ROOT / "examples" / "check_gpu_workers.py"
 OMPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
+def job_output(directory: Path, pattern: str) -> str:
+    """The whole text of a job's output files (``pattern`` in ``directory``, in name order):
+    whole, because a loaded machine logs more and a tail may miss the line a test looks for."""
+    return "".join(p.read_text() for p in sorted(directory.glob(pattern)) if p.exists())
+
+
 def processes_with(marker: str) -> list[tuple[int, str]]:
     """(pid, command line) of every live process whose environment holds ``marker``
     (``NAME=value``), this test process excepted."""

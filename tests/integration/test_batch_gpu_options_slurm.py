@@ -11,7 +11,7 @@ import sys
 import pytest
 from distributed import Client
 
-from batchtools import sbatch_wrap, slurm_state
+from batchtools import job_output, sbatch_wrap, slurm_state
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import SLURMCluster
@@ -69,6 +69,6 @@ def test_hpcgpu_run_hands_dask_cuda_flags_to_its_workers(slurm, tmp_path):
         wait_for(lambda: slurm_state(job_id)[0] not in ACTIVE, 180, 0.2, what=f"job {job_id}")
     finally:
         subprocess.run(["scancel", job_id], capture_output=True, timeout=60)
-    out = "".join(p.read_text() for p in tmp_path.glob(f"{job_id}.*"))
+    out = job_output(tmp_path, f"{job_id}.*")
     assert "view.py exited with code 0" in out, out[-3000:]
     assert json.loads((tmp_path / "view.json").read_text()) == [["1GB", None, ["colorsys"], True]]

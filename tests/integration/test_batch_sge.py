@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from batchtools import CHECK, ROOT
+from batchtools import CHECK, ROOT, job_output
 from conftest import wait_for
 
 pytestmark = pytest.mark.sge
@@ -39,13 +39,12 @@ def test_qsub_runs_one_worker_per_granted_gpu(sge, tmp_path, request_, gpus):
             "--json", "r.json", "--exit-code", "7"]
     job_id = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     status = wait_for(lambda: sge_exit_status(job_id), 240, 0.5, what=f"SGE job {job_id}")
-    logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.o*"))
-    assert status == 7, logs
+    logs = job_output(tmp_path, "*.o*")
+    assert status == 7, logs[-3000:]
     result = json.loads((tmp_path / "r.json").read_text())
     assert all(result["checks"].values()), result
     assert len({w["cuda_visible_devices"] for w in result["workers"].values()}) == gpus
-    full = "".join(p.read_text() for p in tmp_path.glob("*.o*"))
-    assert f"{gpus}/{gpus} worker(s) connected after" in full  # progress in the job's log
+    assert f"{gpus}/{gpus} worker(s) connected after" in logs  # progress in the job's log
 
 
 def test_qsub_as_the_readme_says_finds_the_users_python(sge, tmp_path):
@@ -61,6 +60,6 @@ def test_qsub_as_the_readme_says_finds_the_users_python(sge, tmp_path):
     job_id = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60,
                             env=env).stdout.strip()
     status = wait_for(lambda: sge_exit_status(job_id), 240, 0.5, what=f"SGE job {job_id}")
-    logs = "".join(p.read_text() for p in tmp_path.glob("*.o*"))  # whole: a slow start logs more
+    logs = job_output(tmp_path, "*.o*")
     assert status == 5, logs[-3000:]  # the check script ran, under hpcgpu run, and said its code
     assert "1/1 worker(s) connected after" in logs, logs[-3000:]

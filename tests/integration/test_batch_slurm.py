@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from batchtools import CHECK, ROOT, processes_with, sbatch_wrap, slurm_finished, slurm_state
+from batchtools import CHECK, ROOT, job_output, processes_with, sbatch_wrap, slurm_finished, slurm_state
 from conftest import gpus_per_node, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -32,15 +32,10 @@ def sbatch(tmp_path, nodes: int, gpus: int, *args: str, script=SCRIPT) -> str:
     return done.stdout.strip().split(";")[0]
 
 
-def logs(tmp_path, job_id: str) -> str:
-    """The job's whole output (a loaded machine logs more: a tail may miss the line looked for)."""
-    return "".join(p.read_text() for p in sorted(tmp_path.glob(f"{job_id}.*")) if p.exists())
-
-
 def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
     job_id = sbatch(tmp_path, 2, 2, str(CHECK), "--expect", "4", "--json", "result.json")
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
-    assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)[-4000:]
+    assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
     result = json.loads((tmp_path / "result.json").read_text())
     assert all(result["checks"].values()), result
     # one worker per (node, GPU): 2 fake nodes x GPUs 0 and 1, each worker's own
@@ -49,14 +44,14 @@ def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
     assert sorted(result["workers"]) == [f"{job_id}-{n}-{g}" for n in (0, 1) for g in (0, 1)]
     assert not (tmp_path / ".hpcgpu").exists()  # hpcgpu run removes the work folder it made
     # A clean end: the nannies stopped their workers before the scheduler closed.
-    text = "".join(p.read_text() for p in sorted(tmp_path.glob(f"{job_id}.*")))
+    text = job_output(tmp_path, f"{job_id}.*")
     assert "End worker" in text and "Traceback" not in text, text[-5000:]
 
 
 def test_failing_script_fails_the_job_with_its_exit_code(slurm, tmp_path):
     job_id = sbatch(tmp_path, 1, 1, str(CHECK), "--expect", "1", "--exit-code", "3")
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
-    assert state == ("FAILED", "3:0"), logs(tmp_path, job_id)[-4000:]
+    assert state == ("FAILED", "3:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
 
 
 def test_scancel_leaves_no_process_behind(slurm, tmp_path):
@@ -138,7 +133,7 @@ def test_allocation_shape(matrix_jobs, shape, cpus):
     expect = MATRIX[shape][2]
     # long enough to queue behind the other cases (and other users' jobs) on 2 cores
     state = wait_for(lambda: slurm_finished(job_id), 600, 1, what=f"job {job_id} ({shape}{cpus})")
-    log = logs(directory, job_id)
+    log = job_output(directory, f"{job_id}.*")
     wait_for(lambda: processes_with(f"SLURM_JOB_ID={job_id}") == [], 60, 0.5,
              what=f"the processes of job {job_id} to go")
     if expect == 0:
@@ -174,10 +169,10 @@ def test_a_worker_that_cannot_start_ends_the_job_at_once_with_its_own_error(slur
     try:
         state = wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
     except AssertionError as error:  # what the job said and which of its processes still run
-        raise AssertionError(f"{error}: {slurm_state(job_id)}\n{logs(tmp_path, job_id)[-6000:]}\n"
+        raise AssertionError(f"{error}: {slurm_state(job_id)}\n{job_output(tmp_path, f'{job_id}.*')[-6000:]}\n"
                              f"{processes_with(f'SLURM_JOB_ID={job_id}')}") from None
     took = time.monotonic() - started
-    log = logs(tmp_path, job_id)
+    log = job_output(tmp_path, f"{job_id}.*")
     assert state[0] == "FAILED", log[-4000:]
     summary = log[log.index("hpcgpu run: error: the launcher exited"):]
     assert "worker(s) connected; the workers said:" in summary, log[-4000:]

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from batchtools import ROOT, slurm_finished
+from batchtools import ROOT, job_output, slurm_finished
 from conftest import wait_for
-from test_batch_slurm import logs, sbatch
+from test_batch_slurm import sbatch
 from ucx_marks import needs_ucx
 
 pytestmark = [pytest.mark.slurm, needs_ucx]
@@ -21,8 +21,9 @@ def ucx_batch(tmp_path, protocol: str, script: str) -> str:
     job_id = sbatch(tmp_path, 2, 1, "--protocol", protocol, "--interface", "lo",
                     "--dashboard-address", "", str(ROOT / "tests" / script))
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
-    assert state == ("COMPLETED", "0:0"), logs(tmp_path, job_id)
-    return "".join(p.read_text() for p in tmp_path.glob(f"{job_id}.*"))
+    text = job_output(tmp_path, f"{job_id}.*")
+    assert state == ("COMPLETED", "0:0"), text[-4000:]
+    return text
 
 
 def test_sbatch_hpcgpu_run_protocol_ucx(slurm, tmp_path):
