@@ -4,8 +4,10 @@ checked before anything is submitted, also from the configuration."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
+import shutil
 import tempfile
 
 import dask.config
@@ -24,7 +26,8 @@ from hpcgpu.jobspec.gpuoptions import ENV_VARIABLE, GPUWorkerOptions
 from hpcgpu.system import commands
 from hpcgpu.worker.__main__ import main as worker_main
 
-LOGS = tempfile.mkdtemp(prefix="hpcgpu-gpuopts-")
+LOGS = tempfile.mkdtemp(prefix="hpcgpu-gpuopts-")  # dask-jobqueue makes log directories
+atexit.register(shutil.rmtree, LOGS, True)
 KINDS = ("slurm", "pbs", "lsf", "sge")
 SITE = {"sge": {"site": {"gpu_complex": "gpu"}}}
 QUIET = dict(scheduler_options={"dashboard_address": "localhost:0"}, log_directory=LOGS)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -254,3 +256,21 @@ def test_local_gpu_cluster_over_ucx_auth(key):
         a, b = sorted(client.nthreads())
         x = client.submit(lambda: 20, workers=[a], pure=False)
         assert client.submit(_add, x, 22, workers=[b]).result(timeout=60) == 42
+
+
+def test_a_test_that_configured_ucx_first_does_not_decide_the_next_ones_ucx():
+    """The reproducer of a hang: in one pytest process, a test whose scheduler set
+    ``net-devices: lo`` connected first, and the in-process scheduler and worker of
+    the next test never reached each other ("Destination is unreachable"). The conftest's
+    per-test UCX reset makes each test's first connection configure UCX."""
+    first = "tests/unit/test_ucx_idle.py::test_idle_ucx_worker_and_nanny_do_not_spin"
+    second = "tests/unit/test_ucxauth.py::test_scheduler_workers_and_client_compute_over_authenticated_ucx"
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", first, second]
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           cwd=Path(__file__).parents[2], start_new_session=True)
+    try:
+        output, _ = run.communicate(timeout=150)  # ~20 s; the hang never ended
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)  # its workers too
+        output, _ = run.communicate()
+    assert run.returncode == 0 and "2 passed" in output, output[-4000:]
