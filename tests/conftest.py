@@ -10,7 +10,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,45 +39,6 @@ def _require(probe: list[str], name: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run the real {name} tests: {reason}")
     pytest.skip(reason)
-
-
-@pytest.fixture(autouse=True)
-def fresh_ucx_per_test():
-    """Each test that uses UCX in this process starts it afresh, as a new process would.
-
-    distributed-ucxx initialises UCX once per process with the configuration in force at
-    its first connection (``UCX_NET_DEVICES``, transports), and every later connection of
-    the process keeps it. Without the reset, which test of a pytest worker happened to
-    connect first decided the others' UCX: after a test that set ``net-devices: lo``, a
-    scheduler and a worker in one process never reached each other ("Destination is
-    unreachable"), and the test hung. ucxx's own test fixture resets UCX after each test
-    the same way. Endpoints that a test's tracebacks or logs still hold keep the old UCX
-    context alive beside the new one (ucxx's ``ignore_alive_references``): the reset has
-    dropped it already, and its progress tasks go with it.
-    """
-    yield
-    module = sys.modules.get("distributed_ucxx.ucxx")
-    if module is None or module.ucxx is None:
-        return
-    from ucxx._lib_async.application_context import clear_progress_tasks
-
-    try:
-        module.ucxx.reset()
-    except module.ucxx.exceptions.UCXError as error:
-        if "still referencing ApplicationContext" not in str(error):
-            raise
-        clear_progress_tasks()
-    module.ucxx = None  # distributed-ucxx's init_once configures the next UCX afresh
-
-
-@pytest.fixture(scope="session", autouse=True)
-def ucx_module_at_exit():
-    """distributed-ucxx's finalizers of comms still alive at exit look up ``ucxx.core``:
-    give the module back its ``ucxx`` (reset, so they find no context and return)."""
-    yield
-    module = sys.modules.get("distributed_ucxx.ucxx")
-    if module is not None and module.ucxx is None and "ucxx" in sys.modules:
-        module.ucxx = sys.modules["ucxx"]
 
 
 @pytest.fixture(scope="session")

@@ -63,7 +63,10 @@ def polling(views: dict) -> dict:
 
 
 def test_idle_ucx_worker_and_nanny_do_not_spin():
-    settings = NetworkSettings.create("ucx", transports="tcp", interface="lo", net_devices="lo")
+    # No net_devices: the scheduler runs in this pytest process, whose UCX keeps the configuration
+    # of its first connection, and with UCX_NET_DEVICES=lo a process's own scheduler and
+    # worker never reach each other (test_ucxauth's in-process test then hung).
+    settings = NetworkSettings.create("ucx", transports="tcp", interface="lo")
     spec = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0", **scheduler_options(settings)}}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "UCXPY_", "DASK_DISTRIBUTED_UCXX"))}
     env.update(job_environment(settings, "worker", gpu=False))

@@ -259,10 +259,10 @@ def test_local_gpu_cluster_over_ucx_auth(key):
 
 
 def test_a_test_that_configured_ucx_first_does_not_decide_the_next_ones_ucx():
-    """The reproducer of a hang: in one pytest process, a test whose scheduler set
-    ``net-devices: lo`` connected first, and the in-process scheduler and worker of
-    the next test never reached each other ("Destination is unreachable"). The conftest's
-    per-test UCX reset makes each test's first connection configure UCX."""
+    """The reproducer of a hang: in one pytest process, a test whose in-process scheduler set
+    ``net-devices: lo`` connected first (UCX keeps a process's first configuration), and the
+    in-process scheduler and worker of the next test never reached each other ("Destination
+    is unreachable")."""
     first = "tests/unit/test_ucx_idle.py::test_idle_ucx_worker_and_nanny_do_not_spin"
     second = "tests/unit/test_ucxauth.py::test_scheduler_workers_and_client_compute_over_authenticated_ucx"
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", first, second]
