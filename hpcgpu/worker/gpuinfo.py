@@ -35,9 +35,21 @@ def nvml_library():
         import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
-        return pynvml
     except Exception:  # no library, no driver, no GPU
         return None
+    global _fork_hook_registered
+    if not _fork_hook_registered:  # a forked child initialises NVML again (see below)
+        os.register_at_fork(after_in_child=nvml_library.cache_clear)
+        _fork_hook_registered = True
+    return pynvml
+
+
+#: A child forked after NVML's initialisation inherits pynvml "initialised" but NVML is not:
+#: every query raises ``NVMLError_Uninitialized`` until it calls ``nvmlInit`` itself (seen
+#: on a 2 x H200 host). A launcher counts its GPUs with NVML, then forks the fork server
+#: whose children are its workers; each worker sizes its RMM pool and spilling store with
+#: NVML. So a forked child starts with this function's cache empty.
+_fork_hook_registered = False
 
 
 def count_gpus() -> int:

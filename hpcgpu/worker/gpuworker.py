@@ -40,7 +40,8 @@ def _device_memory(gpu: str | None) -> tuple[int, int] | None:
         return None
     try:
         info = nvml.nvmlDeviceGetMemoryInfo(gpu_handle(nvml, name))
-    except Exception:  # a name NVML does not know: a worker without a device
+    except Exception as error:  # said: without it the worker starts with no RMM pool or spilling
+        logger.warning("NVML cannot read GPU %s (%s): this worker starts without its GPU set-up", name, error)
         return None
     return int(info.free), int(info.total)
 
