@@ -54,11 +54,11 @@ SIZES = {
     "full": dict(_TS, device_memory_limit="16GB", rmm_pool_size="20GB", persist_n=30000, persist_chunks=3000,
                  spill_shape=(60000, 40000), spill_chunks=(5000, 40000), models=1000, rows=10000, features=8,
                  blog_n=500000, blog_chunks=(10000, 10000)),
-    # a one-GPU call of a few minutes: blog 320 GB (scaled), spill array 6.4 GB over a 4 GB limit
+    # a one-GPU call of a few minutes: blog 320 GB (scaled), spill array 6.4 GB per GPU over a 4 GB limit
     "quick": dict(_TS, device_memory_limit="4GB", rmm_pool_size="6GB", persist_n=16000, persist_chunks=2000,
                   spill_shape=(20000, 40000), spill_chunks=(2500, 40000), models=200, rows=10000, features=8,
                   blog_n=200000, blog_chunks=(10000, 10000)),
-    # the GPU tests (short): blog 12.8 GB, spill array 1.6 GB over a 1 GB limit
+    # the GPU tests (short): blog 12.8 GB, spill array 1.6 GB per GPU over a 1 GB limit
     "test": dict(_TS, device_memory_limit="1GB", rmm_pool_size="2GB", persist_n=8000, persist_chunks=1000,
                  spill_shape=(20000, 10000), spill_chunks=(2500, 10000), models=50, rows=2000, features=8,
                  blog_n=40000, blog_chunks=(10000, 10000)),
@@ -97,11 +97,20 @@ def load_steps(flavor: str, cpu: bool = False) -> types.ModuleType:
 
 
 def sizes_for(name: str, gpus: str | None = None) -> dict:
+    """``SIZES[name]`` for the GPUs ``gpus`` (default: all visible); the spill array grows
+    with their number, so that it passes every worker's ``device_memory_limit``.
+
+    >>> sizes_for("test", "0,1")["spill_shape"], sizes_for("test", "0")["spill_shape"]
+    ((40000, 10000), (20000, 10000))
+    """
     if gpus is None and name != "cpu":
         from hpcgpu.cluster.local import visible_gpus
 
         gpus = ",".join(visible_gpus())
-    return dict(SIZES[name], gpus=gpus or "")
+    s = dict(SIZES[name], gpus=gpus or "")
+    n = max(1, len([g for g in s["gpus"].split(",") if g.strip()]))
+    s["spill_shape"] = (s["spill_shape"][0] * n, *s["spill_shape"][1:])
+    return s
 
 
 # -- running and timing ----------------------------------------------------------------------
