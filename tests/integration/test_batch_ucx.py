@@ -46,11 +46,14 @@ def test_hpcgpu_run_without_ucx_fails_before_starting(tmp_path):
     import subprocess
     import sys
 
-    code = ("import hpcgpu.network.availability as a; a.ucx_unavailable_reason = lambda: 'test'; "
+    # faulthandler: a run that has not ended after 45 s prints every thread's stack before the
+    # 60 s limit (it hung once in CI after printing its error, and never in 60 runs under load)
+    code = ("import faulthandler; faulthandler.dump_traceback_later(45); "
+            "import hpcgpu.network.availability as a; a.ucx_unavailable_reason = lambda: 'test'; "
             "import sys; from hpcgpu.cli import main; sys.argv = ['hpcgpu', 'run', '--protocol', "
             "'ucx', '--launcher', 'direct', '--gpus-per-node', '1', 'x.py']; main()")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=60)
+                          cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stderr
     assert "protocol='ucx' was requested but test" in done.stderr
     assert "pip install 'hpcgpu[ucx]'" in done.stderr
