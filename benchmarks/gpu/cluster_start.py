@@ -18,16 +18,17 @@ import time
 from pathlib import Path
 
 ARGS = dict(device_memory_limit="4GB", rmm_pool_size="6GB", silence_logs=False)  # INFO lines: the phases
+GPUS = "0"  # CUDA_VISIBLE_DEVICES of both clusters (--gpus)
 
 
 def make(flavor: str):
     if flavor == "dask-cuda":
         from dask_cuda import LocalCUDACluster
 
-        return LocalCUDACluster(CUDA_VISIBLE_DEVICES="0", **ARGS)
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=GPUS, **ARGS)
     from hpcgpu import LocalGPUCluster
 
-    return LocalGPUCluster(CUDA_VISIBLE_DEVICES="0", **ARGS, **({"security": False} if flavor == "hpcgpu-tcp" else {}))
+    return LocalGPUCluster(CUDA_VISIBLE_DEVICES=GPUS, **ARGS, **({"security": False} if flavor == "hpcgpu-tcp" else {}))
 
 
 def _stamp(line: str) -> float | None:
@@ -72,13 +73,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--flavors", default="dask-cuda,hpcgpu-tcp,hpcgpu")
     parser.add_argument("--out", default=".")
+    parser.add_argument("--gpus", default="0", help="CUDA_VISIBLE_DEVICES of both clusters")
     args = parser.parse_args()
+    global GPUS
+    GPUS = args.gpus
     flavors, runs = args.flavors.split(","), []
     for r in range(args.repeats + 1):
         for flavor in flavors if r % 2 == 0 else flavors[::-1]:
             run = dict(one(flavor), repeat=r)
             runs.append(run)
-            print(f"{r} {flavor:<11} constructor {run['constructor']:.3f} s, worker created at "
+            print(f"{r} {flavor:<11} constructor {run['constructor']:.3f} s, client {run['client']:.3f} s, worker created at "
                   f"{run['worker_created']}, registered at {run['worker_added']}, modules {run['modules']}", flush=True)
             Path(args.out, "cluster_start.json").write_text(json.dumps(runs, indent=1))
     for flavor in flavors:
