@@ -233,7 +233,6 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path):
 
 @pytest.mark.slurm
 def test_sweep_through_slurm_cluster_class(slurm, tmp_path):
-    pytest.importorskip("hpcgpu.cluster", reason="hpcgpu.cluster (cluster mode) is not on this branch yet")
     out = tmp_path / "slurm"
     done = subprocess.run(
         [*HPCGPU, "bench", "array-sum,bootstrap", "--scheduler", "slurm", "--gpus", "1,2",
