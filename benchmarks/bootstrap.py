@@ -70,7 +70,7 @@ def _one_run(cluster, n: int, job_name: str) -> dict:
         visible = _visible(client)
         cluster.scale(0)
         deadline = time.time() + 120
-        while (client.scheduler_info()["workers"] or _job_ids(job_name)) and time.time() < deadline:
+        while (client.sync(client.scheduler.identity, n_workers=-1)["workers"] or _job_ids(job_name)) and time.time() < deadline:
             time.sleep(0.5)
     return {"seconds": elapsed, "first": first, "load": load, "visible": visible}
 

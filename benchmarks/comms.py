@@ -144,7 +144,7 @@ def _last_incoming(dask_worker):
 def _p2p(client, args) -> list[dict]:
     from distributed import wait
 
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
     a, b = workers[0], workers[1]
     rows = []
     for size in args.p2p_sizes:

@@ -18,7 +18,7 @@ def _worker_state(cupy, dask_worker=None):
 
 
 def check_cluster(client, s: dict, gpu: bool) -> str:
-    workers = client.scheduler_info()["workers"]
+    workers = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
     want = [g for g in s["gpus"].split(",") if g] if gpu else [None]
     assert len(workers) == len(want), f"{len(workers)} workers for CUDA_VISIBLE_DEVICES={s['gpus']!r}"
     if gpu:

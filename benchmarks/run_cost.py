@@ -85,7 +85,7 @@ def later_calls(repeats: int, per_round: int, security) -> tuple[dict, dict]:
             client.run(abs, 1)
         for _ in range(repeats):
             for row, client in clients.items():
-                (address,) = client.scheduler_info()["workers"]
+                (address,) = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
                 client.run_on_scheduler(_drop, address=address)
                 reconnect.setdefault(row, []).append(timed_run(client))
                 later.setdefault(row, []).extend(timed_run(client) for _ in range(per_round))

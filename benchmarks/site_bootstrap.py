@@ -159,7 +159,7 @@ def _transfer_case(options: dict, placement: str, args) -> tuple[list[float], li
     with SLURMCluster(**options) as cluster, Client(cluster) as client:
         cluster.scale(jobs=2 if placement == "hosts" else 1)
         client.wait_for_workers(2, timeout=120)
-        a, b = sorted(client.scheduler_info()["workers"])
+        a, b = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
         seconds = [_fetch_seconds(client, a, b, args.mib) for _ in range(args.repeats)]
         hosts = sorted(set(client.run(lambda: __import__("socket").gethostname()).values()))
         _drain(cluster, client, options["job_name"])

@@ -7,7 +7,7 @@ import time
 from distributed import Client
 
 from cluster_helpers import gpu_placement, recorded_commands
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu.jobspec.dialects.arrays import element_index
 
 
@@ -42,7 +42,7 @@ def check_scale_up_one_array_then_down(cluster, scheduler: str, submit: str, gpu
         before = {job.name: job.job_id for job in cluster.jobs}
         with recorded_commands() as calls:
             cluster.scale(gpus=keep)
-            wait_for(lambda: len(client.scheduler_info()["workers"]) == keep, 90,
+            wait_for(lambda: len(scheduler_workers(client)) == keep, 90,
                      what=f"{keep} elements' workers to remain")
             wait_for(lambda: sum(j.state == "cancelled" for j in cluster.jobs) == gpus - keep,
                      60, what=f"{gpus - keep} elements cancelled:\n{cluster.job_table()}")
@@ -84,7 +84,7 @@ def check_adapt_with_arrays(cluster, scheduler: str, submit: str, maximum: int) 
             futures = client.map(lambda x: (time.sleep(0.3), x + 1)[1], range(80))
             assert client.submit(sum, futures).result() == sum(range(1, 81))
             del futures
-            wait_for(lambda: not cluster.worker_spec and not client.scheduler_info()["workers"],
+            wait_for(lambda: not cluster.worker_spec and not scheduler_workers(client),
                      120, interval=0.5, what="adapt to scale back to 0")
     submitted = [j for j in cluster.jobs if j.job_id]
     assert 2 <= len(submitted) <= maximum, cluster.job_table()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from distributed import Client
 
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.system import commands
 
@@ -118,7 +118,7 @@ def check_scale_up_and_down(cluster, gpus_per_job: int, jobs: int, job_alive) ->
         del futures
         first = {job.name: job.job_id for job in cluster.jobs}
         cluster.scale(gpus=gpus_per_job)
-        wait_for(lambda: len(client.scheduler_info()["workers"]) == gpus_per_job, 60,
+        wait_for(lambda: len(scheduler_workers(client)) == gpus_per_job, 60,
                  what="one job's workers to remain")
         remaining = {name.rsplit("-", 2)[0] for name in gpu_placement(client)}
         assert len(remaining) == 1
@@ -137,7 +137,7 @@ def check_adapt(cluster, gpus_per_job: int, max_jobs: int) -> None:
         assert client.submit(sum, futures).result() == sum(range(1, 61))
         peak = len(cluster.worker_spec)
         del futures
-        wait_for(lambda: not cluster.worker_spec and not client.scheduler_info()["workers"],
+        wait_for(lambda: not cluster.worker_spec and not scheduler_workers(client),
                  120, interval=0.5, what="adapt to scale back to 0")
     submitted = [job for job in cluster.jobs if job.job_id]
     # No submit/cancel loop: never more jobs than the maximum over the whole run.

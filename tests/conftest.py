@@ -62,6 +62,17 @@ def wait_for(predicate, timeout: float, interval: float = 0.25, what: str = "con
         raise AssertionError(str(error)) from None
 
 
+def scheduler_workers(client) -> dict:
+    """The scheduler's workers (address -> info), asked for now.
+
+    Not ``client.scheduler_info()["workers"]``: distributed 2026.7's synchronous
+    ``scheduler_info()`` returns a cache that the client's own periodic update, which asks for
+    no workers, can overwrite between the fetch and the return; it came back empty in CI with
+    two workers connected (and a wait for "no workers left" would pass early).
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def gpus_per_node(places) -> dict:
     """``{node: number of distinct GPUs}`` from ``(node, gpu)`` pairs, one per worker.
 

@@ -27,7 +27,7 @@ if __name__ == "__main__":  # (pytest imports this file for its doctests)
         with Client(runner) as client:
             client.wait_for_workers(runner.n_workers, timeout=120)
             result = client.submit(lambda x: x + 1, 10).result()
-            workers = len(client.scheduler_info()["workers"])
+            workers = len(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
             with open(out, "w") as file:
                 json.dump({"result": result, "workers": workers, "n_workers": runner.n_workers,
                            "address": runner.scheduler_address,

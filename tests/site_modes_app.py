@@ -71,7 +71,7 @@ def adapt(cluster):
         times["computed"] = time.monotonic() - start
         del futures
         # idle again: both jobs retired, then ended (as the next poll of the queue sees)
-        wait(lambda: not client.scheduler_info()["workers"], 60, "workers retired")
+        wait(lambda: not client.sync(client.scheduler.identity, n_workers=-1)["workers"], 60, "workers retired")
         times["retired"] = time.monotonic() - start
         wait(lambda: all(job.state not in ("submitting", "pending", "running")
                          for job in cluster.jobs), 30, "jobs ended")

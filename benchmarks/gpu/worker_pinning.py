@@ -64,7 +64,7 @@ def check_pinning(gpus: int) -> dict:
             os.kill(pid, signal.SIGKILL)
             deadline = time.time() + 120
             while time.time() < deadline:
-                info = client.scheduler_info()["workers"]
+                info = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
                 if victim not in info and len(info) == gpus:
                     break
                 time.sleep(0.5)

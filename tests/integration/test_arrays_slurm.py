@@ -9,7 +9,7 @@ import pytest
 from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_computation,
                            check_scale_up_one_array_then_down, recorded_commands, submits)
 from cluster_helpers import FAST, squeue_state
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu import SLURMCluster
 from hpcgpu.cluster.walltime_planner import GATHER_WINDOW
 
@@ -90,7 +90,7 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     cluster.wait_for_workers(gpus=3, timeout=60)
     with cluster.get_client() as client:
         assert client.submit(lambda: 6 * 7).result() == 42
-        names = {w["name"].rsplit("-", 2)[0] for w in client.scheduler_info()["workers"].values()}
+        names = {w["name"].rsplit("-", 2)[0] for w in scheduler_workers(client).values()}
     # The work goes on in the replacements only. On a busy machine the replacements, with
     # the same 2-minute walltime, may near theirs before this line and be replaced in turn.
     assert names and names.isdisjoint(first), names

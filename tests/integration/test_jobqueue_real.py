@@ -13,7 +13,7 @@ import pytest
 from distributed import Client
 
 from cluster_helpers import check_adapt, check_failing_job_reported, sge_alive, slurm_alive
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu import SGECluster, SLURMCluster
 
 CPU = dict(cores=2, processes=2, memory="2GB", walltime="00:10:00", death_timeout=60,
@@ -27,7 +27,7 @@ def check_cpu_scale_up_and_down(cluster, job_alive) -> None:
     assert len(cluster.worker_spec) == 2
     cluster.wait_for_workers(4, timeout=240)
     with Client(cluster) as client:
-        info = client.scheduler_info()["workers"]
+        info = scheduler_workers(client)
         assert all(address.startswith("tls://") for address in info)
         names = sorted(str(w["name"]) for w in info.values())
         jobs = sorted(job.name for job in cluster.jobs)
@@ -38,9 +38,9 @@ def check_cpu_scale_up_and_down(cluster, job_alive) -> None:
         del futures
         ids = {job.name: job.job_id for job in cluster.jobs}
         cluster.scale(2)
-        wait_for(lambda: len(client.scheduler_info()["workers"]) == 2, 120,
+        wait_for(lambda: len(scheduler_workers(client)) == 2, 120,
                  what="one job's two workers to remain")
-        left = {cluster.job_key(w["name"]) for w in client.scheduler_info()["workers"].values()}
+        left = {cluster.job_key(w["name"]) for w in scheduler_workers(client).values()}
         assert len(left) == 1
         (gone,) = [job_id for name, job_id in ids.items() if name not in left]
         wait_for(lambda: not job_alive(gone), 120, what=f"job {gone} to leave the scheduler")

@@ -8,7 +8,7 @@ import pytest
 from distributed import get_worker
 
 from cluster_helpers import FAST, sge_alive
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu import SGECluster
 
 pytestmark = pytest.mark.sge
@@ -29,7 +29,7 @@ def test_sge_gpu_and_cpu_pools_place_annotated_tasks_and_retire_separately(sge, 
     ids = {job.pool: job.job_id for job in cluster.jobs}
     assert sorted(ids) == ["cpu", "default"]
     with cluster.get_client() as client:
-        names = {w["name"]: w["resources"] for w in client.scheduler_info()["workers"].values()}
+        names = {w["name"]: w["resources"] for w in scheduler_workers(client).values()}
         gpu = {n for n, r in names.items() if r.get("GPU") == 1 and r.get("pool-default") == 1}
         cpu = {n for n, r in names.items() if r.get("CPU") == 2 and r.get("pool-cpu") == 1}
         assert len(gpu) == 1 and len(cpu) == 1, names
@@ -41,7 +41,7 @@ def test_sge_gpu_and_cpu_pools_place_annotated_tasks_and_retire_separately(sge, 
         assert set(gpu_ran) == gpu and set(cpu_ran) == cpu
         cluster.scale(jobs=0, pool="cpu")
         wait_for(lambda: not sge_alive(ids["cpu"]), 60, what="the CPU pool's job to end")
-        wait_for(lambda: {w["name"] for w in client.scheduler_info()["workers"].values()} == gpu,
+        wait_for(lambda: {w["name"] for w in scheduler_workers(client).values()} == gpu,
                  60, what="the GPU pool's worker alone")
         assert sge_alive(ids["default"])
         assert client.submit(lambda: 6 * 7, resources={"GPU": 1}).result() == 42

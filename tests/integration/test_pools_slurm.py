@@ -10,7 +10,7 @@ import pytest
 from distributed import get_worker, wait
 
 from cluster_helpers import FAST, recorded_commands, squeue_state
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu import SLURMCluster
 
 pytestmark = pytest.mark.slurm
@@ -88,7 +88,7 @@ def test_retiring_one_pool_leaves_the_other_running(make):
     wait_for(lambda: squeue_state(ids["cpu"], "%T") in ("", "CANCELLED", "COMPLETED"), 60,
              what="the CPU pool's job to end")
     with cluster.get_client() as client:
-        wait_for(lambda: len(client.scheduler_info()["workers"]) == 2, 60,
+        wait_for(lambda: len(scheduler_workers(client)) == 2, 60,
                  what="the GPU pool's workers alone")
         assert set(workers_by_pool(client)) == {"default"}
         assert squeue_state(ids["default"], "%T") == "RUNNING"
@@ -133,7 +133,7 @@ def test_adapt_grows_the_gpu_pool_for_gpu_work_while_the_cpu_pool_stays_idle(mak
         assert sum(computed(client, work)) == sum(range(10))
         assert [j.pool for j in cluster.jobs].count("cpu") >= 1
         assert len([j for j in cluster.jobs if j.pool == "default"]) == gpu_jobs
-        wait_for(lambda: not cluster.worker_spec and not client.scheduler_info()["workers"],
+        wait_for(lambda: not cluster.worker_spec and not scheduler_workers(client),
                  120, interval=0.5, what=f"adapt back to 0:\n{cluster.job_table()}")
 
 

@@ -10,7 +10,7 @@ import pytest
 from distributed import Client, wait
 
 from cluster_helpers import FAST
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu import SGECluster
 from reliability_helpers import lose_the_job_mid_chain
 
@@ -41,6 +41,6 @@ def test_sge_worker_killed_outright_is_restarted(cluster):
         (pid,) = client.run(os.getpid).values()
         os.kill(pid, signal.SIGKILL)
         assert client.submit(sum, data).result(timeout=60) == sum(range(1, 9))
-        wait_for(lambda: len(client.scheduler_info()["workers"]) == 1, 60,
+        wait_for(lambda: len(scheduler_workers(client)) == 1, 60,
                  what="the nanny to restart the worker")
         assert pid not in client.run(os.getpid).values()

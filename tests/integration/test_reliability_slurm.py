@@ -11,7 +11,7 @@ import pytest
 from distributed import Client, wait
 
 from cluster_helpers import FAST, squeue_state
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from reliability_helpers import lose_the_job_mid_chain, run_chain, runs, step
 from hpcgpu import SLURMCluster
 
@@ -43,7 +43,7 @@ def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path
         names = [job.name for job in cluster.jobs]
         assert len(names) >= 2 and first.name in names
         assert any("nears its walltime" in e and first.name in e for e in cluster.events)
-        workers = client.scheduler_info()["workers"].values()
+        workers = scheduler_workers(client).values()
         assert workers and all(not w["name"].startswith(first.name + "-") for w in workers)
     counts = runs(log)
     assert set(counts) == set(range(90))
@@ -83,7 +83,7 @@ def test_worker_killed_outright_is_restarted_and_recomputed(make, tmp_path):
         os.kill(victim_pid, signal.SIGKILL)
         assert client.submit(sum, data).result(timeout=60) == 450
         # The nanny restarted the worker process: back to two workers, same job.
-        wait_for(lambda: len(client.scheduler_info()["workers"]) == 2, 60,
+        wait_for(lambda: len(scheduler_workers(client)) == 2, 60,
                  what="the nanny to restart the killed worker")
         assert victim_pid not in client.run(os.getpid).values()
     (job,) = cluster.jobs
@@ -102,7 +102,7 @@ def test_usr1_drains_the_job_and_it_is_replaced(make, tmp_path):
     log = str(tmp_path / "runs.log")
     with Client(cluster) as client:
         data = [client.submit(step, 0, i, log, 0, key=f"held-{i}", workers=[w])
-                for i, w in enumerate(sorted(client.scheduler_info()["workers"]))]
+                for i, w in enumerate(sorted(scheduler_workers(client)))]
         wait(data)
         subprocess.run(["scancel", "--signal=USR1", first.job_id], check=True)
         wait_for(lambda: squeue_state(first.job_id) == "COMPLETED", 60,

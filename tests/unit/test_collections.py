@@ -16,6 +16,7 @@ import dask.array as da
 import hpcgpu.array as ha
 import hpcgpu.dataframe as hd
 from hpcgpu.system.backends import cuda_device_count
+from conftest import scheduler_workers
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_random_is_reproducible_whatever_the_placement(client):
     assert np.array_equal(_draw().compute(scheduler="threads"), reference)
     assert np.array_equal(client.compute(_draw()).result(), reference)
     # blocks computed one by one, in reverse order, on named workers
-    workers = list(client.scheduler_info()["workers"])
+    workers = list(scheduler_workers(client))
     x = _draw()
     blocks = {}
     for n, key in enumerate(reversed(list(dask.core.flatten(x.__dask_keys__())))):

@@ -17,6 +17,7 @@ from distributed import Client
 from distributed.security import Security
 
 from hpcgpu import LocalGPUCluster
+from conftest import scheduler_workers
 
 LOOPBACK = {"127.0.0.1", "::1"}
 
@@ -121,7 +122,7 @@ def refused_everywhere(tmp_path: Path) -> None:
         for name, text in {**files, **own}.items():
             (tmp_path / f"{name}.pem").write_text(text)
             (tmp_path / f"{name}.pem").chmod(0o644)  # this test hands them to nobody on purpose
-        workers = client.scheduler_info()["workers"]
+        workers = scheduler_workers(client)
         comms = {split(a) for a in [cluster.scheduler_address, *workers,
                                     *(w["nanny"] for w in workers.values())]}
         assert len(comms) == 3 and comms <= listening(cluster_pids()), comms

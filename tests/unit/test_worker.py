@@ -10,7 +10,7 @@ import sys
 import pytest
 from distributed import Client, LocalCluster
 
-from conftest import wait_for
+from conftest import scheduler_workers, wait_for
 from hpcgpu.worker.placement import placement_from_env
 
 
@@ -62,8 +62,8 @@ def test_one_process_per_node_starts_a_pinned_nanny_per_gpu_and_restarts_dead_wo
             dead = workers["job7-0-1"][0]
             old_pid = client.run(os.getpid, workers=[dead])[dead]
             os.kill(old_pid, signal.SIGKILL)
-            wait_for(lambda: dead not in client.scheduler_info()["workers"]
-                     and len(client.scheduler_info()["workers"]) == 2, 60,
+            wait_for(lambda: dead not in scheduler_workers(client)
+                     and len(scheduler_workers(client)) == 2, 60,
                      what="the nanny to restart the dead worker")
             again = _by_name(client)
             assert {n: w[2] for n, w in again.items()} == {"job7-0-0": "2", "job7-0-1": "3"}
@@ -71,7 +71,7 @@ def test_one_process_per_node_starts_a_pinned_nanny_per_gpu_and_restarts_dead_wo
         finally:
             proc.terminate()
             proc.wait(30)
-        wait_for(lambda: not client.scheduler_info()["workers"], 30, what="workers to leave")
+        wait_for(lambda: not scheduler_workers(client), 30, what="workers to leave")
 
 
 def test_one_process_per_node_refuses_fewer_visible_gpus_and_spawns_without_nanny():
