@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from distributed import Client
+from hpcgpu.system.workers import scheduler_workers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -48,7 +49,7 @@ def _wait(client: Client, n: int, start: float, timeout: float = 300) -> tuple[f
     """Seconds from ``start`` to the first and to the ``n``-th worker connected."""
     first = None
     while time.perf_counter() - start < timeout:
-        count = len(client.scheduler_info(n_workers=-1)["workers"])
+        count = len(scheduler_workers(client))
         now = time.perf_counter() - start
         if count and first is None:
             first = now
@@ -70,7 +71,7 @@ def _one_run(cluster, n: int, job_name: str) -> dict:
         visible = _visible(client)
         cluster.scale(0)
         deadline = time.time() + 120
-        while (client.sync(client.scheduler.identity, n_workers=-1)["workers"] or _job_ids(job_name)) and time.time() < deadline:
+        while (scheduler_workers(client) or _job_ids(job_name)) and time.time() < deadline:
             time.sleep(0.5)
     return {"seconds": elapsed, "first": first, "load": load, "visible": visible}
 

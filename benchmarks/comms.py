@@ -40,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu.worker.startfailure import wait_for_workers_or_exit  # noqa: E402
 CASES = ("dask-cuda-ucx", "hpcgpu-ucx", "hpcgpu-ucx-pool", "hpcgpu-ucx-nvlink", "dask-cuda-tcp",
          "hpcgpu-fallback-tcp")
@@ -144,7 +145,7 @@ def _last_incoming(dask_worker):
 def _p2p(client, args) -> list[dict]:
     from distributed import wait
 
-    workers = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    workers = sorted(scheduler_workers(client))
     a, b = workers[0], workers[1]
     rows = []
     for size in args.p2p_sizes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import numpy
+from hpcgpu.system.workers import scheduler_workers
 
 
 def _worker_state(cupy, dask_worker=None):
@@ -18,7 +19,7 @@ def _worker_state(cupy, dask_worker=None):
 
 
 def check_cluster(client, s: dict, gpu: bool) -> str:
-    workers = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+    workers = scheduler_workers(client)
     want = [g for g in s["gpus"].split(",") if g] if gpu else [None]
     assert len(workers) == len(want), f"{len(workers)} workers for CUDA_VISIBLE_DEVICES={s['gpus']!r}"
     if gpu:

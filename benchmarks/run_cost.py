@@ -31,6 +31,7 @@ from contextlib import ExitStack
 import dask
 from distributed import Client, LocalCluster
 
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu.cluster.local import LocalGPUCluster
 from hpcgpu.network.tls import temporary_security
 
@@ -85,7 +86,7 @@ def later_calls(repeats: int, per_round: int, security) -> tuple[dict, dict]:
             client.run(abs, 1)
         for _ in range(repeats):
             for row, client in clients.items():
-                (address,) = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+                (address,) = scheduler_workers(client)
                 client.run_on_scheduler(_drop, address=address)
                 reconnect.setdefault(row, []).append(timed_run(client))
                 later.setdefault(row, []).extend(timed_run(client) for _ in range(per_round))

@@ -42,6 +42,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu.bench.registry import RunContext, Size, get_workload  # noqa: E402
 from hpcgpu.network.colocate import CoLocateRoots  # noqa: E402
 
@@ -110,7 +111,7 @@ def _scheduler_tasks(dask_scheduler) -> int:
 def run_case(client, case: dict, params: dict) -> dict:
     """One timed run: input prepared (untimed), transfer logs cleared, the workload timed."""
     workload = get_workload(case["workload"])
-    ctx = RunContext(client=client, gpus=len(client.scheduler_info(n_workers=-1)["workers"]),
+    ctx = RunContext(client=client, gpus=len(scheduler_workers(client)),
                      library=case["library"], timeout=600)
     size = Size(case["workload"], 0.0, "B", dict(params, generated=case["inputs"] == "generated"))
     client.run_on_scheduler(_set_placement, active=case["placement"] == "colocate")
@@ -142,7 +143,7 @@ def _produce(nbytes: int, tag: int):
 
 def bandwidth(client, nbytes: int, repeats: int = 5) -> float | None:
     """Median bytes/s of one chunk of ``nbytes`` moved between two workers (their transfer log)."""
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(scheduler_workers(client))
     if len(workers) < 2:
         return None
     rates = []

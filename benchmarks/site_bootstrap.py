@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from distributed.diagnostics.plugin import SchedulerPlugin
+from hpcgpu.system.workers import scheduler_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE_EXEC = ["bash", str(ROOT / "scripts" / "site-exec")]
@@ -67,7 +68,7 @@ def _connected(client, n: int, timeout: float = 180) -> float:
 def _drain(cluster, client, name: str) -> None:
     cluster.scale(0)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (client.scheduler_info(n_workers=-1)["workers"] or subprocess.run(
+    while time.monotonic() < deadline and (scheduler_workers(client) or subprocess.run(
             ["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True, text=True).stdout.strip()):
         time.sleep(0.2)
 
@@ -159,7 +160,7 @@ def _transfer_case(options: dict, placement: str, args) -> tuple[list[float], li
     with SLURMCluster(**options) as cluster, Client(cluster) as client:
         cluster.scale(jobs=2 if placement == "hosts" else 1)
         client.wait_for_workers(2, timeout=120)
-        a, b = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+        a, b = sorted(scheduler_workers(client))
         seconds = [_fetch_seconds(client, a, b, args.mib) for _ in range(args.repeats)]
         hosts = sorted(set(client.run(lambda: __import__("socket").gethostname()).values()))
         _drain(cluster, client, options["job_name"])

@@ -28,6 +28,7 @@ import dask.array as da
 import numpy as np
 from distributed import Client, futures_of
 
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu import SLURMCluster
 
 _print_lock = threading.Lock()
@@ -132,7 +133,7 @@ def soak(cluster, settings, stop):
             try:
                 checked, wrong = one_round(client, rng, held, expected, get, busy)
                 rounds += 1
-                workers = client.scheduler_info(n_workers=-1)["workers"].values()
+                workers = scheduler_workers(client).values()
                 emit("round", n=rounds, checked=checked, wrong=wrong, busy=bool(busy),
                      workers=len(workers), hosts=sorted({w["host"] for w in workers}),
                      jobs=len(cluster.worker_spec))

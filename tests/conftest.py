@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from hpcgpu.system.workers import scheduler_workers  # noqa: F401 (the tests import it from here)
+
 from site_faults import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,17 +62,6 @@ def wait_for(predicate, timeout: float, interval: float = 0.25, what: str = "con
         return wait_until(predicate, timeout, interval, what)
     except TimeoutError as error:
         raise AssertionError(str(error)) from None
-
-
-def scheduler_workers(client) -> dict:
-    """The scheduler's workers (address -> info), asked for now.
-
-    Not ``client.scheduler_info()["workers"]``: distributed 2026.7's synchronous
-    ``scheduler_info()`` returns a cache that the client's own periodic update, which asks for
-    no workers, can overwrite between the fetch and the return; it came back empty in CI with
-    two workers connected (and a wait for "no workers left" would pass early).
-    """
-    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
 
 
 def gpus_per_node(places) -> dict:

@@ -11,6 +11,7 @@ import sys
 
 from dask.distributed import Client
 
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu import SLURMRunner  # was: from dask_jobqueue.slurm import SLURMRunner
 
 if __name__ == "__main__":  # (pytest imports this file for its doctests)
@@ -27,7 +28,7 @@ if __name__ == "__main__":  # (pytest imports this file for its doctests)
         with Client(runner) as client:
             client.wait_for_workers(runner.n_workers, timeout=120)
             result = client.submit(lambda x: x + 1, 10).result()
-            workers = len(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+            workers = len(scheduler_workers(client))
             with open(out, "w") as file:
                 json.dump({"result": result, "workers": workers, "n_workers": runner.n_workers,
                            "address": runner.scheduler_address,

@@ -15,6 +15,7 @@ import time
 import dask
 from distributed import get_worker
 
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu import SLURMCluster
 
 
@@ -71,7 +72,7 @@ def adapt(cluster):
         times["computed"] = time.monotonic() - start
         del futures
         # idle again: both jobs retired, then ended (as the next poll of the queue sees)
-        wait(lambda: not client.sync(client.scheduler.identity, n_workers=-1)["workers"], 60, "workers retired")
+        wait(lambda: not scheduler_workers(client), 60, "workers retired")
         times["retired"] = time.monotonic() - start
         wait(lambda: all(job.state not in ("submitting", "pending", "running")
                          for job in cluster.jobs), 30, "jobs ended")

@@ -25,6 +25,7 @@ from distributed import Client, LocalCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from worker_startup import DESIGNS, one_run  # noqa: E402
+from hpcgpu.system.workers import scheduler_workers
 
 
 def _device_report() -> dict:
@@ -64,7 +65,7 @@ def check_pinning(gpus: int) -> dict:
             os.kill(pid, signal.SIGKILL)
             deadline = time.time() + 120
             while time.time() < deadline:
-                info = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+                info = scheduler_workers(client)
                 if victim not in info and len(info) == gpus:
                     break
                 time.sleep(0.5)

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu.bench.environment import backends, describe
 from hpcgpu.bench.records import FAILED, OK, Environment, RunRecord
 from hpcgpu.bench.registry import resolve_workloads
@@ -164,7 +165,7 @@ def _at_gpu_count(sweep: _Sweep, target, gpus: int, workloads: list[Workload]) -
         _fail_open(sweep, target, gpus, workloads, "cluster: " + _error(exc))
         return
     try:
-        workers = list(session.workers or sorted(session.client.scheduler_info(n_workers=-1)["workers"]))
+        workers = list(session.workers or sorted(scheduler_workers(session.client)))
         env, facts = describe(session.client, workers, target.label, target.path, session.protocol)
         array, frame = backends(facts)
         library = getattr(target, "library", "dask")

@@ -19,6 +19,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+from hpcgpu.system.workers import scheduler_workers
 
 __all__ = ["Session", "LocalTarget", "DaskCudaTarget", "PlainTarget", "ExistingTarget", "JobQueueTarget"]
 
@@ -161,7 +162,7 @@ class ExistingTarget:
             self._client = Client(self.address, scheduler_file=self.scheduler_file, timeout=self.timeout)
         client = self._client
         client.wait_for_workers(gpus, timeout=self.timeout)
-        info = client.scheduler_info(n_workers=-1)["workers"]
+        info = scheduler_workers(client)
         ordered = sorted(info, key=lambda a: (str(info[a].get("name")), a))
         return Session(client, tuple(ordered[:gpus]), _protocol_of(client), None)
 

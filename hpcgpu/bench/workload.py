@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
+from hpcgpu.system.workers import scheduler_workers
 
 __all__ = ["PRESETS", "SCALINGS", "Size", "Workload", "RunContext"]
 
@@ -78,7 +79,7 @@ class RunContext:
         """The workers this run may use, in a stable order."""
         if self.workers is not None:
             return list(self.workers)
-        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        return sorted(scheduler_workers(self.client))
 
     def _wait(self, futures):
         from distributed import wait

@@ -13,6 +13,7 @@ import json
 import os
 
 import click
+from hpcgpu.system.workers import scheduler_workers
 
 __all__ = ["demo", "SIZES", "plan"]
 
@@ -63,7 +64,7 @@ def _client(scheduler: str | None):
 def worker_gpus(client) -> list[dict]:
     """What each worker's preload recorded about its GPU (``WorkerState.extra["hpcgpu"]``,
     which the scheduler's worker identity shows at its top level)."""
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    workers = scheduler_workers(client).values()
     return [w["hpcgpu"] for w in workers if "hpcgpu" in w]
 
 
@@ -102,7 +103,7 @@ def demo(scheduler, scale, names, json_path) -> None:
     rows = []
     with _client(scheduler) as (client, where):
         kind = _kind(client)
-        nworkers = len(client.scheduler_info(n_workers=-1)["workers"])
+        nworkers = len(scheduler_workers(client))
         console.print(f"[bold]hpcgpu demo[/]: {nworkers} {kind.upper()} workers ({where})")
         todo = [(n, kw) for n, kw in plan(kind, scale) if not names or n in names]
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())

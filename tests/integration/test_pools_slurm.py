@@ -29,7 +29,7 @@ def make(slurm, clusters):
 def workers_by_pool(client) -> dict[str, dict[str, dict]]:
     """pool -> worker name -> its resources, as the scheduler sees them."""
     out: dict[str, dict[str, dict]] = {}
-    for info in client.scheduler_info(n_workers=-1)["workers"].values():
+    for info in scheduler_workers(client).values():
         pool = next(k[5:] for k in info["resources"] if k.startswith("pool-"))
         out.setdefault(pool, {})[info["name"]] = info["resources"]
     return out

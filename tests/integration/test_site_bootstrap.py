@@ -15,8 +15,10 @@ pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site
 
 def _run(tmp_path, *argv: str) -> dict:
     out = tmp_path / "site_bootstrap.json"
+    # about 9 s on an idle machine; 116-148 s in CI runs on 2 cores (the old 150 s limit was hit
+    # twice), the time after the workers connect not explained
     done = subprocess.run([sys.executable, "benchmarks/site_bootstrap.py", *argv, "--tmp", str(tmp_path),
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=150)
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert_nothing_left()
     return json.loads(out.read_text())

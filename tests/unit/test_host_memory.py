@@ -9,6 +9,7 @@ import pytest
 from distributed.worker_memory import parse_memory_limit
 from hypothesis import given, strategies as st
 
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu import LocalGPUCluster
 from hpcgpu.worker.hostmemory import HEADROOM, gpu_workers_on_host, host_memory_limit
 
@@ -57,11 +58,11 @@ def test_local_gpu_cluster_gives_each_gpu_worker_its_share():
     with LocalGPUCluster(n_workers=2, gpus=["0", "1"], dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
-        limits = [w["memory_limit"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+        limits = [w["memory_limit"] for w in scheduler_workers(client).values()]
     assert limits == [int(MEMORY_LIMIT / 2)] * 2
     with LocalGPUCluster(n_workers=1, gpus=[], dashboard_address=None) as cpu, Client(cpu) as client:
         client.wait_for_workers(1, timeout=120)
-        limits = [w["memory_limit"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+        limits = [w["memory_limit"] for w in scheduler_workers(client).values()]
     assert limits == [parse_memory_limit("auto", 1, logger=LOG)]  # CPU mode: Dask's own rule
 
 
@@ -85,7 +86,7 @@ def test_svd_on_all_gpus_restarts_no_worker_and_each_gets_a_host_share():
         assert float(s[0].compute()) > 0
         u, s, v = da.linalg.svd(ha.random.random((300000, 1000), chunks=(1000, 1000)))
         s.compute()
-        info = client.scheduler_info(n_workers=-1)["workers"].values()
+        info = scheduler_workers(client).values()
         limits = [w["memory_limit"] for w in info]
         assert len(limits) == n
         assert all(lim == pytest.approx(MEMORY_LIMIT / n, rel=0.01) for lim in limits)  # as dask-cuda
