@@ -15,10 +15,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from hpcgpu.system.workers import scheduler_workers
 from hpcgpu.bench.environment import backends, describe
 from hpcgpu.bench.records import FAILED, OK, Environment, RunRecord
 from hpcgpu.bench.registry import resolve_workloads
+from hpcgpu.system.workers import scheduler_workers
 from hpcgpu.bench.workload import PRESETS, SCALINGS, RunContext, Workload
 
 __all__ = ["SweepSpec", "run_sweep", "write_outputs"]

@@ -19,6 +19,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
 from hpcgpu.system.workers import scheduler_workers
 
 __all__ = ["Session", "LocalTarget", "DaskCudaTarget", "PlainTarget", "ExistingTarget", "JobQueueTarget"]

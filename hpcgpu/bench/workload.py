@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
 from hpcgpu.system.workers import scheduler_workers
 
 __all__ = ["PRESETS", "SCALINGS", "Size", "Workload", "RunContext"]

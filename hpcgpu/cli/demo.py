@@ -13,6 +13,7 @@ import json
 import os
 
 import click
+
 from hpcgpu.system.workers import scheduler_workers
 
 __all__ = ["demo", "SIZES", "plan"]

@@ -37,10 +37,6 @@ def nvml_library():
         pynvml.nvmlInit()
     except Exception:  # no library, no driver, no GPU
         return None
-    global _fork_hook_registered
-    if not _fork_hook_registered:  # a forked child initialises NVML again (see below)
-        os.register_at_fork(after_in_child=nvml_library.cache_clear)
-        _fork_hook_registered = True
     return pynvml
 
 
@@ -48,8 +44,8 @@ def nvml_library():
 #: every query raises ``NVMLError_Uninitialized`` until it calls ``nvmlInit`` itself (seen
 #: on a 2 x H200 host). A launcher counts its GPUs with NVML, then forks the fork server
 #: whose children are its workers; each worker sizes its RMM pool and spilling store with
-#: NVML. So a forked child starts with this function's cache empty.
-_fork_hook_registered = False
+#: NVML. So a forked child starts with :func:`nvml_library`'s cache empty.
+os.register_at_fork(after_in_child=nvml_library.cache_clear)
 
 
 def count_gpus() -> int:
