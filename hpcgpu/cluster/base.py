@@ -233,6 +233,8 @@ class BatchCluster(JobQueueCluster):
     def _update_worker_status(self, op, msg):
         if op == "add" and self.reach is not None:
             self.reach.watch(dict(msg.get("workers", {})))
+        elif op == "remove" and self.reach is not None:
+            self.reach.left(msg)
         super()._update_worker_status(op, msg)
         self.fleet.refresh(self.connected_by_job())
 

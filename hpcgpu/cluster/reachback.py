@@ -19,6 +19,7 @@ import asyncio
 import errno
 import logging
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 __all__ = ["PROBE_TIMEOUT", "ReachBack", "port_ranges", "reach_problem"]
@@ -93,7 +94,18 @@ def reach_problem(error: BaseException, host: str, what: str, address: str,
             f"{_open_fix(host, ranges)}")
 
 
-async def _answers(address: str, connection_args: dict, timeout: float) -> BaseException | None:
+def _connect(host: str, port: int, timeout: float) -> socket.socket | OSError:
+    """A TCP connection, or the error: blocking, in a thread, so that the kernel times it.
+    An asyncio timeout is the event loop's: a loop held past it (a loaded login node, a long
+    callback) would fire it after the port had answered."""
+    try:
+        return socket.create_connection((host, port), timeout)
+    except OSError as error:  # TimeoutError included
+        return error
+
+
+async def _answers(address: str, connection_args: dict, timeout: float,
+                   executor: ThreadPoolExecutor | None = None) -> BaseException | None:
     """None when ``address`` accepts a TCP connection within ``timeout`` s, else the error.
 
     The connection is the kernel's answer, not the worker's event loop's (a worker busy with
@@ -104,22 +116,27 @@ async def _answers(address: str, connection_args: dict, timeout: float) -> BaseE
 
     scheme, location = parse_address(address)
     host, port = parse_host_port(location)
+    sock = await asyncio.get_running_loop().run_in_executor(executor, _connect, host, port, timeout)
+    if isinstance(sock, OSError):
+        return sock
+    writer = None
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    except OSError as error:  # TimeoutError included
-        return error
-    try:
+        sock.setblocking(False)
+        _, writer = await asyncio.open_connection(sock=sock)
         context = connection_args.get("ssl_context")
         if scheme == "tls" and context is not None:
             await asyncio.wait_for(writer.start_tls(context), timeout)
     except (OSError, ValueError):  # reached: TLS trouble is Dask's to report, in its words
         pass
     finally:
-        writer.close()
-        try:
-            await asyncio.wait_for(writer.wait_closed(), timeout)
-        except (OSError, ValueError):  # TimeoutError included: nothing more to learn
-            pass
+        if writer is None:
+            sock.close()
+        else:
+            writer.close()
+            try:
+                await asyncio.wait_for(writer.wait_closed(), timeout)
+            except (OSError, ValueError):  # TimeoutError included: nothing more to learn
+                pass
     return None
 
 
@@ -142,8 +159,12 @@ class ReachBack:
         #: addresses of the workers that did not answer (closed by the scheduler, not their nannies)
         self.failed: set[str] = set()
         self._answered: set[str] = set()
+        self._left: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
         self.host = socket.gethostname()
+        # its own threads: a firewall's dropped connections hold one each for ``timeout`` s,
+        # and the loop's default pool also runs the cluster's job-status polls
+        self._executor = ThreadPoolExecutor(16, thread_name_prefix="hpcgpu-reach")
 
     def watch(self, workers: dict[str, dict]) -> None:
         """Probe the workers just added (address -> the scheduler's info on it)."""
@@ -159,6 +180,11 @@ class ReachBack:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    def left(self, address: str) -> None:
+        """The worker at ``address`` left the scheduler: a probe of it that fails says nothing
+        about the network (a worker killed mid-probe, e.g. by its nanny in a restart storm)."""
+        self._left.add(address)
+
     def answered(self, address: str) -> bool:
         """Whether the worker at ``address`` (and its nanny) answered from here."""
         return address in self._answered
@@ -169,7 +195,7 @@ class ReachBack:
             targets = [(what, address)] + ([(f"the nanny of {what}", info["nanny"])]
                                            if info.get("nanny") else [])
             args = self.connection_args()
-            errors = await asyncio.gather(*(_answers(a, args, self.timeout)
+            errors = await asyncio.gather(*(_answers(a, args, self.timeout, self._executor)
                                             for _, a in targets))
             problems = [reach_problem(e, self.host, w, a, ranges, self.timeout)
                         for (w, a), e in zip(targets, errors) if e is not None]
@@ -177,7 +203,9 @@ class ReachBack:
         except Exception as error:  # never block a worker on the check's own failure
             logger.debug("reach-back check of %s failed: %r", address, error)
             problems = []
-        if problems:
+        if problems and address in self._left:
+            logger.debug("reach-back check of %s: it left meanwhile (%s)", address, problems[0])
+        elif problems:
             self.failed.add(address)
             self.problems.append(problems[0])
             logger.error("%s", problems[0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import time
 
 import pytest
 from hypothesis import given
@@ -124,3 +125,53 @@ def test_workers_added_outside_a_running_loop_are_not_held_back():
     reach = ReachBack(dict, lambda info: ("w", {}))
     reach.watch({"tcp://10.0.0.1:9000": {"name": "w"}})
     assert reach.answered("tcp://10.0.0.1:9000") and not reach.problems
+
+
+@pytest.mark.parametrize("steps", range(8))
+def test_a_busy_event_loop_does_not_make_an_answering_port_look_dropped(steps):
+    # The cluster's loop can be held for longer than the probe's timeout (a loaded login
+    # node, a long callback), at any step of the probe; the port answered meanwhile, and that
+    # is what counts (held after 2 to 4 steps, an asyncio timeout fired first).
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # the kernel completes the connection; nobody needs to accept it
+        address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        reach = ReachBack(dict, lambda info: ("worker 'w-0'", {}), timeout=0.2)
+
+        async def run():
+            reach.watch({address: {"name": "w-0"}})
+            for _ in range(steps):  # the probe starts its connection
+                await asyncio.sleep(0)
+            time.sleep(0.5)  # then the loop is held past its timeout
+            while reach._tasks:
+                await asyncio.sleep(0.02)
+
+        asyncio.run(run())
+    assert reach.problems == [] and reach.answered(address)
+
+
+def test_a_worker_that_left_before_its_probe_ended_is_no_problem():
+    # a worker killed while it was probed (a restart storm): its silence says nothing of the network
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        fillers = [socket.socket() for _ in range(4)]
+        for filler in fillers:
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+        address = f"tcp://127.0.0.1:{port}"
+        reach = ReachBack(dict, lambda info: ("worker 'w-0'", {}), timeout=0.5)
+
+        async def run():
+            reach.watch({address: {"name": "w-0"}})
+            await asyncio.sleep(0.1)
+            reach.left(address)
+            while reach._tasks:
+                await asyncio.sleep(0.02)
+        try:
+            asyncio.run(run())
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert reach.problems == [] and not reach.failed and not reach.answered(address)
