@@ -7,8 +7,9 @@ import time
 from distributed import Client
 
 from cluster_helpers import gpu_placement, recorded_commands
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu.jobspec.dialects.arrays import element_index
+from hpcgpu.system.workers import scheduler_workers
 
 
 def submits(calls: list[list[str]], executable: str) -> list[list[str]]:

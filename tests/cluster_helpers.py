@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from distributed import Client
 
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.system import commands
+from hpcgpu.system.workers import scheduler_workers
 
 FAST = dict(walltime="00:10:00", death_timeout=60, poll_interval=0.5,
             scheduler_options={"dashboard_address": "localhost:0"})

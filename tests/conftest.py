@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from hpcgpu.system.workers import scheduler_workers  # noqa: F401 (the tests import it from here)
 
 from site_faults import wait_until
 

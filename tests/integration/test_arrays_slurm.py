@@ -9,9 +9,10 @@ import pytest
 from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_computation,
                            check_scale_up_one_array_then_down, recorded_commands, submits)
 from cluster_helpers import FAST, squeue_state
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu import SLURMCluster
 from hpcgpu.cluster.walltime_planner import GATHER_WINDOW
+from hpcgpu.system.workers import scheduler_workers
 
 pytestmark = pytest.mark.slurm
 

@@ -13,8 +13,9 @@ import pytest
 from distributed import Client
 
 from cluster_helpers import check_adapt, check_failing_job_reported, sge_alive, slurm_alive
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu import SGECluster, SLURMCluster
+from hpcgpu.system.workers import scheduler_workers
 
 CPU = dict(cores=2, processes=2, memory="2GB", walltime="00:10:00", death_timeout=60,
            poll_interval=0.5, scheduler_options={"dashboard_address": "localhost:0"})

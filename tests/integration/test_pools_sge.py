@@ -8,8 +8,9 @@ import pytest
 from distributed import get_worker
 
 from cluster_helpers import FAST, sge_alive
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu import SGECluster
+from hpcgpu.system.workers import scheduler_workers
 
 pytestmark = pytest.mark.sge
 

@@ -10,8 +10,9 @@ import pytest
 from distributed import get_worker, wait
 
 from cluster_helpers import FAST, recorded_commands, squeue_state
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu import SLURMCluster
+from hpcgpu.system.workers import scheduler_workers
 
 pytestmark = pytest.mark.slurm
 

@@ -10,8 +10,9 @@ import pytest
 from distributed import Client, wait
 
 from cluster_helpers import FAST
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu import SGECluster
+from hpcgpu.system.workers import scheduler_workers
 from reliability_helpers import lose_the_job_mid_chain
 
 pytestmark = pytest.mark.sge

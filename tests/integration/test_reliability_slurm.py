@@ -11,9 +11,10 @@ import pytest
 from distributed import Client, wait
 
 from cluster_helpers import FAST, squeue_state
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from reliability_helpers import lose_the_job_mid_chain, run_chain, runs, step
 from hpcgpu import SLURMCluster
+from hpcgpu.system.workers import scheduler_workers
 
 pytestmark = pytest.mark.slurm
 

@@ -16,7 +16,7 @@ import dask.array as da
 import hpcgpu.array as ha
 import hpcgpu.dataframe as hd
 from hpcgpu.system.backends import cuda_device_count
-from conftest import scheduler_workers
+from hpcgpu.system.workers import scheduler_workers
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from distributed import Client
 from distributed.security import Security
 
 from hpcgpu import LocalGPUCluster
-from conftest import scheduler_workers
+from hpcgpu.system.workers import scheduler_workers
 
 LOOPBACK = {"127.0.0.1", "::1"}
 

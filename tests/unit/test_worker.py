@@ -10,8 +10,9 @@ import sys
 import pytest
 from distributed import Client, LocalCluster
 
-from conftest import scheduler_workers, wait_for
+from conftest import wait_for
 from hpcgpu.worker.placement import placement_from_env
+from hpcgpu.system.workers import scheduler_workers
 
 
 @pytest.mark.parametrize(
