@@ -42,7 +42,10 @@ def _start_workers(address: str, settings: NetworkSettings, n: int) -> list[subp
     env["SLURM_JOB_ID"] = ""
     procs = []
     for i in range(n):
-        cmd = WorkerCommand(scheduler=address, name=f"ucx{i}", death_timeout=30, **worker_options(settings))
+        # death_timeout bounds the nanny's start of its worker: with UCX a spawned interpreter
+        # (its imports, preload, UCX connection). In a loaded CI run that took over 30 s
+        # (imports 12 s, preload 4 s, registration 8 s): the nanny gave up, "0/2 workers".
+        cmd = WorkerCommand(scheduler=address, name=f"ucx{i}", death_timeout=90, **worker_options(settings))
         procs.append(subprocess.Popen(cmd.argv(sys.executable), env=env))
     return procs
 

@@ -72,7 +72,8 @@ def test_idle_ucx_worker_and_nanny_do_not_spin():
     env.update(job_environment(settings, "worker", gpu=False))
     env["SLURM_JOB_ID"] = ""
     with config_context(settings, "scheduler"), SpecCluster(scheduler=spec, workers={}) as cluster:
-        cmd = WorkerCommand(scheduler=cluster.scheduler_address, name="idle", death_timeout=30,
+        # as long as the wait below: a spawned UCX worker's start took over 30 s in loaded CI
+        cmd = WorkerCommand(scheduler=cluster.scheduler_address, name="idle", death_timeout=90,
                             **worker_options(settings))
         proc = subprocess.Popen(cmd.argv(sys.executable), env=env)
         try:
