@@ -162,22 +162,16 @@ def _run_script(s: _Session) -> int:
     return 128 - code if code < 0 else code
 
 
-async def _close_cluster(client, grace: float) -> None:
-    """Workers down through their nannies before the scheduler closes (no heartbeat into a
-    closed scheduler: :func:`~hpcgpu.worker.nannies.stop_through_nannies`), then the
-    scheduler; one coroutine, so that one timeout bounds it all."""
-    from distributed.comm.core import CommClosedError
-
+async def _stop_workers(client, grace: float) -> None:
+    """Workers down through their nannies while the scheduler still runs (no heartbeat into
+    a closed scheduler: :func:`~hpcgpu.worker.nannies.stop_through_nannies`); one coroutine,
+    so that one timeout bounds it all."""
     identity = await client.scheduler.identity(n_workers=-1)
     nannies = [w["nanny"] for w in identity["workers"].values() if w.get("nanny")]
     await stop_through_nannies(nannies, client.security.get_connection_args("client"))
     deadline = time.monotonic() + grace
     while (await client.scheduler.identity(n_workers=-1))["workers"] and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    try:
-        await client.scheduler.terminate()
-    except CommClosedError:  # it closed the connection while it closed: that is success
-        pass
 
 
 async def _while_running(child: Child, coroutine) -> None:
@@ -193,12 +187,15 @@ async def _while_running(child: Child, coroutine) -> None:
 
 
 def _close_client(client, s: _Session) -> None:
+    """The workers stopped, then the client closed while its scheduler still runs: a client
+    whose scheduler closes under it reconnects, and a connection to a scheduler half closed
+    failed with ``ValueError: IOStream is not idle`` (tracebacks in the job's log)."""
     try:
         if s.scheduler is not None and s.scheduler.running():
-            client.sync(_while_running, s.scheduler, _close_cluster(client, s.stop.left(s.options.grace)),
+            client.sync(_while_running, s.scheduler, _stop_workers(client, s.stop.left(s.options.grace)),
                         callback_timeout=s.stop.left(2 * s.options.grace))
     except Exception as exc:  # already gone: the launcher and scheduler are stopped below
-        _say(f"scheduler shutdown: {exc!r}")
+        _say(f"workers' shutdown: {exc!r}")
     try:
         client.close(timeout=s.stop.left(s.options.grace))
     except Exception:  # a client of a scheduler that is gone: nothing more to close
@@ -211,12 +208,11 @@ def _shutdown(s: _Session, client) -> None:
         remove_job_directory(s.directory)  # first: a SIGKILL may cut the rest short
     if client is not None:
         _close_client(client, s)
-    for child in (s.workers, s.scheduler):
-        if child is None:
-            continue
-        if not child.wait_group(stop.left(grace)):
-            _say(f"stopping the {child.name} (pid {child.pid}) with SIGTERM")
-            child.stop(grace=stop.left(grace))
+    if s.workers is not None and not s.workers.wait_group(stop.left(grace)):
+        _say(f"stopping the {s.workers.name} (pid {s.workers.pid}) with SIGTERM")
+        s.workers.stop(grace=stop.left(grace))
+    if s.scheduler is not None:  # its client is closed: SIGTERM is its normal end
+        s.scheduler.stop(grace=stop.left(grace))
     if not s.options.keep_work_dir:
         remove_job_directory(s.directory)
 
