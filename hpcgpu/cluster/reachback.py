@@ -173,6 +173,7 @@ class ReachBack:
         except RuntimeError:  # not on the cluster's loop (a test's direct call): nothing to run on
             loop = None
         for address, info in workers.items():
+            self._left.discard(address)  # a new worker at a left one's address (fixed ports)
             if loop is None or not address.startswith(("tcp://", "tls://")):  # UCX, inproc: not checked
                 self._answered.add(address)
                 continue

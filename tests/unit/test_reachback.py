@@ -150,7 +150,7 @@ def test_a_busy_event_loop_does_not_make_an_answering_port_look_dropped(steps):
     assert reach.problems == [] and reach.answered(address)
 
 
-def test_a_worker_that_left_before_its_probe_ended_is_no_problem():
+def test_a_worker_that_left_before_its_probe_ended_is_no_problem_but_its_successor_is_probed():
     # a worker killed while it was probed (a restart storm): its silence says nothing of the network
     with socket.socket() as full:
         full.bind(("127.0.0.1", 0))
@@ -169,9 +169,14 @@ def test_a_worker_that_left_before_its_probe_ended_is_no_problem():
             reach.left(address)
             while reach._tasks:
                 await asyncio.sleep(0.02)
+            assert reach.problems == [] and not reach.failed and not reach.answered(address)
+            # a new worker on the same (fixed) port is checked afresh
+            reach.watch({address: {"name": "w-1"}})
+            while reach._tasks:
+                await asyncio.sleep(0.02)
         try:
             asyncio.run(run())
         finally:
             for filler in fillers:
                 filler.close()
-    assert reach.problems == [] and not reach.failed and not reach.answered(address)
+    assert reach.failed == {address} and len(reach.problems) == 1
