@@ -8,6 +8,7 @@ import asyncio
 import errno
 import socket
 import time
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import given
@@ -69,30 +70,38 @@ def test_a_worker_that_answers_counts_and_one_gone_is_no_problem():
     assert reach.answered(gone) and reach.problems == [] and not reach.failed
 
 
-def test_a_port_whose_connections_are_dropped_is_named():
-    # a listener whose backlog is full: the kernel drops further SYNs, as a firewall does
+@contextmanager
+def _dropping_port():
+    """A loopback address whose listener's backlog is full: the kernel drops further SYNs, as
+    a firewall does."""
     with socket.socket() as full:
         full.bind(("127.0.0.1", 0))
         full.listen(0)
-        port = full.getsockname()[1]
-        fillers = []
-        for _ in range(4):  # fill the backlog (its size is 0 or 1 depending on the kernel)
-            filler = socket.socket()
-            filler.setblocking(False)
-            filler.connect_ex(("127.0.0.1", port))
-            fillers.append(filler)
-        address = f"tcp://127.0.0.1:{port}"
+        fillers = [socket.socket() for _ in range(4)]  # the backlog holds 0 or 1 (by kernel)
+        try:
+            for filler in fillers:
+                filler.setblocking(False)
+                filler.connect_ex(full.getsockname())
+            yield f"tcp://127.0.0.1:{full.getsockname()[1]}"
+        finally:
+            for filler in fillers:
+                filler.close()
+
+
+async def _settled(reach: ReachBack) -> None:
+    while reach._tasks:
+        await asyncio.sleep(0.02)
+
+
+def test_a_port_whose_connections_are_dropped_is_named():
+    with _dropping_port() as address:
         reach = ReachBack(dict, lambda info: ("worker 'w-0'", {"worker": "9000-9100"}), timeout=0.5)
 
         async def run():
             reach.watch({address: {"name": "w-0", "nanny": None}})
-            while reach._tasks:
-                await asyncio.sleep(0.02)
-        try:
-            asyncio.run(run())
-        finally:
-            for filler in fillers:
-                filler.close()
+            await _settled(reach)
+
+        asyncio.run(run())
     assert reach.failed == {address} and not reach.answered(address)
     [message] = reach.problems
     assert message.startswith(f"host {socket.gethostname()} got no answer from worker 'w-0' at "
@@ -152,31 +161,18 @@ def test_a_busy_event_loop_does_not_make_an_answering_port_look_dropped(steps):
 
 def test_a_worker_that_left_before_its_probe_ended_is_no_problem_but_its_successor_is_probed():
     # a worker killed while it was probed (a restart storm): its silence says nothing of the network
-    with socket.socket() as full:
-        full.bind(("127.0.0.1", 0))
-        full.listen(0)
-        port = full.getsockname()[1]
-        fillers = [socket.socket() for _ in range(4)]
-        for filler in fillers:
-            filler.setblocking(False)
-            filler.connect_ex(("127.0.0.1", port))
-        address = f"tcp://127.0.0.1:{port}"
+    with _dropping_port() as address:
         reach = ReachBack(dict, lambda info: ("worker 'w-0'", {}), timeout=0.5)
 
         async def run():
             reach.watch({address: {"name": "w-0"}})
             await asyncio.sleep(0.1)
             reach.left(address)
-            while reach._tasks:
-                await asyncio.sleep(0.02)
+            await _settled(reach)
             assert reach.problems == [] and not reach.failed and not reach.answered(address)
             # a new worker on the same (fixed) port is checked afresh
             reach.watch({address: {"name": "w-1"}})
-            while reach._tasks:
-                await asyncio.sleep(0.02)
-        try:
-            asyncio.run(run())
-        finally:
-            for filler in fillers:
-                filler.close()
+            await _settled(reach)
+
+        asyncio.run(run())
     assert reach.failed == {address} and len(reach.problems) == 1
