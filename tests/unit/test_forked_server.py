@@ -16,6 +16,15 @@ from distributed.security import Security
 
 from conftest import wait_for
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has ended). One call to psutil: a process may end
+    between ``pid_exists`` and ``Process(pid).status()`` (NoSuchProcess, seen in CI)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 PROBE = r"""
 import json, multiprocessing, os, socket
 import json as marked
@@ -54,8 +63,7 @@ def test_workers_fork_from_a_server_forked_from_the_launcher_and_it_ends_with_it
     assert out["late_fd_held"] is False, out  # only the descriptors it is sent
     assert out["again"] is None  # never a second server
     # the launcher has exited: its server goes with it
-    wait_for(lambda: not psutil.pid_exists(out["server"]) or psutil.Process(out["server"]).status()
-             == psutil.STATUS_ZOMBIE, 10, interval=0.05, what="the forked server to exit")
+    wait_for(lambda: not _running(out["server"]), 10, interval=0.05, what="the forked server to exit")
 
 
 DRAIN_PROBE = r"""
@@ -142,7 +150,6 @@ def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_n
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
-        wait_for(lambda: not [p for p in tree if psutil.pid_exists(p)
-                              and psutil.Process(p).status() != psutil.STATUS_ZOMBIE], 15,
+        wait_for(lambda: not [p for p in tree if _running(p)], 15,
                  interval=0.1, what=f"every process of the killed launcher's tree {tree} to end")
 
