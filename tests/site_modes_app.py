@@ -15,6 +15,8 @@ import time
 import dask
 from distributed import get_worker
 
+from site_app import since_first_start
+
 from hpcgpu.system.workers import scheduler_workers
 from hpcgpu import SLURMCluster
 
@@ -81,7 +83,8 @@ def adapt(cluster):
 
 
 def firewall(cluster):
-    """The error of wait_for_workers, how long after scale() and after the first worker joined."""
+    """The error of wait_for_workers, how long after scale(), after the first job ran and after
+    the first worker joined."""
     start = time.monotonic()
     cluster.scale(jobs=2)
     try:
@@ -91,6 +94,7 @@ def firewall(cluster):
         joined = [t for events in cluster.scheduler.get_events().values() for t, msg in events
                   if isinstance(msg, dict) and msg.get("action") == "add-worker"]
         return {"error": f"{type(error).__name__}: {error}", "seconds": now - start,
+                "after_start": since_first_start(cluster),
                 "after_join": wall - min(joined) if joined else None}
     return {"connected": True}
 

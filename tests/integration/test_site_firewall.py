@@ -35,10 +35,11 @@ def test_the_login_host_dropping_the_workers_ports(login_drops_the_workers_ports
     out = run_on_login(tmp_path, "firewall", {"interface": "ib0", "gpus_per_node": 1, "exclusive": True,
                                               "worker_extra_args": PORTS}, app=APP)
     error = out.get("error", "")
-    # from scale(): 4.4 s on an idle 2-core machine, of which hpcgpu's part is the 3 s
-    # (PROBE_TIMEOUT) after the first worker joined
+    # from scale(): 4.4 s on an idle 2-core machine, 17 s in a loaded CI run; hpcgpu's part is
+    # the 3 s (PROBE_TIMEOUT) after the first worker joined. As in test_site_faults.py, the 15 s
+    # run from the first job running: the scheduler's time to start one is not the cluster's.
     assert out.get("after_join") is not None and out["after_join"] < 5, out
-    assert out["seconds"] < 15, out
+    assert out["after_start"] is not None and out["after_start"] < 15, out
     assert error.startswith("NetworkCheckError: "), out
     assert re.search(r"host login got no answer from (the nanny of )?worker '[^']+' \(job \d+(_\d)? on "
                      r"node\d\) at tls://10\.78\.0\.1\d:9[01]\d\d within 3 s \(packets dropped, as "
