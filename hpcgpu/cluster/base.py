@@ -131,6 +131,8 @@ class BatchCluster(JobQueueCluster):
                     self.scheduler_comm.timeout = SCHEDULER_ANSWER
         if hasattr(self, "fleet"):  # upstream's close scales to 0 through scale(0): one pool
             self.fleet.clear()
+        if getattr(self, "reach", None) is not None:  # None: not checked; absent: failed before it
+            self.reach.close()
         await super()._close()
         self.private_directory.remove()  # the jobs are gone: their credentials go too
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import logging
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -159,7 +160,9 @@ class ReachBack:
         #: addresses of the workers that did not answer (closed by the scheduler, not their nannies)
         self.failed: set[str] = set()
         self._answered: set[str] = set()
-        self._left: set[str] = set()
+        self._probes = itertools.count()
+        self._probing: dict[str, int] = {}  # address -> its probe in flight
+        self._left: set[int] = set()  # probes whose worker left the scheduler meanwhile
         self._tasks: set[asyncio.Task] = set()
         self.host = socket.gethostname()
         # its own threads: a firewall's dropped connections hold one each for ``timeout`` s,
@@ -173,24 +176,26 @@ class ReachBack:
         except RuntimeError:  # not on the cluster's loop (a test's direct call): nothing to run on
             loop = None
         for address, info in workers.items():
-            self._left.discard(address)  # a new worker at a left one's address (fixed ports)
             if loop is None or not address.startswith(("tcp://", "tls://")):  # UCX, inproc: not checked
                 self._answered.add(address)
                 continue
-            task = loop.create_task(self._probe(address, info))
+            # its own probe: a new worker at a left one's address (fixed ports) is checked afresh
+            probe = self._probing[address] = next(self._probes)
+            task = loop.create_task(self._probe(address, info, probe))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     def left(self, address: str) -> None:
         """The worker at ``address`` left the scheduler: a probe of it that fails says nothing
         about the network (a worker killed mid-probe, e.g. by its nanny in a restart storm)."""
-        self._left.add(address)
+        if address in self._probing:
+            self._left.add(self._probing[address])
 
     def answered(self, address: str) -> bool:
         """Whether the worker at ``address`` (and its nanny) answered from here."""
         return address in self._answered
 
-    async def _probe(self, address: str, info: dict) -> None:
+    async def _probe(self, address: str, info: dict, probe: int) -> None:
         try:
             what, ranges = self.describe(info)
             targets = [(what, address)] + ([(f"the nanny of {what}", info["nanny"])]
@@ -204,7 +209,7 @@ class ReachBack:
         except Exception as error:  # never block a worker on the check's own failure
             logger.debug("reach-back check of %s failed: %r", address, error)
             problems = []
-        if problems and address in self._left:
+        if problems and probe in self._left:
             logger.debug("reach-back check of %s: it left meanwhile (%s)", address, problems[0])
         elif problems:
             self.failed.add(address)
@@ -212,4 +217,13 @@ class ReachBack:
             logger.error("%s", problems[0])
         else:
             self._answered.add(address)
+        if self._probing.get(address) == probe:
+            del self._probing[address]
+        self._left.discard(probe)
+
+    def close(self) -> None:
+        """Cancel the probes in flight and end the probing threads (the cluster closes)."""
+        for task in list(self._tasks):
+            task.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import threading
 import time
 from contextlib import contextmanager
 
@@ -176,3 +177,42 @@ def test_a_worker_that_left_before_its_probe_ended_is_no_problem_but_its_success
 
         asyncio.run(run())
     assert reach.failed == {address} and len(reach.problems) == 1
+
+
+def test_a_successor_added_while_the_left_workers_probe_runs_is_still_probed():
+    # the left worker's probe is excused, not the new one's at the same (fixed) port
+    with _dropping_port() as address:
+        reach = ReachBack(dict, lambda info: ("worker 'w'", {}), timeout=0.5)
+
+        async def run():
+            reach.watch({address: {"name": "w-0"}})
+            await asyncio.sleep(0.1)
+            reach.left(address)
+            reach.watch({address: {"name": "w-1"}})
+            await _settled(reach)
+
+        asyncio.run(run())
+    assert reach.failed == {address} and len(reach.problems) == 1
+    assert not reach._left and not reach._probing  # nothing kept once the probes ended
+
+
+def test_workers_that_leave_unprobed_are_not_remembered_and_close_ends_the_threads():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        reach = ReachBack(dict, lambda info: ("worker 'w-0'", {}), timeout=0.5)
+
+        async def run():
+            for n in range(100):  # the workers of a long adaptive run, each gone after its probe
+                reach.left(f"tcp://127.0.0.1:{n + 1}")
+            reach.watch({address: {"name": "w-0"}})
+            await _settled(reach)
+
+        asyncio.run(run())
+    assert reach.answered(address) and not reach._left
+    reach.close()
+    wait_threads = time.monotonic() + 5
+    while any(t.name.startswith("hpcgpu-reach") for t in threading.enumerate()) and time.monotonic() < wait_threads:
+        time.sleep(0.05)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("hpcgpu-reach")]
