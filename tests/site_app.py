@@ -1,7 +1,7 @@
 """Run on the site's login host by tests/test_site_*.py: ``python site_app.py MODE OPTIONS``.
 
-OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments) and
-``_workers`` (how many to wait for). MODE ``compute``: the workers' hosts and addresses and a
+OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments),
+``_workers`` (how many to wait for) and ``_cluster`` (another cluster class, e.g. ``SGECluster``). MODE ``compute``: the workers' hosts and addresses and a
 checked result; ``fault``: the error the user sees and how long it took from ``scale()`` (or
 from the start, for an error of the cluster's constructor) and from the first job seen
 running; ``cut``: results held on every worker, then (after a line on stdin, once a link is
@@ -19,7 +19,7 @@ import time
 
 from distributed import Client, as_completed
 
-from hpcgpu import SLURMCluster
+import hpcgpu
 
 
 def square(x):
@@ -76,9 +76,10 @@ def cut(cluster, scale, workers, back=0):
 def main(mode, options):
     scale, workers = options.pop("_scale", {"jobs": 1}), options.pop("_workers", 1)
     back = options.pop("_back", 0)
+    cluster_class = getattr(hpcgpu, options.pop("_cluster", "SLURMCluster"))
     start, after_start = time.monotonic(), None
     try:
-        with SLURMCluster(**options) as cluster:
+        with cluster_class(**options) as cluster:
             start = time.monotonic()  # a fault's time runs from scale(), as the user waits
             if mode == "serve":
                 print(json.dumps({"scheduler": cluster.scheduler_address}), flush=True)

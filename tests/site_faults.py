@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path("/run/site")
 CONF = SITE / "slurm" / "slurm.conf"
+SGE = SITE / "sge"  #: the site's Grid Engine cell (scripts/site-sge), when built
 NFT_TABLE = "hpcgpu_fault"
 #: the faults: a host's ib0 cut, a host killed, a host dropping what it sends to a port, slurmctld restarted
 KINDS = ("link", "kill", "port", "slurmctld")
@@ -56,6 +57,14 @@ def site_jobs(name: str | None = None) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
+def sge_jobs() -> list[str]:
+    """The jobs of the site's Grid Engine still listed (``"ID STATE"``; none without the cell)."""
+    if not SGE.exists():
+        return []
+    out = on_host("login", "qstat", "-u", "*", timeout=30).stdout
+    return [" ".join(line.split()[0:5:4]) for line in out.splitlines()[2:] if line.strip()]
+
+
 def host_pids(host: str) -> list[int]:
     done = subprocess.run(["ip", "netns", "pids", f"site-{host}"], capture_output=True, text=True,
                           timeout=30, check=False)
@@ -70,13 +79,14 @@ def command_line(pid: int) -> str | None:
 
 
 def leftovers(hosts=("node1", "node2")) -> dict[str, list[str]]:
-    """Processes still running on each of ``hosts``, its slurmd excepted."""
+    """Processes still running on each of ``hosts``, its daemons (slurmd, sge_execd) excepted."""
     found: dict[str, list[str]] = {}
     for host in hosts:
-        pid_file = SITE / "slurm" / f"slurmd-{host}.pid"
-        slurmd = pid_file.read_text().strip() if pid_file.exists() else ""
+        daemons = {pid_file.read_text().strip() for pid_file in (SITE / "slurm" / f"slurmd-{host}.pid",
+                                                                 SGE / "execd" / host / "execd.pid")
+                   if pid_file.exists()}
         for pid in host_pids(host):
-            if str(pid) != slurmd and (cmd := command_line(pid)) is not None:
+            if str(pid) not in daemons and (cmd := command_line(pid)) is not None:
                 found.setdefault(host, []).append(f"{pid} {cmd[:200]}")
     return found
 
@@ -125,12 +135,17 @@ def _signal(pids, signum: int) -> None:
 
 
 def revive_host(host: str, timeout: float = 60) -> str:
-    """``host``'s slurmd started again (if it is not running) and the node usable (resumed where
-    SLURM marked it down): its state then."""
+    """``host``'s daemons started again where they are not running (slurmd; sge_execd where the
+    site has a Grid Engine cell), as its boot would, and the node usable (resumed where SLURM
+    marked it down): its SLURM state then."""
     if not alive_slurmd(host):
         done = on_host(host, "slurmd", "-f", str(CONF), timeout=30)
         if done.returncode != 0:
             raise RuntimeError(f"slurmd on {host} did not start: {done.stderr.strip()}")
+    if (SGE / "execd" / host).exists() and not _alive(SGE / "execd" / host / "execd.pid"):
+        done = on_host(host, "sge_execd", timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"sge_execd on {host} did not start: {done.stderr.strip()}")
 
     def usable() -> str | None:
         state = node_state(host)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_for
-from site_faults import SITE, leftovers, on_host, site_jobs  # noqa: F401  (the tests' names)
+from site_faults import SITE, leftovers, on_host, sge_jobs, site_jobs  # noqa: F401  (the tests' names)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPUTE = ("node1", "node2")
@@ -76,12 +76,13 @@ def run_on_login(tmp_path: Path, mode: str, options: dict, timeout: float = 150,
 
 
 def assert_nothing_left(timeout: float = 30) -> None:
-    """No site job listed and no process left on any compute host (waits for them to end)."""
+    """No site job listed (SLURM's, Grid Engine's) and no process left on any compute host
+    (waits for them to end)."""
     try:
-        wait_for(lambda: not site_jobs() and not leftovers(), timeout,
+        wait_for(lambda: not site_jobs() and not sge_jobs() and not leftovers(), timeout,
                  what="the site's jobs and processes to end")
     except AssertionError as error:
-        raise AssertionError(f"{error}: jobs {site_jobs()}, processes {leftovers()}") from None
+        raise AssertionError(f"{error}: jobs {site_jobs() + sge_jobs()}, processes {leftovers()}") from None
 
 
 def job_finished(job_id: str) -> tuple[str, str] | None:

@@ -113,7 +113,11 @@ BATCH_EXAMPLES: dict[str, tuple[str, str, str, dict, tuple[str, ...]]] = {
     "lsf-2x4.lsf": ("lsf", "bsub <", "jsrun", dict(nodes=2, gpus_per_node=4),
                     ("-wa USR1", "-wt 2")),
     "sge-1x4.sge": ("sge", "qsub", "direct", dict(nodes=1, gpus_per_node=4), ()),
+    "sge-2x4.sge": ("sge", "qsub", "mpirun", dict(nodes=2, gpus_per_node=4), ()),
 }
+
+#: file name -> the site's dialect options a batch example needs (a PE that spans hosts)
+BATCH_SITE: dict[str, dict] = {"sge-2x4.sge": {"multi_node_parallel_environment": "mpi-4"}}
 
 #: What each batch system does not do for the job that sbatch does: start it in the
 #: submission directory (PBS), give it the submitter's PATH, hence the python that has
@@ -146,7 +150,7 @@ def render_batch_examples() -> dict[str, str]:
     for filename, (scheduler, submit, launcher, shape_options, extra) in BATCH_EXAMPLES.items():
         shape = GPUJobShape.create(**{**_SHAPE, **shape_options})
         script = JobScript(
-            shape, get_dialect(scheduler), get_launcher(launcher),
+            shape, get_dialect(scheduler, **BATCH_SITE.get(filename, {})), get_launcher(launcher),
             f'exec "${{HPCGPU_PYTHON:-python3}}" -m hpcgpu run --launcher {launcher} "$@"',
             launch=False, log_directory=".", job_extra_directives=extra,
             job_script_prologue=_CHANGE_DIRECTORY.get(scheduler, ()) + (
