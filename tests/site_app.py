@@ -1,14 +1,14 @@
 """Run on the site's login host by tests/test_site_*.py: ``python site_app.py MODE OPTIONS``.
 
 OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s arguments),
-``_workers`` (how many to wait for) and ``_cluster`` (another cluster class, e.g. ``SGECluster``). MODE ``compute``: the workers' hosts and addresses and a
-checked result; ``fault``: the error the user sees and how long it took from ``scale()`` (or
-from the start, for an error of the cluster's constructor) and from the first job seen
-running; ``cut``: results held on every worker, then (after a line on stdin, once a link is
-cut) the checked result, and with ``_back`` (seconds) the time until ``_workers`` are
-connected again; ``serve``: print the
-scheduler's address, then keep the cluster until a line arrives on stdin. The last line of
-output is JSON.
+``_workers`` (how many to wait for) and ``_cluster`` (another cluster class, e.g.
+``SGECluster``). MODE ``compute``: the workers' hosts and addresses and a checked result;
+``fault``: the error the user sees and how long it took from ``scale()`` (or from the start,
+for an error of the cluster's constructor) and from the first job seen running; ``cut``:
+results held on every worker, then (after a line on stdin, once a link is cut) the checked
+result, and with ``_back`` (seconds) the time until ``_workers`` are connected again;
+``serve``: print the scheduler's address, then keep the cluster until a line arrives on
+stdin. The last line of output is JSON.
 """
 
 import json
