@@ -7,6 +7,7 @@ namespace; this process is on none of the site's networks). Import the fixture w
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import platform
@@ -52,6 +53,11 @@ def site():
     yield
     if built_here:
         subprocess.run(["bash", str(ROOT / "scripts" / "setup-site"), "--down"], timeout=120, check=False)
+
+
+def host_of(address: str) -> ipaddress.IPv4Address:
+    """The IP address in a Dask address (``tls://10.78.0.11:9000`` -> 10.78.0.11)."""
+    return ipaddress.ip_address(address.split("://")[1].rsplit(":", 1)[0])
 
 
 APP = Path(__file__).with_name("site_app.py")

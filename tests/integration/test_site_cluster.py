@@ -8,7 +8,7 @@ import json
 import subprocess
 
 import pytest
-from site_helpers import PYTHON, ROOT, assert_nothing_left, on_host, run_on_login, site  # noqa: F401
+from site_helpers import PYTHON, ROOT, assert_nothing_left, host_of, on_host, run_on_login, site  # noqa: F401
 
 pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site")]
 
@@ -17,20 +17,16 @@ MANAGEMENT = ipaddress.ip_network("10.77.0.0/24")
 RESULT = sum(x * x for x in range(200))
 
 
-def _host_of(address: str) -> ipaddress.IPv4Address:
-    return ipaddress.ip_address(address.split("://")[1].rsplit(":", 1)[0])
-
-
 def test_interface_ib0_puts_workers_of_both_hosts_on_the_fast_network(tmp_path):
     # the workers' ports in the ranges docs/sites.md tells a firewalled site to open
     ports = ["--worker-port", "9000:9100", "--nanny-port", "9100:9200"]
     out = run_on_login(tmp_path, "compute", {"interface": "ib0", "gpus_per_node": 2, "exclusive": True,
                                              "worker_extra_args": ports, "_scale": {"gpus": 4}, "_workers": 4})
     assert out["result"] == out["summed"] == RESULT
-    assert _host_of(out["scheduler"]) == ipaddress.ip_address("10.78.0.10")
+    assert host_of(out["scheduler"]) == ipaddress.ip_address("10.78.0.10")
     hosts = out["hosts"]
     assert sorted(hosts.values()) == ["node1", "node1", "node2", "node2"], hosts
-    addresses = {address: _host_of(address) for address in hosts}
+    addresses = {address: host_of(address) for address in hosts}
     assert all(ip in FAST_NET for ip in addresses.values()), hosts
     assert all(9000 <= int(a.rsplit(":", 1)[1]) <= 9100 for a in hosts), hosts
     # each host's workers listen on its own ib0 address
@@ -45,9 +41,9 @@ def test_no_interface_works_over_the_hosts_names(tmp_path):
     out = run_on_login(tmp_path, "compute", {"gpus_per_node": 1, "exclusive": True,
                                              "_scale": {"jobs": 2}, "_workers": 2})
     assert out["result"] == RESULT
-    assert _host_of(out["scheduler"]) == ipaddress.ip_address("10.77.0.10")
+    assert host_of(out["scheduler"]) == ipaddress.ip_address("10.77.0.10")
     assert sorted(out["hosts"].values()) == ["node1", "node2"], out["hosts"]
-    assert all(_host_of(a) in MANAGEMENT for a in out["hosts"]), out["hosts"]
+    assert all(host_of(a) in MANAGEMENT for a in out["hosts"]), out["hosts"]
 
 
 def test_a_client_without_the_clusters_credentials_is_refused_from_another_host(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import wait_for
 from site_helpers import (  # noqa: F401
-    CHECK, PYTHON, ROOT, assert_checked_on_both_hosts, on_host, run_on_login, site)
+    CHECK, PYTHON, ROOT, assert_checked_on_both_hosts, host_of, on_host, run_on_login, site)
 
 pytestmark = [pytest.mark.site, pytest.mark.sge, pytest.mark.usefixtures("site", "site_sge")]
 
@@ -29,18 +29,14 @@ def site_sge(site):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def _ip(address: str) -> ipaddress.IPv4Address:
-    return ipaddress.ip_address(address.split("://")[1].rsplit(":", 1)[0])
-
-
 def test_sge_cluster_from_login_puts_a_worker_on_each_host_over_ib0(tmp_path):
     out = run_on_login(tmp_path, "compute", {"_cluster": "SGECluster", "interface": "ib0", "gpus_per_node": 1,
                                              "exclusive": True, "_scale": {"jobs": 2}, "_workers": 2})
     assert out["result"] == out["summed"] == RESULT, out
-    assert _ip(out["scheduler"]) == ipaddress.ip_address("10.78.0.10"), out
+    assert host_of(out["scheduler"]) == ipaddress.ip_address("10.78.0.10"), out
     hosts = out["hosts"]
     assert sorted(hosts.values()) == ["node1", "node2"], hosts
-    assert {_ip(a): h for a, h in hosts.items()} == {ipaddress.ip_address("10.78.0.11"): "node1",
+    assert {host_of(a): h for a, h in hosts.items()} == {ipaddress.ip_address("10.78.0.11"): "node1",
                                                      ipaddress.ip_address("10.78.0.12"): "node2"}, hosts
 
 
