@@ -188,6 +188,7 @@ def test_workers_that_leave_unprobed_are_not_remembered_and_close_ends_the_threa
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        earlier = set(threading.enumerate())  # other tests' probe threads in this process
         reach = ReachBack(dict, lambda info: ("worker 'w-0'", {}), timeout=0.5)
 
         async def run():
@@ -199,7 +200,11 @@ def test_workers_that_leave_unprobed_are_not_remembered_and_close_ends_the_threa
         asyncio.run(run())
     assert reach.answered(address) and not reach._left
     reach.close()
+
+    def its_threads():
+        return [t.name for t in set(threading.enumerate()) - earlier if t.name.startswith("hpcgpu-reach")]
+
     wait_threads = time.monotonic() + 5
-    while any(t.name.startswith("hpcgpu-reach") for t in threading.enumerate()) and time.monotonic() < wait_threads:
+    while its_threads() and time.monotonic() < wait_threads:
         time.sleep(0.05)
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("hpcgpu-reach")]
+    assert not its_threads()
