@@ -161,8 +161,9 @@ class ReachBack:
         self.failed: set[str] = set()
         self._answered: set[str] = set()
         self._probes = itertools.count()
-        self._probing: dict[str, int] = {}  # address -> its probe in flight
-        self._left: set[int] = set()  # probes whose worker left the scheduler meanwhile
+        # address -> the probe of the worker there now; a probe no longer listed is of a worker
+        # that left meanwhile (or whose address a new worker took: fixed ports)
+        self._probing: dict[str, int] = {}
         self._tasks: set[asyncio.Task] = set()
         self.host = socket.gethostname()
         # its own threads: a firewall's dropped connections hold one each for ``timeout`` s,
@@ -179,7 +180,6 @@ class ReachBack:
             if loop is None or not address.startswith(("tcp://", "tls://")):  # UCX, inproc: not checked
                 self._answered.add(address)
                 continue
-            # its own probe: a new worker at a left one's address (fixed ports) is checked afresh
             probe = self._probing[address] = next(self._probes)
             task = loop.create_task(self._probe(address, info, probe))
             self._tasks.add(task)
@@ -188,8 +188,7 @@ class ReachBack:
     def left(self, address: str) -> None:
         """The worker at ``address`` left the scheduler: a probe of it that fails says nothing
         about the network (a worker killed mid-probe, e.g. by its nanny in a restart storm)."""
-        if address in self._probing:
-            self._left.add(self._probing[address])
+        self._probing.pop(address, None)
 
     def answered(self, address: str) -> bool:
         """Whether the worker at ``address`` (and its nanny) answered from here."""
@@ -209,7 +208,8 @@ class ReachBack:
         except Exception as error:  # never block a worker on the check's own failure
             logger.debug("reach-back check of %s failed: %r", address, error)
             problems = []
-        if problems and probe in self._left:
+        current = self._probing.get(address) == probe
+        if problems and not current:
             logger.debug("reach-back check of %s: it left meanwhile (%s)", address, problems[0])
         elif problems:
             self.failed.add(address)
@@ -217,9 +217,8 @@ class ReachBack:
             logger.error("%s", problems[0])
         else:
             self._answered.add(address)
-        if self._probing.get(address) == probe:
+        if current:
             del self._probing[address]
-        self._left.discard(probe)
 
     def close(self) -> None:
         """Cancel the probes in flight and end the probing threads (the cluster closes)."""

@@ -180,7 +180,7 @@ def test_a_worker_that_left_during_its_probe_is_no_problem_but_its_successor_is_
 
         asyncio.run(run())
     assert reach.failed == {address} and len(reach.problems) == 1
-    assert not reach._left and not reach._probing  # nothing kept once the probes ended
+    assert not reach._probing  # nothing kept once the probes ended
 
 
 def test_workers_that_leave_unprobed_are_not_remembered_and_close_ends_the_threads():
@@ -198,7 +198,7 @@ def test_workers_that_leave_unprobed_are_not_remembered_and_close_ends_the_threa
             await _settled(reach)
 
         asyncio.run(run())
-    assert reach.answered(address) and not reach._left
+    assert reach.answered(address) and not reach._probing
     reach.close()
 
     def its_threads():
