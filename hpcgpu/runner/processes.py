@@ -55,14 +55,18 @@ class Child:
             pass
 
     def group_alive(self) -> bool:
-        """Whether any process of the child's group is still there."""
+        """Whether any process of the child's group has not exited yet.
+
+        A zombie does not count: it has exited, and only its reaping is pending. An orphan's
+        reaping is up to init, which some containers' init does only every second or two.
+        """
         try:
             os.killpg(self.popen.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        return True
+        return _any_running_in_group(self.popen.pid)
 
     def wait(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` s for the child to exit; its exit code or None."""
@@ -89,6 +93,27 @@ class Child:
         if not self.wait_group(grace):
             self.signal_group(signal.SIGKILL)
         return self.wait(5)
+
+
+def _any_running_in_group(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is not a zombie (Linux's /proc; elsewhere,
+    where there is none, every member counts)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+                state, _ppid, pgrp = stat.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        if int(pgrp) == pgid and state not in (b"Z", b"X"):
+            return True
+    return not os.path.isdir("/proc/self")
 
 
 def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
