@@ -198,7 +198,8 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
     if scheduler is None and options["scheduler_file"] is None:
         raise click.UsageError("give the scheduler address or --scheduler-file")
     _require_ucx(options["protocol"] or (scheduler or "").split("://")[0])
-    _take_gpu_options(options)
+    _take_gpu_options(options)  # first: the InfiniBand check reads the UCX config it sets
+    _check_network(scheduler, options)  # before distributed's import: its error comes sooner
     os.environ["HPCGPU_JOB_ID"] = job_id_from_env()
     try:  # an array element names its workers from its index
         prefix = element_name(options.pop("name"), os.environ)
@@ -229,7 +230,6 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
     extra = tuple(ctx.args)
     if options["lifetime"] is None:
         extra += tuple(lifetime_options(walltime, retire_before, lifetime_stagger, extra))
-    _check_network(scheduler, options)
     forward_drain_to_children()
     dask_worker.main(args=_dask_worker_argv(scheduler, options, name, nworkers, extra),
                      prog_name="hpcgpu.worker")

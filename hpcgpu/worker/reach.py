@@ -98,12 +98,23 @@ def connect_problem(error: OSError, host: str, address: str, port: int, timeout:
 
 
 def _host_port(scheduler: str) -> tuple[str, int] | None:
-    from distributed.comm import parse_address, parse_host_port
+    """The scheduler's host and port, parsed here: the check runs before the worker imports
+    distributed (a second of CPU, several on a loaded node), so that its error comes sooner.
 
-    scheme, location = parse_address(scheduler)
+    Examples
+    --------
+    >>> _host_port("tls://10.78.0.10:8786"), _host_port("[fe80::1]:8786"), _host_port("inproc://x/1")
+    (('10.78.0.10', 8786), ('fe80::1', 8786), None)
+    """
+    scheme, sep, location = scheduler.partition("://")
+    if not sep:  # no scheme: distributed's default, TCP
+        scheme, location = "tcp", scheduler
     if scheme not in ("tcp", "tls", "ucx", "ucxx"):  # inproc:// and the like: nothing to check
         return None
-    return parse_host_port(location)
+    host, _, port = location.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
 
 
 def check_worker_network(scheduler: str | None, interface: str | None, timeout: float = 5.0,

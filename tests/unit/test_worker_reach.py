@@ -49,3 +49,17 @@ def test_a_refused_port_is_a_scheduler_still_starting():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     reach.check_worker_network(f"tcp://127.0.0.1:{port}", None, timeout=0.5)
+
+
+def test_the_check_fails_the_worker_before_it_imports_distributed():
+    """A host without the interface asked for: the worker's error, and nothing of distributed
+    imported before it (a second of CPU, several on a loaded node, saved on every such fault)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "hpcgpu.worker", "--interface", "nosuch0",
+                           "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "NetworkCheckError: interface 'nosuch0' does not exist on host" in done.stderr, done.stderr[-2000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert "click" in imported and not any(name.split(".")[0] == "distributed" for name in imported), imported
