@@ -264,3 +264,14 @@ def test_gpu_benchmark_scripts_run_at_smoke_size_on_the_cpu(tmp_path):
     # them across clocks failed on a busy CI machine (the workers' clock-offset estimate moves)
     assert on_cluster and all(r["tasks"] > 0 and r["first_task_s"] <= r["last_task_end_s"]
                               and r["wall_s"] > 0 for r in on_cluster), on_cluster
+
+
+def test_persist_probe_runs_at_smoke_size_on_the_cpu(tmp_path):
+    """``benchmarks/gpu/persist_probe.py --cpu``: each flavor's persist step, on the CPU."""
+    argv = [sys.executable, "benchmarks/gpu/persist_probe.py", "--cpu", "--repeats", "2", "--out", str(tmp_path)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    probes = json.load(open(tmp_path / "persist_probe.json"))
+    assert [p["flavor"] for p in probes] == ["dask-cuda", "hpcgpu", "hpcgpu-tcp"]
+    for p in probes:
+        assert len(p["rows"]) == 2 and all(r["step"] > 0 and r["value"] > 0 for r in p["rows"]), p
