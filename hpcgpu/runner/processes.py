@@ -113,7 +113,7 @@ def _any_running_in_group(pgid: int) -> bool:
             continue  # gone meanwhile
         if int(pgrp) == pgid and state not in (b"Z", b"X"):
             return True
-    return not os.path.isdir("/proc/self")
+    return False
 
 
 def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,

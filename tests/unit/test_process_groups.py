@@ -40,9 +40,7 @@ def test_a_group_left_with_only_a_zombie_is_done(tmp_path):
     try:
         assert child.wait(30) == 0
         os.killpg(child.pid, 0)  # the group still exists for the kernel: the zombie is in it
-        started = time.monotonic()
-        assert child.wait_group(5.0)
-        assert time.monotonic() - started < 1.0
+        assert child.wait_group(5.0)  # before: False after 5 s, the zombie counted as alive
         assert not child.group_alive()
     finally:
         os.kill(keeper, signal.SIGKILL)
