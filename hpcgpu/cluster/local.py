@@ -19,12 +19,14 @@ from distributed.deploy.spec import SpecCluster
 from distributed.utils import format_dashboard_link
 from distributed.worker_memory import parse_memory_limit
 
-from hpcgpu.cluster.localspec import gpu_options, nanny_and_worker_class, split_local_kwargs, ucx_protocol
+from hpcgpu.cluster.localspec import (gpu_options, nanny_and_worker_class, same_host_protocol,
+                                      split_local_kwargs, ucx_protocol)
 from hpcgpu.network.colocate import CoLocateRoots
 from hpcgpu.network.config import QUIET_PROGRESS
 from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.network.tls import cluster_security
+from hpcgpu.network.unixcomm import register as register_unix_comm
 from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import parse_cuda_visible_devices
@@ -149,16 +151,19 @@ class LocalGPUCluster(SpecCluster):
         if self.gpu_options.ucx_config():  # the scheduler and client speak the same UCX
             dask.config.set(self.gpu_options.ucx_config())
         security = cluster_security(security, default=True, warn_plain=True)
+        protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
+        own_protocol = same_host_protocol(protocol, security, host, interface)
+        if own_protocol == "unix":
+            register_unix_comm()  # the nannies live in this process
         if host is None and interface is None:
             host = "127.0.0.1"  # as distributed.LocalCluster: not reachable from other hosts
         self._dashboard_address = dashboard_address
-        protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
         if self.gpus and memory_limit == "auto":  # dask-cuda's share: the host's memory per GPU worker
             memory_limit = parse_memory_limit("auto", 1, total_cores=max(n_workers, 1), logger=_logger)
         listen = dict(protocol=protocol, interface=interface, host=host, security=security)
         self._worker_options: dict = dict(dict(nthreads=threads_per_worker, memory_limit=memory_limit,
                                                dashboard_address=None, local_directory=local_directory,
-                                               **listen), **worker_extra)
+                                               **dict(listen, protocol=own_protocol)), **worker_extra)
         scheduler = {"cls": Scheduler, "options": dict(dict(
             port=0, dashboard=dashboard_address is not None,
             # without a dashboard the scheduler still serves /health and metrics: on loopback too

@@ -12,7 +12,7 @@ from typing import Any
 
 from hpcgpu.jobspec.gpuoptions import DASK_CUDA_WORKER_KEYWORDS, GPUWorkerOptions
 
-__all__ = ["split_local_kwargs", "gpu_options", "ucx_protocol", "nanny_and_worker_class",
+__all__ = ["split_local_kwargs", "gpu_options", "ucx_protocol", "same_host_protocol", "nanny_and_worker_class",
            "CLUSTER_KEYWORDS", "SCHEDULER_KEYWORDS"]
 
 #: LocalCluster's keywords that are SpecCluster's
@@ -100,6 +100,28 @@ def ucx_protocol(protocol: str | None, options: GPUWorkerOptions) -> str | None:
         if protocol.split("://")[0] not in ("ucx", "ucxx"):
             raise TypeError(f"enable_nvlink={options.enable_nvlink} (or InfiniBand, TCP over UCX) "
                             f"needs protocol='ucx', not {protocol!r}")
+    return protocol
+
+
+def same_host_protocol(protocol: str | None, security, host: str | None, interface: str | None) -> str | None:
+    """The workers' and nannies' protocol: ``unix`` (:mod:`hpcgpu.network.unixcomm`) for a
+    TLS cluster that nobody asked to reach over the network, else ``protocol``. The
+    scheduler keeps its TLS listener for clients; between the cluster's own processes the
+    kernel checks the user instead of a certificate, at TCP's speed.
+
+    Examples
+    --------
+    >>> same_host_protocol(None, security=True, host=None, interface=None)
+    'unix'
+    >>> same_host_protocol("tls", security=True, host=None, interface=None)
+    'tls'
+    >>> same_host_protocol(None, security=True, host="0.0.0.0", interface=None) is None
+    True
+    >>> same_host_protocol(None, security=None, host=None, interface=None) is None
+    True
+    """
+    if protocol is None and security and host is None and interface is None:
+        return "unix"
     return protocol
 
 

@@ -15,12 +15,16 @@ import logging
 import os
 
 from hpcgpu.network.tls import load_tornado_tls_defaults
+from hpcgpu.network.unixcomm import register as register_unix_comm
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.worker.gpuinfo import count_gpus, describe_gpu
 from hpcgpu.worker.placement import physical_gpu
 
 # Under "distributed." so that Dask's logging configuration shows it at INFO.
 logger = logging.getLogger("distributed.hpcgpu")
+# Imported as a preload while the worker is built, before it listens: a worker of a source
+# tree without package metadata (no entry point) can still listen on ``unix://``.
+register_unix_comm()
 
 
 async def dask_setup(worker) -> None:

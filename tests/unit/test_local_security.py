@@ -49,9 +49,16 @@ def test_every_listener_and_the_dashboard_are_on_loopback(opened):
     with LocalGPUCluster(n_workers=1, gpus=[]) as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
         sockets = opened()
-        # scheduler, dashboard, nanny, worker
-        assert len(sockets) >= 4 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
+        # scheduler, dashboard, the worker's HTTP server
+        assert len(sockets) >= 3 and {ip for ip, _ in sockets} <= LOOPBACK, sockets
         assert cluster.scheduler_address.startswith("tls://127.0.0.1:")  # TLS by default
+        # the nanny and the worker: Unix sockets, each alone in a directory only we can enter
+        workers = scheduler_workers(client)
+        own = [*workers, *(w["nanny"] for w in workers.values())]
+        for address in own:
+            assert address.startswith("unix:///"), address
+            directory = os.stat(os.path.dirname(address[len("unix://"):]))
+            assert (directory.st_mode & 0o777, directory.st_uid) == (0o700, os.geteuid()), address
         with urllib.request.urlopen(cluster.dashboard_link, timeout=30) as response:
             assert response.status == 200
         assert cluster.dashboard_link.startswith("http://localhost:"), cluster.dashboard_link
@@ -91,6 +98,24 @@ PROBE = textwrap.dedent("""
 """)
 
 
+UNIX_PROBE = textwrap.dedent("""
+    import socket, sys
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(sys.argv[1])
+            print("accepted")
+        except OSError as error:
+            print("refused", type(error).__name__)
+""")
+
+
+def unix_probe_as_nobody(path: str) -> str:
+    done = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", UNIX_PROBE, path],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
 def split(address: str) -> tuple[str, int]:
     host, port = address.split("://")[1].rsplit(":", 1)
     return host, int(port)
@@ -123,9 +148,12 @@ def refused_everywhere(tmp_path: Path) -> None:
             (tmp_path / f"{name}.pem").write_text(text)
             (tmp_path / f"{name}.pem").chmod(0o644)  # this test hands them to nobody on purpose
         workers = scheduler_workers(client)
-        comms = {split(a) for a in [cluster.scheduler_address, *workers,
-                                    *(w["nanny"] for w in workers.values())]}
-        assert len(comms) == 3 and comms <= listening(cluster_pids()), comms
+        own = [*workers, *(w["nanny"] for w in workers.values())]
+        assert len(own) == 2 and all(a.startswith("unix:///") for a in own), own
+        for address in own:  # the kernel refuses nobody: the socket's directory is ours alone
+            assert unix_probe_as_nobody(address[len("unix://"):]) == "refused PermissionError"
+        comms = {split(cluster.scheduler_address)}
+        assert comms <= listening(cluster_pids()), comms
         for address in comms:
             assert probe_as_nobody(address, []) == "refused"
             assert probe_as_nobody(address, [str(tmp_path / "cert.pem"),
