@@ -32,9 +32,12 @@ from published_checks import (check_allocator, check_blog, check_cluster, check_
                               check_fits, check_persist, check_spill)
 STEPS_FILE = HERE / "published_steps.py"
 FLAVORS = ("dask-cuda", "hpcgpu")
-#: an optional third side (``--flavors dask-cuda,hpcgpu,hpcgpu-tcp``): hpcgpu with TLS off, as
-#: dask-cuda runs by default, to tell TLS's share of a difference from the rest
-TCP_FLAVOR = "hpcgpu-tcp"
+#: optional further sides (``--flavors dask-cuda,hpcgpu,hpcgpu-tcp,hpcgpu-tls``): hpcgpu with
+#: TLS off, as dask-cuda runs by default, and with TLS between its workers too (the workers of
+#: ``LocalGPUCluster`` talk over private Unix sockets by default), to tell the transport's share
+#: of a difference from the rest
+VARIANTS = {"hpcgpu-tcp": ("TLS off", "security=False"),
+            "hpcgpu-tls": ("TLS between workers", "protocol='tls'")}
 STEPS = ("cluster", "allocator", "persist", "spill", "dataframe", "model_fits", "blog")
 #: the one change a user makes, line for line
 IMPORTS = {"from dask_cuda import LocalCUDACluster": "from hpcgpu import LocalGPUCluster as LocalCUDACluster",
@@ -85,11 +88,11 @@ def switch(source: str, table: dict) -> str:
 def load_steps(flavor: str, cpu: bool = False) -> types.ModuleType:
     """The published steps as ``flavor`` runs them: as written, or with ``IMPORTS`` switched."""
     table = dict(IMPORTS) if flavor.startswith("hpcgpu") else {}
-    if flavor == TCP_FLAVOR:
+    if flavor in VARIANTS:
         table["from dask_cuda import LocalCUDACluster"] = (
             "import functools; from hpcgpu import LocalGPUCluster; "
-            "LocalCUDACluster = functools.partial(LocalGPUCluster, security=False)")
-    table.update(CPU_IMPORTS["hpcgpu" if flavor == TCP_FLAVOR else flavor] if cpu else {})
+            f"LocalCUDACluster = functools.partial(LocalGPUCluster, {VARIANTS[flavor][1]})")
+    table.update(CPU_IMPORTS["hpcgpu" if flavor in VARIANTS else flavor] if cpu else {})
     module = types.ModuleType(f"published_steps[{flavor}{'/cpu' if cpu else ''}]")
     module.__file__ = str(STEPS_FILE)  # not in sys.modules: cloudpickle ships its functions by value
     exec(compile(switch(STEPS_FILE.read_text(), table), str(STEPS_FILE), "exec"), module.__dict__)
@@ -165,26 +168,31 @@ def summarize(runs: list[dict], flavors) -> dict:
             notes = sorted({m.get("error") or m.get("skipped") or m.get("check") for m in mine})
             row[flavor] = dict(seconds=seconds, median=statistics.median(seconds) if seconds else None,
                                failed=any("error" in m for m in mine), notes=notes)
-        a, b, c = (row.get(f, {}).get("median") for f in (*FLAVORS, TCP_FLAVOR))
-        row["ratio"] = b / a if a and b else None
-        row["ratio_tcp"] = c / a if a and c else None
+        base = row.get(FLAVORS[0], {}).get("median")
+        for flavor, key in (("hpcgpu", "ratio"), *((v, f"ratio_{v[len('hpcgpu-'):]}") for v in VARIANTS)):
+            mine = row.get(flavor, {}).get("median")
+            row[key] = mine / base if base and mine else None
         table[name] = row
     return table
 
 
 def markdown(result: dict) -> str:
-    tcp = TCP_FLAVOR in result["flavors"]
-    extra = (" hpcgpu TLS off median s | TLS off / dask-cuda |", " --- | --- |") if tcp else ("", "")
+    sides = [("hpcgpu", "hpcgpu", "ratio")] + [(v, f"hpcgpu {VARIANTS[v][0]}", f"ratio_{v[len('hpcgpu-'):]}")
+                                               for v in VARIANTS if v in result["flavors"]]
+    head = "".join(f" {label} median s | {label} / dask-cuda |" for _, label, _ in sides)
     lines = [f"# published code: {result['mode']}, sizes {result['sizes_name']}, {result['device']}", "",
-             f"| step | dask-cuda median s | hpcgpu median s | hpcgpu / dask-cuda |{extra[0]} hpcgpu check |",
-             f"| --- | --- | --- | --- |{extra[1]} --- |"]
+             f"| step | dask-cuda median s |{head} hpcgpu check |",
+             "| --- | --- |" + " --- | --- |" * len(sides) + " --- |"]
+
+    def cell(row: dict, flavor: str) -> str:
+        median = row.get(flavor, {}).get("median")
+        return "n/a" if median is None else f"{median:.3f}"
+
     for name, row in result["steps"].items():
-        cell = [f"{row[f]['median']:.3f}" if row.get(f, {}).get("median") is not None else "n/a"
-                for f in (*FLAVORS, TCP_FLAVOR)]
-        ratio, ratio_tcp = ("n/a" if row.get(k) is None else f"{row[k]:.2f}" for k in ("ratio", "ratio_tcp"))
+        more = "".join(f" {cell(row, f)} | {'n/a' if row.get(k) is None else f'{row[k]:.2f}'} |"
+                       for f, _, k in sides)
         note = "; ".join(row.get("hpcgpu", {}).get("notes", []))[:160]
-        more = f" {cell[2]} | {ratio_tcp} |" if tcp else ""
-        lines.append(f"| {name} | {cell[0]} | {cell[1]} | {ratio} |{more} {note} |")
+        lines.append(f"| {name} | {cell(row, FLAVORS[0])} |{more} {note} |")
     lines += ["", f"slower than dask-cuda: {', '.join(result['slower']) or 'none'}",
               f"failed: {', '.join(result['failed']) or 'none'}", ""]
     return "\n".join(lines)

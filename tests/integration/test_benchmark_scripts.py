@@ -97,3 +97,12 @@ def _submit_throughput(scheduler: str, tmp_path) -> None:
     runs = json.loads(out.read_text())["runs"]
     assert [(r["mode"], r["jobs"], r["submit_calls"], r["cancel_calls"]) for r in runs] == [
         ("single", 3, 3, 1), ("array", 3, 1, 1)]
+
+
+def test_transport_probe_measures_every_side(tmp_path):
+    run("benchmarks/transport_probe.py", "--smoke", "--out", str(tmp_path / "t.jsonl"))
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    sides = [line["side"] for line in lines]
+    assert sides == ["host", "raw socket", "raw ssl", "comm tcp", "comm tls", "comm unix-kernel-buffers",
+                     "comm unix"], sides
+    assert all(rate > 0 for line in lines[1:] for rate in line["gib_s"])

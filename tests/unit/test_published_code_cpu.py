@@ -47,3 +47,16 @@ def test_cpu_smoke_runs_and_checks_every_step_on_both_sides(tmp_path):
         assert row["ratio"] is not None
     table = (tmp_path / "published_code.md").read_text()
     assert all(f"| {name} |" in table for name in pc.STEPS), table
+
+
+def test_the_table_has_a_pair_of_columns_per_variant_run():
+    runs = [dict(flavor=f, warmup=False, steps={n: dict(seconds=s, check="ok") for n in pc.STEPS})
+            for f, s in (("dask-cuda", 2.0), ("hpcgpu", 1.0), ("hpcgpu-tls", 3.0))]
+    flavors = ["dask-cuda", "hpcgpu", "hpcgpu-tls"]
+    steps = pc.summarize(runs, flavors)
+    assert steps["persist"]["ratio"] == 0.5 and steps["persist"]["ratio_tls"] == 1.5
+    assert steps["persist"]["ratio_tcp"] is None
+    table = pc.markdown(dict(mode="gpu", sizes_name="quick", device="GPU", flavors=flavors, steps=steps,
+                             slower=[], failed=[]))
+    assert "hpcgpu TLS between workers / dask-cuda" in table and "TLS off" not in table
+    assert "| persist | 2.000 | 1.000 | 0.50 | 3.000 | 1.50 | ok |" in table, table
