@@ -25,7 +25,6 @@ from typing import Any
 
 from dask.utils import parse_timedelta
 from distributed.core import Status
-from distributed.objects import SchedulerInfo
 from tornado.ioloop import PeriodicCallback
 
 from hpcgpu.system import config
@@ -211,10 +210,11 @@ class BatchCluster(JobQueueCluster):
         """What happened to running jobs: walltime replacements, unexpected ends."""
         return self.monitor.events
 
-    def connected_by_job(self) -> dict[str, set[str]]:
-        """Job name -> names of its workers connected to the scheduler now."""
+    def connected_by_job(self, workers: dict | None = None) -> dict[str, set[str]]:
+        """Job name -> names of its workers connected to the scheduler now (or in ``workers``,
+        a snapshot of the scheduler's)."""
         out: dict[str, set[str]] = {}
-        for info in self.scheduler_info.get("workers", {}).values():
+        for info in (self.scheduler_info.get("workers", {}) if workers is None else workers).values():
             out.setdefault(self.job_key(info["name"]), set()).add(str(info["name"]))
         return out
 
@@ -258,9 +258,12 @@ class BatchCluster(JobQueueCluster):
     async def _wait_for_gpus(self, wanted: int, timeout: float | None,
                              pool: str | None = None) -> None:
         async def workers() -> dict:
-            self.scheduler_info = SchedulerInfo(await self.scheduler_comm.identity())
-            self.fleet.refresh(self.connected_by_job())
-            return self.scheduler_info["workers"]
+            # A snapshot, not a new ``scheduler_info``: the worker-status stream keeps that, and
+            # a snapshot taken after a worker left but read before the stream's "remove" would
+            # make that event name a worker it no longer holds (a KeyError in SpecCluster).
+            snapshot = (await self.scheduler_comm.identity())["workers"]
+            self.fleet.refresh(self.connected_by_job(snapshot))
+            return snapshot
 
         await wait_for_workers(wanted, timeout, workers=workers, fleet=self.fleet,
                                failures=self.failures, pool=pool, reach=self.reach)

@@ -50,3 +50,28 @@ def test_a_restart_storm_fails_the_job_at_once_with_the_nannys_reason(slurm, clu
     assert "WorkerRestartStormError" in message and "memory budget" in message, message
     assert time.monotonic() - started < 120, message  # not the 300 s timeout
     wait_for(lambda: [job.state for job in cluster.jobs] == ["failed"], 30, what="the failed job")
+
+
+@pytest.mark.slurm
+def test_waiting_keeps_the_worker_status_streams_view_of_a_worker_that_left(slurm, clusters):
+    """The race of the restart storm above, made deterministic: the stream added a worker,
+    the scheduler's snapshot (read while waiting) no longer has it, the stream's "remove"
+    comes after. The remove must find the worker it names."""
+    cluster = clusters(SLURMCluster, gpus_per_node=1, **FAST)
+    address = "tls://127.0.0.1:1"
+    info = dict(name="SLURMCluster-0-0-0", status="running", nthreads=1, memory_limit=0)
+
+    async def stream(op, msg):  # as the stream's events arrive: in the cluster's event loop
+        cluster._update_worker_status(op, msg)
+
+    cluster.sync(stream, "add", {"workers": {address: info}})
+
+    async def gone():
+        return {"workers": {}}
+
+    cluster.scheduler_comm.identity = gone
+    with pytest.raises(TimeoutError):
+        cluster.wait_for_workers(gpus=1, timeout=0.5)
+    assert address in cluster.scheduler_info["workers"]
+    cluster.sync(stream, "remove", address)
+    assert address not in cluster.scheduler_info["workers"]
