@@ -80,7 +80,8 @@ class LocalGPUCluster(SpecCluster):
     ``worker_class``, ``data``, ``death_timeout``, ...): switching is one import,
     ``from hpcgpu import LocalGPUCluster as LocalCUDACluster``. What differs
     (docs/migrating.md): without an ``rmm_*`` keyword each worker gets hpcgpu's RMM pool;
-    TLS by default; the scheduler and dashboard listen on localhost; a machine without
+    TLS by default, and private Unix sockets between the workers; the scheduler and
+    dashboard listen on localhost; a machine without
     GPUs runs CPU workers (named ``<host>-0-<i>``; a GPU worker is named after its device).
 
     Parameters
@@ -110,8 +111,10 @@ class LocalGPUCluster(SpecCluster):
     security : bool or distributed.security.Security, optional
         TLS with a temporary certificate held in this process by default, as the batch
         clusters make it: only clients given ``cluster.security`` connect (``Client(cluster)``
-        does). ``False``: plain TCP, which any user of this machine can reach on the
-        loopback address (warned).
+        does). The nannies and workers then listen on ``unix://`` sockets that only this
+        user can reach (:mod:`hpcgpu.network.unixcomm`; ``protocol="tls"``, ``host`` or
+        ``interface``: TLS there too). ``False``: plain TCP, which any user of this machine
+        can reach on the loopback address (warned).
     gpus : list of str, optional
         hpcgpu's older name for ``CUDA_VISIBLE_DEVICES`` (``[]``: CPU workers only).
     **kwargs
