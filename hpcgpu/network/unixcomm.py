@@ -7,8 +7,8 @@ two workers exchange (docs/performance.md). This backend gives the same guarante
 the cluster's own user reaches a listener, and nobody else reads the traffic — from the
 kernel instead of a certificate:
 
-- each listener's socket lies in a fresh directory of mode 0700 (``tempfile.mkdtemp``):
-  another user cannot connect to it, nor see its name's use;
+- each listener's socket lies in a fresh directory of mode 0700 (``tempfile.mkdtemp``),
+  which another user cannot enter, so cannot connect to the socket either;
 - both ends check the other's user id from the kernel (``SO_PEERCRED``) and hang up on any
   other user before a byte is read: a socket planted at a path by someone else is refused;
 - the bytes never leave the kernel, so there is nothing on a wire to encrypt.
