@@ -38,6 +38,13 @@ FLAVORS = ("dask-cuda", "hpcgpu")
 #: of a difference from the rest
 VARIANTS = {"hpcgpu-tcp": ("TLS off", "security=False"),
             "hpcgpu-tls": ("TLS between workers", "protocol='tls'")}
+
+
+def ratio_key(flavor: str) -> str:
+    """Where a step's row keeps ``flavor``'s median over dask-cuda's: ``ratio``, ``ratio_tcp``, ..."""
+    return "ratio" if flavor == "hpcgpu" else f"ratio_{flavor.removeprefix('hpcgpu-')}"
+
+
 STEPS = ("cluster", "allocator", "persist", "spill", "dataframe", "model_fits", "blog")
 #: the one change a user makes, line for line
 IMPORTS = {"from dask_cuda import LocalCUDACluster": "from hpcgpu import LocalGPUCluster as LocalCUDACluster",
@@ -169,17 +176,16 @@ def summarize(runs: list[dict], flavors) -> dict:
             row[flavor] = dict(seconds=seconds, median=statistics.median(seconds) if seconds else None,
                                failed=any("error" in m for m in mine), notes=notes)
         base = row.get(FLAVORS[0], {}).get("median")
-        for flavor, key in (("hpcgpu", "ratio"), *((v, f"ratio_{v[len('hpcgpu-'):]}") for v in VARIANTS)):
+        for flavor in ("hpcgpu", *VARIANTS):
             mine = row.get(flavor, {}).get("median")
-            row[key] = mine / base if base and mine else None
+            row[ratio_key(flavor)] = mine / base if base and mine else None
         table[name] = row
     return table
 
 
 def markdown(result: dict) -> str:
-    sides = [("hpcgpu", "hpcgpu", "ratio")] + [(v, f"hpcgpu {VARIANTS[v][0]}", f"ratio_{v[len('hpcgpu-'):]}")
-                                               for v in VARIANTS if v in result["flavors"]]
-    head = "".join(f" {label} median s | {label} / dask-cuda |" for _, label, _ in sides)
+    sides = {"hpcgpu": "hpcgpu", **{v: f"hpcgpu {VARIANTS[v][0]}" for v in VARIANTS if v in result["flavors"]}}
+    head = "".join(f" {label} median s | {label} / dask-cuda |" for label in sides.values())
     lines = [f"# published code: {result['mode']}, sizes {result['sizes_name']}, {result['device']}", "",
              f"| step | dask-cuda median s |{head} hpcgpu check |",
              "| --- | --- |" + " --- | --- |" * len(sides) + " --- |"]
@@ -189,8 +195,8 @@ def markdown(result: dict) -> str:
         return "n/a" if median is None else f"{median:.3f}"
 
     for name, row in result["steps"].items():
-        more = "".join(f" {cell(row, f)} | {'n/a' if row.get(k) is None else f'{row[k]:.2f}'} |"
-                       for f, _, k in sides)
+        ratios = {f: row.get(ratio_key(f)) for f in sides}
+        more = "".join(f" {cell(row, f)} | {'n/a' if r is None else f'{r:.2f}'} |" for f, r in ratios.items())
         note = "; ".join(row.get("hpcgpu", {}).get("notes", []))[:160]
         lines.append(f"| {name} | {cell(row, FLAVORS[0])} |{more} {note} |")
     lines += ["", f"slower than dask-cuda: {', '.join(result['slower']) or 'none'}",

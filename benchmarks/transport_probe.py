@@ -74,7 +74,7 @@ def raw(cert_dir: str, tls: bool, nbytes: int) -> float:
     return sent / seconds / (1 << 30)
 
 
-def use_side(side: str) -> tuple[str, dict]:
+def use_side(side: str) -> str:
     """The scheme of ``side``, with hpcgpu's unix backend registered and sized for it."""
     if side.startswith("unix"):
         from hpcgpu.network import unixcomm
@@ -82,14 +82,14 @@ def use_side(side: str) -> tuple[str, dict]:
         unixcomm.register()  # a source tree without package metadata has no entry point
         if side == "unix-kernel-buffers":
             unixcomm.SOCKET_BUFFER = None
-        return "unix", {}
-    return side, {}
+        return "unix"
+    return side
 
 
 def comm_receiver(cert_dir: str, side: str, address_q) -> None:
     import distributed.comm as dc
 
-    scheme, _ = use_side(side)
+    scheme = use_side(side)
 
     async def main():
         done = asyncio.Event()
@@ -115,7 +115,7 @@ def comm(cert_dir: str, side: str, size: int, rounds: int) -> float:
     import distributed.comm as dc
     from distributed.protocol import to_serialize
 
-    scheme, _ = use_side(side)
+    scheme = use_side(side)
     spawn = mp.get_context("spawn")
     address_q = spawn.Queue()
     receiver = spawn.Process(target=comm_receiver, args=(cert_dir, side, address_q))

@@ -109,8 +109,9 @@ UNIX_PROBE = textwrap.dedent("""
 """)
 
 
-def unix_probe_as_nobody(path: str) -> str:
-    done = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", UNIX_PROBE, path],
+def as_nobody(probe: str, *args: str) -> str:
+    """What ``probe`` prints, run by the user ``nobody`` with the system Python."""
+    done = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", probe, *args],
                           capture_output=True, text=True, timeout=60, cwd="/")
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
@@ -122,11 +123,7 @@ def split(address: str) -> tuple[str, int]:
 
 
 def probe_as_nobody(address: tuple[str, int], cert: list[str]) -> str:
-    done = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", PROBE,
-                           address[0], str(address[1]), *cert],
-                          capture_output=True, text=True, timeout=60, cwd="/")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.split()[0]
+    return as_nobody(PROBE, address[0], str(address[1]), *cert).split()[0]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None,
@@ -151,7 +148,7 @@ def refused_everywhere(tmp_path: Path) -> None:
         own = [*workers, *(w["nanny"] for w in workers.values())]
         assert len(own) == 2 and all(a.startswith("unix:///") for a in own), own
         for address in own:  # the kernel refuses nobody: the socket's directory is ours alone
-            assert unix_probe_as_nobody(address[len("unix://"):]) == "refused PermissionError"
+            assert as_nobody(UNIX_PROBE, address[len("unix://"):]) == "refused PermissionError"
         comms = {split(cluster.scheduler_address)}
         assert comms <= listening(cluster_pids()), comms
         for address in comms:
