@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import dask
@@ -42,18 +43,27 @@ from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 
-__all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH"]
+__all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH",
+           "Settings", "ArrayOptimizer"]
 
 #: leaves per fused task: one first-level partial reduction of a 2-D sum (4 x 4 blocks)
 DEFAULT_WIDTH = 16
 
-#: names of the arrays hpcgpu.array made: graphs holding one of them get hpcgpu's passes
+#: names of the arrays hpcgpu.array made, for graphs that reach the optimiser as plain dicts
+#: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark`)
 _MARKED: set = set()
+
+#: the key of the mark in a layer's ``collection_annotations``
+_LAYER_MARK = "hpcgpu.array"
 
 
 def mark(array):
-    """Return ``array`` (a :class:`dask.array.Array` that hpcgpu.array made), noting its
-    name, so that :func:`optimize` applies hpcgpu's passes to graphs that contain it.
+    """Return ``array`` (a :class:`dask.array.Array` that hpcgpu.array made), marked so that
+    :func:`optimize` applies hpcgpu's passes to graphs that contain it.
+
+    The mark is kept in the array's layer (its ``collection_annotations``, metadata that
+    Dask itself only displays), so it travels with the graph to a scheduler in another
+    process (``hpcgpu run``, ``scheduler_in_job``, a ``dask scheduler``).
 
     Examples
     --------
@@ -68,25 +78,105 @@ def mark(array):
     arguments as an ``ha.ones(...)`` made before is the same array, and gets the passes too.
     """
     _MARKED.add(array.name)
+    layer = array.dask.layers.get(array.name) if isinstance(array.dask, HighLevelGraph) else None
+    if layer is not None:
+        layer.collection_annotations = {**(layer.collection_annotations or {}), _LAYER_MARK: True}
     _install()
     return array
 
 
 def _install() -> None:
-    """Install :func:`optimize` as dask's ``array_optimize`` when hpcgpu.array makes its
-    first array, not at import (importing leaves Dask as it was); a user's own
+    """Install :class:`ArrayOptimizer` as dask's ``array_optimize`` when hpcgpu.array makes
+    its first array, not at import (importing leaves Dask as it was); a user's own
     ``array_optimize`` wins, and ``hpcgpu.array.fuse-width: 0`` turns the passes off."""
     if dask.config.get("array_optimize", None) is None:
-        dask.config.set(array_optimize=optimize)
+        dask.config.set(array_optimize=ArrayOptimizer())
 
 
-def _holds_hpcgpu_array(dsk) -> bool:
+def _holds_hpcgpu_array(dsk, scope: str | None = None) -> bool:
     """Whether the graph holds an array of :func:`mark`, or the scope is every array."""
-    if dask.config.get("hpcgpu.array.scope", "hpcgpu") == "all":
+    if (scope or dask.config.get("hpcgpu.array.scope", "hpcgpu")) == "all":
         return True
     if isinstance(dsk, HighLevelGraph):
-        return not _MARKED.isdisjoint(dsk.layers)
+        return any((layer.collection_annotations or {}).get(_LAYER_MARK) for layer in dsk.layers.values()) \
+            or not _MARKED.isdisjoint(dsk.layers)
     return any((k[0] if isinstance(k, tuple) else k) in _MARKED for k in dsk)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the optimiser reads, as the client had it when it sent the graph.
+
+    Parameters
+    ----------
+    width : int or "auto"
+        ``hpcgpu.array.fuse-width``: leaves per fused task, ``auto``, or < 2 for off.
+    pushdown : bool
+        ``hpcgpu.array.slice-pushdown``.
+    scope : str
+        ``hpcgpu.array.scope``: ``hpcgpu`` (graphs holding an hpcgpu array) or ``all``.
+    fuse_active : bool or None
+        Dask's ``optimization.fuse.active`` (False turns hpcgpu's passes off too).
+    threads : int
+        Worker threads of the client's cluster, for ``width="auto"``.
+    fused_kernels : object
+        ``hpcgpu.array.fused-kernels`` (:func:`~hpcgpu.array.fused.fused_backends`).
+
+    Examples
+    --------
+    >>> with dask.config.set({"hpcgpu.array.fuse-width": 8}):
+    ...     Settings.current().width
+    8
+    """
+
+    width: int | str = "auto"
+    pushdown: bool = True
+    scope: str = "hpcgpu"
+    fuse_active: bool | None = None
+    threads: int = 1
+    fused_kernels: Any = "auto"
+
+    @classmethod
+    def current(cls) -> "Settings":
+        """The settings of this process's Dask config and default client."""
+        width = dask.config.get("hpcgpu.array.fuse-width", "auto")
+        return cls(width=width if width == "auto" else int(width),
+                   pushdown=bool(dask.config.get("hpcgpu.array.slice-pushdown", True)),
+                   scope=str(dask.config.get("hpcgpu.array.scope", "hpcgpu")),
+                   fuse_active=dask.config.get("optimization.fuse.active", None),
+                   threads=cluster_threads(),
+                   fused_kernels=dask.config.get("hpcgpu.array.fused-kernels", "auto"))
+
+
+class ArrayOptimizer:
+    """Dask's ``array_optimize`` that takes the client's settings with the graph.
+
+    Dask ships a collection's optimiser with its graph and runs it where the graph is
+    materialised: on the scheduler, which may be another process (``hpcgpu run``, a job's
+    scheduler) with another config and no client. Pickled, this optimiser carries
+    :meth:`Settings.current` as the sending process had them, so the same graph runs in
+    every mode; in the sending process it reads them when it runs.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> with dask.config.set({"hpcgpu.array.fuse-width": 8}):
+    ...     sent = pickle.dumps(ArrayOptimizer())
+    >>> pickle.loads(sent).settings.width
+    8
+    """
+
+    def __init__(self, settings: Settings | None = None):
+        self.settings = settings
+
+    def __call__(self, dsk, keys, **kwargs):
+        return optimize(dsk, keys, settings=self.settings, **kwargs)
+
+    def __reduce__(self):
+        return ArrayOptimizer, (self.settings or Settings.current(),)
+
+    def __repr__(self) -> str:
+        return f"ArrayOptimizer({self.settings!r})"
 
 
 def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
@@ -98,10 +188,11 @@ def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
     return push_slices_down(tasks, _run_subgraph) if pushdown else tasks
 
 
-def _run_fused(steps: tuple, outkey, pushdown: bool) -> Any:
+def _run_fused(steps: tuple, outkey, pushdown: bool, backends: frozenset | None = None) -> Any:
     """Run one fused tree: its groups of alike block chains as one kernel each
-    (:mod:`hpcgpu.array.fused.batch`), then the rest step by step (:func:`_run_steps`)."""
-    backends = fused_backends()  # block chains as generated kernels (hpcgpu.array.fused)
+    (:mod:`hpcgpu.array.fused.batch`), then the rest step by step (:func:`_run_steps`).
+    ``backends``: those whose chains run as generated kernels (None: this worker's config)."""
+    backends = fused_backends() if backends is None else backends
     values: dict = {}
     if backends:
         values, steps = run_alike_chains(steps, lambda chain: _run_steps(chain, {}, pushdown, backends)[chain[-1].key],
@@ -119,12 +210,13 @@ def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict
 
 
 def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdown: bool = True,
-                         min_leaves: int | None = None) -> dict:
+                         min_leaves: int | None = None, backends: frozenset | None = None) -> dict:
     """Fuse exclusively owned subtrees of at most ``width`` leaves into single tasks, in
     graphs of at least ``min_leaves`` leaves (default ``width ** 2``).
 
     With ``pushdown``, slices inside the fused chains move before elementwise operations
-    (:mod:`hpcgpu.array.pushdown`).
+    (:mod:`hpcgpu.array.pushdown`); ``backends`` are those whose chains run as generated
+    kernels (:func:`~hpcgpu.array.fused.fused_backends`; None: the worker's config).
 
     Examples
     --------
@@ -145,7 +237,7 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
         for k in order:
             del out[k]
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
-        out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown)
+        out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown, backends)
     return out
 
 
@@ -165,7 +257,7 @@ def _without_dask_order(task: Task, plans: dict) -> Task:
     return Task(task.key, _run_subgraph, DataNode(None, plans[id(inner)]), *dependencies)
 
 
-def optimize(dsk, keys, **kwargs):
+def optimize(dsk, keys, settings: Settings | None = None, **kwargs):
     """``dask.array``'s optimization with :func:`fuse_generated_trees` before linear fusion.
 
     The same steps as :func:`dask.array.optimization.optimize` (blockwise fusion, root
@@ -180,14 +272,16 @@ def optimize(dsk, keys, **kwargs):
     array). The width comes from the dask config key ``hpcgpu.array.fuse-width``: ``auto``
     (default, :func:`auto_width` of the cluster's threads), a number of leaves, or 0 (the
     pass off); and ``hpcgpu.array.slice-pushdown`` (default True) moves
-    slices before elementwise operations inside the fused chains.
+    slices before elementwise operations inside the fused chains. ``settings`` (default:
+    this process's, :meth:`Settings.current`) replace these keys where the graph came from
+    another process (:class:`ArrayOptimizer`).
     """
-    width = dask.config.get("hpcgpu.array.fuse-width", "auto")
-    off = width != "auto" and int(width) < 2
-    if off or dask.config.get("optimization.fuse.active") is False or not _holds_hpcgpu_array(dsk):
+    settings = settings or Settings.current()
+    off = settings.width != "auto" and int(settings.width) < 2
+    if off or settings.fuse_active is False or not _holds_hpcgpu_array(dsk, settings.scope):
         return dask_array_optimize(dsk, keys, **kwargs)
     with _gc_paused():
-        return _optimize(dsk, list(dask.core.flatten(keys)), width)
+        return _optimize(dsk, list(dask.core.flatten(keys)), settings)
 
 
 #: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
@@ -236,14 +330,14 @@ def _gc_paused():
             gc.enable()
 
 
-def _optimize(dsk, keys: list, width: int):
+def _optimize(dsk, keys: list, settings: Settings):
     if not isinstance(dsk, HighLevelGraph):
         dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
     dsk = fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys).cull(set(keys))
-    pushdown = bool(dask.config.get("hpcgpu.array.slice-pushdown", True))
-    graph, least = lazy_graph(dsk), None
+    graph, least, width = lazy_graph(dsk), None, settings.width
     if width == "auto":  # as many leaves per task as keeps every thread busy
-        width = auto_width(sum(1 for v in graph.values() if not v.dependencies), cluster_threads())
+        width = auto_width(sum(1 for v in graph.values() if not v.dependencies), settings.threads)
         least = DEFAULT_WIDTH ** 2
-    graph = materialize_remaining(fuse_generated_trees(graph, keys, int(width), pushdown, least))
+    graph = materialize_remaining(fuse_generated_trees(graph, keys, int(width), settings.pushdown, least,
+                                                       fused_backends(settings.fused_kernels)))
     return _optimize_slices(fuse_linear_task_spec(graph, keys=keys))

@@ -28,8 +28,8 @@ __all__ = ["fused_backends", "run_step", "lazy_random_block", "force_all"]
 _TRACING: contextvars.ContextVar[frozenset] = contextvars.ContextVar("hpcgpu_fused_tracing", default=frozenset())
 
 
-def fused_backends() -> frozenset:
-    """The array backends whose blocks fuse, from ``hpcgpu.array.fused-kernels``.
+def fused_backends(mode=None) -> frozenset:
+    """The array backends whose blocks fuse, from ``mode`` or ``hpcgpu.array.fused-kernels``.
 
     Examples
     --------
@@ -39,7 +39,7 @@ def fused_backends() -> frozenset:
     ...     sorted(fused_backends())
     []
     """
-    mode = dask.config.get("hpcgpu.array.fused-kernels", "auto")
+    mode = dask.config.get("hpcgpu.array.fused-kernels", "auto") if mode is None else mode
     if mode is False or mode in ("false", "False", "off"):
         return frozenset()
     return frozenset({"cupy", "numpy"}) if mode is True or mode in ("true", "True", "on") else frozenset({"cupy"})
