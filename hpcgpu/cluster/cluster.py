@@ -21,6 +21,7 @@ from hpcgpu.cluster.private import PrivateDirectory
 from hpcgpu.cluster.scheduler_job import JobScheduler
 from hpcgpu.cluster.start_errors import root_cause, start_error
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.jobspec.scriptfields import shell_word
 from hpcgpu.network import client_address, config_context
 from hpcgpu.network.tls import cluster_security
@@ -129,6 +130,9 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                  job_arrays: bool | None = None, max_array_size: int | None = None,
                  array_throttle: int | None = None, pools: dict | None = None,
                  **options: Any) -> None:
+        # Every keyword's type and bounds first: nothing is made or submitted on bad input.
+        check_keywords({k: v for k, v in locals().items() if k not in ("self", "options", "__class__")})
+        check_keywords(options)
         # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
         kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
         if name is not None:  # every worker's --name: unquoted in dask-jobqueue's CPU jobs

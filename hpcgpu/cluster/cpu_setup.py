@@ -20,6 +20,7 @@ from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directo
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
+from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options
 from hpcgpu.jobspec.units import parse_walltime
 
@@ -108,6 +109,7 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     (2, '6.52GiB', True)
     """
     options = {k: v for k, v in options.items() if v is not None}
+    check_keywords(options)  # a pool's options too
     if options.get("gpus_per_node") == 0:
         del options["gpus_per_node"]
     config_name = options.pop("config_name", None) or scheduler

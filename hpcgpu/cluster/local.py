@@ -30,6 +30,7 @@ from hpcgpu.network.unixcomm import register as register_unix_comm
 from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import parse_cuda_visible_devices
+from hpcgpu.jobspec.keywords import check_keywords
 
 _logger = logging.getLogger("distributed.hpcgpu")
 
@@ -141,6 +142,7 @@ class LocalGPUCluster(SpecCluster):
                  dashboard_address: str | None = "localhost:0", security=None, worker_class=None,
                  asynchronous: bool = False, silence_logs=None, **kwargs):
         values = dict(locals())
+        check_keywords({k: v for k, v in values.items() if k not in ("self", "kwargs", "__class__")})
         if threads_per_worker < 1:
             raise ValueError(f"threads_per_worker={threads_per_worker!r} must be at least 1")
         self.gpu_options = gpu_options(values)

@@ -16,6 +16,7 @@ from hpcgpu.system.logdir import default_log_directory, prune_job_logs
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options, explicit_none, switch_network
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.jobspec.resources import GPUJobShape, NodeLimits
 from hpcgpu.jobspec.scriptfields import check_options
 from hpcgpu.jobspec.units import parse_memory
@@ -66,6 +67,7 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     """
     get_dialect(scheduler)  # unknown scheduler names fail first
     opts = config.resolve(scheduler, explicit_none(options))
+    check_keywords(opts)  # the configuration's values too: their types and bounds
     check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir
     gpu_options, switches = batch_gpu_options({k: opts[k] for k in GPU_KEYWORDS if opts[k] is not None})
     opts["protocol"], opts["transports"] = switch_network(opts["protocol"], opts["transports"], switches)
@@ -104,7 +106,11 @@ def make_log_directory(chosen: str | None) -> str:
     A directory that exists keeps its mode: shared ones are fine (job files go into a
     private directory inside, :mod:`hpcgpu.cluster.private`)."""
     directory = os.path.abspath(os.path.expanduser(chosen or default_log_directory()))
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError as error:  # a name too long, a file in the way, no permission
+        raise ValueError(f"log_directory={chosen!r} cannot be made ({error.strerror}): choose "
+                         "another log_directory") from None
     if not chosen:
         prune_job_logs(directory, parse_timedelta(config.get("log-retention")))
     return directory

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
+from hpcgpu.jobspec.keywords import MAX_WORKERS, form_of, whole_number
 from hpcgpu.jobspec.units import format_hms, parse_memory, parse_walltime
 
 __all__ = ["GPUJobShape", "NodeLimits"]
@@ -93,6 +94,7 @@ class GPUJobShape:
         for name in ("nodes", "gpus_per_node", "cpus_per_gpu"):
             if name in values:
                 values[name] = _positive_int(name, values[name])
+        _bounded_job(values)
         for name in ("memory_per_gpu", "memory_per_node"):
             if values.get(name) is not None:
                 values[name] = parse_memory(values[name], field=name)
@@ -213,15 +215,24 @@ def _refuse_unknown(options: dict[str, Any]) -> None:
 
 
 def _positive_int(name: str, value: Any) -> int:
+    """At least 1, and at most the bound of :mod:`hpcgpu.jobspec.keywords` (the one table)."""
+    low_error = ValueError(f"{name}={value!r} must be a whole number of at least 1 (e.g. {name}=4)")
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"{name}={value!r} must be a whole number of at least 1 (e.g. {name}=4)")
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ValueError(f"{name}={value!r} must be a whole number of at least 1 (e.g. {name}=4)")
-    return number
+        raise low_error
+    if isinstance(value, str) and not value.strip().isdigit() or int(value) < 1:
+        raise low_error
+    return whole_number(name, value, 1, form_of(name).high)
+
+
+def _bounded_job(values: dict[str, Any]) -> None:
+    """Refuse a job of more workers than one Dask scheduler takes (each has a name, made
+    at construction)."""
+    nodes, gpus = values.get("nodes", 1), values.get("gpus_per_node", 1)
+    if nodes * gpus > MAX_WORKERS:
+        raise ValueError(
+            f"nodes={nodes} x gpus_per_node={gpus} = {nodes * gpus} GPU workers in one job is "
+            f"more than the {MAX_WORKERS} hpcgpu accepts (one Dask scheduler takes fewer): "
+            "use fewer nodes per job")
 
 
 def _token(name: str, value: Any) -> str:

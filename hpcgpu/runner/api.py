@@ -33,6 +33,7 @@ from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 
@@ -79,6 +80,9 @@ class GPURunner(BaseRunner):
                  security: bool | Security = True, nthreads: int = 1, memory_limit: str = "auto",
                  scheduler_options: dict | None = None, worker_options: dict | None = None,
                  asynchronous: bool = False, loop=None, **gpu_options) -> None:
+        # Every keyword's type first: a string is not True, nothing starts on bad input.
+        check_keywords({k: v for k, v in locals().items() if k not in ("self", "__class__")})
+        check_keywords(gpu_options)
         # dask_jobqueue.slurm.SLURMRunner's forms: the file may come in scheduler_options
         # (used unless an argument names another), and worker_options may repeat it.
         scheduler_options, worker_options = dict(scheduler_options or {}), dict(worker_options or {})

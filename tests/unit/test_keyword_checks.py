@@ -1,0 +1,133 @@
+"""Every keyword of every class is checked for its type and bounds before anything starts
+(#38, breaks 6 and 7): a wrong type names the field and the accepted form, a huge count is
+refused at once (``nodes=10**30`` hung the constructor), and nothing is submitted."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cluster_helpers import recorded_commands
+from hpcgpu import LSFCluster, LocalGPUCluster, PBSCluster, SGECluster, SLURMCluster
+from hpcgpu.cluster.cluster import GPUCluster
+from hpcgpu.cluster.cpu_setup import CPU_ONLY
+from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
+from hpcgpu.jobspec.keywords import KEYWORDS, KeywordTypeError, _is, form_of
+from hpcgpu.runner.api import GPURunner
+from hpcgpu.system.config import OPTIONS
+
+BATCH = (SLURMCluster, PBSCluster, LSFCluster, SGECluster)
+
+
+def _own(function) -> list[str]:
+    return [p.name for p in inspect.signature(function).parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+
+
+#: class -> every keyword it takes (its signature, and what its **options take)
+CLASS_KEYWORDS = {
+    **{cls: [*_own(GPUCluster.__init__), *OPTIONS, *CPU_ONLY] for cls in BATCH},
+    LocalGPUCluster: _own(LocalGPUCluster.__init__),
+    GPURunner: [*_own(GPURunner.__init__), *GPU_KEYWORDS],
+}
+CASES = sorted({(cls.__name__, name) for cls, names in CLASS_KEYWORDS.items() for name in names})
+CLASSES = {cls.__name__: cls for cls in CLASS_KEYWORDS}
+#: values of every kind a user may pass by mistake (ints far past any bound among them)
+WRONG = st.one_of(
+    st.integers(min_value=-10**40, max_value=10**40), st.booleans(),
+    st.floats(allow_nan=True), st.text(max_size=8), st.binary(max_size=4),
+    st.lists(st.integers(), max_size=2), st.tuples(st.floats()),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.complex_numbers(), st.builds(object), st.just(type), st.sets(st.integers(), max_size=2),
+)
+
+
+def test_every_keyword_of_every_class_has_a_form():
+    missing = sorted({name for _, name in CASES if name not in KEYWORDS})
+    assert not missing, f"keywords without a form in hpcgpu.jobspec.keywords: {missing}"
+
+
+def _construct(cls, name: str, value) -> BaseException:
+    """The error ``cls(name=value)`` raises (and closes a cluster that was built)."""
+    with recorded_commands() as calls:
+        try:
+            made = cls(**{name: value})
+        except (ValueError, TypeError) as error:
+            assert not [c for c in calls if c[0] in ("sbatch", "qsub", "bsub")], calls
+            return error
+    close = getattr(made, "close", None)
+    if close is not None:
+        close()
+    pytest.fail(f"{cls.__name__}({name}={value!r}) was accepted")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=st.sampled_from(CASES), data=st.data())
+def test_a_keyword_of_the_wrong_type_is_refused_naming_the_field(case, data):
+    cls_name, name = case
+    form = form_of(name)
+    value = data.draw(WRONG.filter(lambda v: v is not None and not _is(v, form.types)))
+    error = _construct(CLASSES[cls_name], name, value)
+    assert name in str(error), f"{cls_name}({name}={value!r}): {error!r}"
+
+
+@pytest.mark.parametrize("name,value", [
+    ("python", 10**30), ("protocol", -1), ("net_devices", ["eth0"]),
+    ("log_directory", "x" * 100_000), ("death_timeout", "é"), ("scheduler_in_job", "no"),
+    ("cpu_affinity", "false"), ("enable_tcp_over_ucx", "no"), ("rmm_managed_memory", "no"),
+    ("exclusive", "yes"), ("job_arrays", "false"), ("requeue", 1),
+])
+@pytest.mark.parametrize("cls", BATCH)
+def test_the_reviews_cases_name_the_field(cls, name, value):
+    error = _construct(cls, name, value)
+    assert str(error).startswith(f"{name}=") or f" {name}=" in str(error), str(error)
+
+
+@pytest.mark.parametrize("name", ["cpu_affinity", "rmm_managed_memory", "enable_tcp_over_ucx"])
+def test_a_string_is_not_true_for_the_local_cluster_and_the_runner(name):
+    for cls in (LocalGPUCluster, GPURunner):
+        error = _construct(cls, name, "false")
+        assert isinstance(error, KeywordTypeError) and "True or False" in str(error)
+
+
+_HUGE = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    from hpcgpu import LSFCluster, PBSCluster, SGECluster, SLURMCluster
+    out = []
+    for cls in (PBSCluster, LSFCluster, SLURMCluster, SGECluster):
+        for field, value in [("nodes", 10**30), ("nodes", 10**6), ("gpus_per_node", 10**9),
+                             ("cpus_per_gpu", 10**12), ("n_workers", 10**30),
+                             ("max_array_size", 10**30), ("array_throttle", 10**30),
+                             ("max_failed_jobs", 10**30)]:
+            try:
+                cls(**{"gpus_per_node": 1, "walltime": "00:05:00", field: value}).close()
+                out.append([cls.__name__, field, None])
+            except ValueError as error:
+                out.append([cls.__name__, field, str(error)])
+    print(json.dumps(out))
+""")
+
+
+def test_huge_counts_are_refused_at_construction_naming_the_field():
+    # a child process: before the fix nodes=10**30 built worker names forever
+    done = subprocess.run([sys.executable, "-c", _HUGE], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for cls, field, message in json.loads(done.stdout.splitlines()[-1]):
+        assert message is not None, f"{cls}({field}=huge) was accepted"
+        assert message.startswith(f"{field}=") and "most hpcgpu accepts" in message, message
+
+
+def test_a_job_of_more_workers_than_a_scheduler_takes_is_refused():
+    from hpcgpu.jobspec.resources import GPUJobShape
+
+    with pytest.raises(ValueError, match=r"nodes=100000 x gpus_per_node=8"):
+        GPUJobShape.create(nodes=100_000, gpus_per_node=8)
