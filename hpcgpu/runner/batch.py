@@ -34,6 +34,7 @@ from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.dashboard import dashboard_message
 from hpcgpu.runner.launch import launcher_environment, started_per_task, workers_argv
+from hpcgpu.runner.lifeline import SCHEDULER_LOST
 from hpcgpu.runner.options import BatchOptions, network
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
@@ -120,7 +121,7 @@ def _wait_for_workers(s: _Session, client) -> bool:
     started = time.monotonic()
     deadline = started + s.options.timeout
     seen, said = -1, started
-    while s.stop.signum is None:
+    while not s.stop.check(s.scheduler, "the workers were awaited"):
         count = len(client.nthreads())
         now = time.monotonic()
         if count != seen or now - said >= PROGRESS_INTERVAL:  # a log shows what is awaited
@@ -154,9 +155,9 @@ def _run_script(s: _Session) -> int:
     code = None
     while code is None:
         code = s.stop.script.wait(0.2)
-        if code is None and s.stop.signum is not None:
+        if code is None and s.stop.check(s.scheduler, "the script ran"):
             # The handler forwarded the signal already, unless it came just before the start.
-            first = 0 if s.stop.forwarded else s.stop.signum
+            first = 0 if s.stop.forwarded else s.stop.signum or signal.SIGTERM
             code = s.stop.script.stop(grace=s.stop.left(o.grace), first=first)
     _say(f"{o.script} exited with code {code}")
     return 128 - code if code < 0 else code
@@ -265,4 +266,7 @@ def run_batch(options: BatchOptions) -> int:
     if stop.signum is not None:
         _say(f"stopped by {signal.Signals(stop.signum).name}: exit status {128 + stop.signum}")
         return 128 + stop.signum
+    if stop.lost is not None:  # whatever the script returned: it was stopped
+        _say(f"scheduler lost: exit status {SCHEDULER_LOST}")
+        return SCHEDULER_LOST
     return code

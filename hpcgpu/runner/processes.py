@@ -1,22 +1,36 @@
-"""Child processes that ``hpcgpu run`` owns: started in their own process group, stopped whole.
+"""Child processes that hpcgpu owns: started in their own process group, stopped whole,
+never left behind.
 
-Each background child (the Dask scheduler, the launcher with its workers) gets its own
-session, so that a terminal's Ctrl-C reaches ``hpcgpu run`` only and the shutdown happens
-in order, and so that stopping it reaches everything it started (``direct`` workers,
-nannies, ``mpirun``'s daemons).
+Each background child (the Dask scheduler, the launcher with its workers, the user's
+script, rank 0's worker) gets its own session, so that a terminal's Ctrl-C reaches
+``hpcgpu run`` only and the shutdown happens in order, and so that stopping it reaches
+everything it started (``direct`` workers, nannies, ``mpirun``'s daemons).
+
+A child in a session of its own is out of reach of whoever signals its parent's process
+group (SLURM's ``proctrack/linuxproc`` and ``pgid``, a shell's job control). So every
+child gets SIGTERM from the kernel when this process ends, however it ends
+(``PR_SET_PDEATHSIG``). The kernel sends it when the *thread* that forked the child ends,
+so every child is forked by one thread that lives as long as the process
+(:class:`_Spawner`); :mod:`hpcgpu.runner.orphans` does the rest (the groups, SIGKILL).
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Mapping, Sequence
+from typing import IO, Callable, Mapping, Sequence
+
+from hpcgpu.runner import orphans
+from hpcgpu.runner.reaper import any_running_in_group
+from hpcgpu.system.threadsignals import start_thread, unblock_in_child
 
 __all__ = ["Child", "start_child"]
 
@@ -60,13 +74,7 @@ class Child:
         A zombie does not count: it has exited, and only its reaping is pending. An orphan's
         reaping is up to init, which some containers' init does only every second or two.
         """
-        try:
-            os.killpg(self.popen.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return _any_running_in_group(self.popen.pid)
+        return any_running_in_group(self.popen.pid)
 
     def wait(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` s for the child to exit; its exit code or None."""
@@ -81,7 +89,10 @@ class Child:
         while self.group_alive() and time.monotonic() < deadline:
             self.popen.poll()  # reap the leader, or the group never empties
             time.sleep(0.05)
-        return not self.group_alive()
+        if self.group_alive():
+            return False
+        orphans.untrack(self.popen.pid)  # its number may go to another group from now on
+        return True
 
     def stop(self, grace: float = 10.0, first: int = signal.SIGTERM) -> int | None:
         """Ask the group to stop with ``first``, SIGKILL what is left after ``grace`` s.
@@ -95,34 +106,15 @@ class Child:
         return self.wait(5)
 
 
-def _any_running_in_group(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` is not a zombie (Linux's /proc; elsewhere,
-    where there is none, every member counts)."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
-                state, _ppid, pgrp = stat.read().rsplit(b")", 1)[1].split()[:3]
-        except (OSError, ValueError):
-            continue  # gone meanwhile
-        if int(pgrp) == pgid and state not in (b"Z", b"X"):
-            return True
-    return False
-
-
 def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                keep_tail: int = 0, die_with_parent: bool = False, **popen_options) -> Child:
+                keep_tail: int = 0, die_with_parent: bool = True, **popen_options) -> Child:
     """Start ``argv`` in a new session (its own process group).
 
-    With ``die_with_parent`` (Linux), the child gets SIGTERM when the thread that started
-    it ends, however it ends: a launcher that kills this process (``MPI_Abort``, SIGKILL)
-    does not reach a child in its own session otherwise.
+    With ``die_with_parent`` (the default; Linux), the child gets SIGTERM when this process
+    ends, however it ends: a launcher that kills this process (``MPI_Abort``, SIGKILL) does
+    not reach a child in its own session otherwise. Inside
+    :func:`~hpcgpu.runner.orphans.guarded`, its whole group gets SIGTERM then, and SIGKILL
+    after the guard's grace.
 
     With ``keep_tail``, its stdout and stderr still reach this process's own, line by line,
     and the last ``keep_tail`` lines are kept (:meth:`Child.output_tail`): enough to say
@@ -138,31 +130,75 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     """
     if keep_tail:
         popen_options.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if die_with_parent and sys.platform == "linux":
-        popen_options["preexec_fn"] = _terminate_with_parent()
-    popen = subprocess.Popen(list(argv), env=None if env is None else dict(env),
-                             start_new_session=True, **popen_options)
+    popen_options["preexec_fn"] = _in_child(die_with_parent and sys.platform == "linux")
+    popen = _spawner.call(lambda: subprocess.Popen(
+        list(argv), env=None if env is None else dict(env), start_new_session=True,
+        **popen_options))
+    orphans.track(popen.pid)  # a new session: its group's number is its pid
     if not keep_tail:
         return Child(name, popen)
     tail: collections.deque = collections.deque(maxlen=keep_tail)
-    readers = tuple(threading.Thread(target=_copy_lines, args=(source, sink, tail), daemon=True,
-                                     name=f"hpcgpu-{name}-output")
-                    for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)))
-    for reader in readers:
-        reader.start()
+    readers = tuple(start_thread(threading.Thread(
+        target=_copy_lines, args=(source, sink, tail), daemon=True, name=f"hpcgpu-{name}-output"))
+        for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)))
     return Child(name, popen, tail, readers)
 
 
-def _terminate_with_parent():
-    """A ``preexec_fn``: ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, looked up before the fork so
-    that the child only makes the one call."""
+class _Spawner:
+    """The one thread that forks every child, born with the stop signals blocked
+    (:mod:`hpcgpu.system.threadsignals`) and alive until the process ends: the death
+    signal of a child comes when the thread that forked it ends, not the process."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    def call(self, make: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+        """``make()`` on the spawner thread; its result, or its exception raised here."""
+        if threading.current_thread() is self._thread:
+            return make()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():  # first, or in a forked child
+                self._requests = queue.SimpleQueue()
+                self._thread = start_thread(threading.Thread(
+                    target=self._serve, args=(self._requests,), daemon=True, name="hpcgpu-spawner"))
+            requests = self._requests
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        requests.put((make, done))
+        return done.result()
+
+    @staticmethod
+    def _serve(requests: queue.SimpleQueue) -> None:
+        while True:
+            make, done = requests.get()
+            try:
+                done.set_result(make())
+            except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
+                done.set_exception(error)
+
+
+_spawner = _Spawner()
+
+
+def _in_child(die_with_parent: bool) -> Callable[[], None]:
+    """A ``preexec_fn``: the signal mask of a normal process back (the spawner thread blocks
+    the stop signals, and a mask survives ``exec``), and, with ``die_with_parent``,
+    ``prctl(PR_SET_PDEATHSIG, SIGTERM)``. ``prctl`` is looked up before the fork, so that
+    the child only makes the call."""
+    if not die_with_parent:
+        return unblock_in_child
     import ctypes
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     set_death_signal, sigterm = 1, int(signal.SIGTERM)  # PR_SET_PDEATHSIG
+    parent = os.getpid()
 
     def preexec() -> None:
+        unblock_in_child()
         prctl(set_death_signal, sigterm)
+        if os.getppid() != parent:  # the parent died before the prctl: no signal will come
+            os.kill(os.getpid(), signal.SIGTERM)
 
     return preexec
 
