@@ -47,9 +47,11 @@ __all__ = ["run"]
 @click.option("--memory-limit", default="auto", show_default=True, help="Host memory per worker.")
 @click.option("--worker-args", default=None, metavar="'ARGS'",
               help="More worker arguments, shell-quoted (passed to dask worker).")
-@click.option("--work-dir", default=".hpcgpu", show_default=True,
+@click.option("--work-dir", default=None,
               help="Parent of the job-private directory (certificates, scheduler file); "
-                   "must be on a filesystem every node sees.")
+                   "must be on a filesystem every node sees, and no other user may be able to "
+                   "change it or a directory above it (a sticky one such as /tmp is fine). "
+                   "Default: ~/.cache/hpcgpu/logs/.hpcgpu-<uid>.")
 @click.option("--keep-work-dir", is_flag=True, help="Keep the job directory at the end.")
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds processes get to stop before SIGKILL.")

@@ -12,8 +12,9 @@ same host removes the directories whose process is gone (each names its host and
 
 Layout: ``<parent>/.hpcgpu-<uid>/<cluster name>-<random>/``, where ``parent`` is
 ``shared_temp_directory`` (default: the log directory). The per-user level may already
-exist; it is used only when it is the user's own with mode 0700. The parent itself may be
-shared (a group-writable setgid project directory).
+exist; it is used only when it is the user's own with mode 0700. The parent must pass the
+path rule of :mod:`hpcgpu.system.safedir` (:func:`hpcgpu.system.userdir.user_directory`): a
+group-writable setgid project directory warns, one that other users can write is refused.
 """
 
 from __future__ import annotations
@@ -22,72 +23,15 @@ import copy
 import os
 import re
 import shutil
-import socket
-import stat
 import tempfile
-import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Callable
 
 from hpcgpu.runner.security import write_private
+from hpcgpu.system.userdir import owner_line, prune_stale, user_directory
 
 __all__ = ["PrivateDirectory", "user_directory", "write_private", "worker_credentials", "prune_stale"]
-
-
-def user_directory(parent: str | os.PathLike, field: str = "log_directory") -> Path:
-    """``parent/.hpcgpu-<uid>``, made with mode 0700 if missing; refused (``ValueError``
-    naming ``field`` and the fix) unless it is the user's own directory with mode 0700.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> d = user_directory(tempfile.mkdtemp())
-    >>> d.name == f".hpcgpu-{os.getuid()}", oct(stat.S_IMODE(d.stat().st_mode))
-    (True, '0o700')
-    >>> os.chmod(d, 0o755)
-    >>> user_directory(d.parent)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: log_directory=...: .../.hpcgpu-... has mode 0755, not 0700: hpcgpu keeps \
-credentials there (chmod 700 ...), or choose another log_directory
-    """
-    path = Path(parent) / f".hpcgpu-{os.getuid()}"
-    _warn_if_open(parent, field)
-    try:
-        os.mkdir(path, 0o700)
-        os.chmod(path, 0o700)  # the umask may have removed bits, never added: make it exact
-    except FileExistsError:
-        pass
-    except OSError as error:
-        raise ValueError(f"{field}={str(parent)!r}: cannot make {path} ({error.strerror}): "
-                         f"choose a {field} you can write to") from None
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise ValueError(
-            f"{field}={str(parent)!r}: {path} is not a directory of yours (owner uid "
-            f"{info.st_uid}): someone else may read or change what hpcgpu would put there; "
-            f"remove it, or choose another {field}")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        raise ValueError(
-            f"{field}={str(parent)!r}: {path} has mode {stat.S_IMODE(info.st_mode):04o}, not "
-            f"0700: hpcgpu keeps credentials there (chmod 700 {path}), or choose another {field}")
-    return path
-
-
-def _warn_if_open(parent: str | os.PathLike, field: str) -> None:
-    """Anyone may rename entries of a world-writable directory without the sticky bit:
-    the private directory too (its content stays private; a replacement is not the user's,
-    and the next cluster refuses it). Group-writable project directories are normal."""
-    try:
-        mode = os.stat(parent).st_mode
-    except OSError:
-        return
-    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-        warnings.warn(
-            f"{field}={str(parent)!r} is writable by every user and has no sticky bit: others "
-            f"may rename what is in it, job logs included (chmod +t {parent}, or choose a "
-            f"{field} of your own; docs/security.md)", UserWarning, stacklevel=4)
 
 
 def worker_credentials(security: Any, where: Callable[[], Path]) -> Any:
@@ -120,33 +64,6 @@ def worker_credentials(security: Any, where: Callable[[], Path]) -> Any:
             write_private(directory / file, value)
             setattr(security, attribute, str(directory / file))
     return security
-
-
-def prune_stale(user: Path) -> list[Path]:
-    """Remove the private directories in ``user`` of this host's processes that are gone
-    (a client killed with SIGKILL); those of other hosts and of live processes stay.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> user = Path(tempfile.mkdtemp())
-    >>> for name, pid in (("gone", 2**22 + 1), ("alive", os.getpid())):
-    ...     (user / name).mkdir(); write_private(user / name / "owner", f"{socket.gethostname()} {pid}")
-    >>> [p.name for p in prune_stale(user)], sorted(p.name for p in user.iterdir())
-    (['gone'], ['alive'])
-    """
-    import psutil
-
-    host, removed = socket.gethostname(), []
-    for directory in user.iterdir():
-        try:
-            owner_host, pid = (directory / "owner").read_text().split()
-        except (OSError, ValueError):
-            continue
-        if owner_host == host and not psutil.pid_exists(int(pid)):
-            shutil.rmtree(directory, ignore_errors=True)
-            removed.append(directory)
-    return removed
 
 
 class PrivateDirectory:
@@ -186,7 +103,7 @@ class PrivateDirectory:
             user = user_directory(self.parent, self.field)
             prune_stale(user)
             self._path = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=user))  # mode 0700
-            write_private(self._path / "owner", f"{socket.gethostname()} {os.getpid()}\n")
+            write_private(self._path / "owner", owner_line())
         return self._path
 
     @property

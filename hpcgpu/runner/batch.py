@@ -3,8 +3,10 @@
 :func:`run_batch` is what ``hpcgpu run`` does, once, in the batch script's shell:
 
 1. read the allocation (:mod:`hpcgpu.runner.allocation`);
-2. make a job-private directory (0700) with a temporary TLS certificate;
-3. start the Dask scheduler as an extra process on this (the first) node, with no GPU;
+2. make a job-private directory (0700) with a temporary TLS certificate, in a directory no
+   other user can change (:mod:`hpcgpu.runner.jobdir`);
+3. start the Dask scheduler as an extra process on this (the first) node, with no GPU; it
+   says where it listens over a pipe (:mod:`hpcgpu.runner.address_pipe`);
 4. start one worker per GPU through the launcher (srun, mpirun, mpiexec, jsrun, direct);
 5. wait for ``min_workers``, then run the script with ``DASK_SCHEDULER_ADDRESS`` set;
 6. shut the workers and the scheduler down, remove the directory, return the script's code.
@@ -20,12 +22,12 @@ the job directory goes first, and the shutdown ends within
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.jobspec.launchers import get_launcher
@@ -38,7 +40,8 @@ from hpcgpu.runner.lifeline import SCHEDULER_LOST
 from hpcgpu.runner.options import BatchOptions, network
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
-from hpcgpu.runner.security import TLSFiles, make_job_directory, remove_job_directory, write_tls_files
+from hpcgpu.runner.jobdir import JobDirectory, open_job_directory
+from hpcgpu.runner.security import TLSFiles, write_tls
 from hpcgpu.runner.signals import STOP_SIGNALS, Stop
 from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker.startfailure import start_error
@@ -78,10 +81,12 @@ def _role_env(net: NetworkSettings, role: str) -> dict[str, str]:
 class _Session:
     options: BatchOptions
     allocation: Allocation
-    directory: Path
+    directory: JobDirectory
     stop: Stop
     network: NetworkSettings
     tls: TLSFiles | None = None
+    #: the same certificate in memory: this process's client trusts no file
+    own_tls: TLSFiles | None = None
     scheduler: Child | None = None
     workers: Child | None = None
     address: str | None = None
@@ -93,12 +98,13 @@ class _Session:
 
 def _start_cluster(s: _Session) -> None:
     o, net = s.options, s.network
-    s.tls = write_tls_files(s.directory) if net.protocol == "tls" else None
-    scheduler_file = str(s.directory / "scheduler.json")
+    if net.protocol == "tls":
+        s.tls, s.own_tls = write_tls(s.directory.held)
     sched_options = SchedulerOptions(net.protocol, net.scheduler_interface, o.dashboard_address)
-    s.scheduler, info = start_scheduler(o.python, scheduler_file, sched_options, s.tls,
-                                        _role_env(net, "scheduler"))
+    s.scheduler, info = start_scheduler(o.python, sched_options, s.tls, _role_env(net, "scheduler"))
     s.address = info["address"]
+    # for the script (HPCGPU_SCHEDULER_FILE); written by this process, read by none of hpcgpu's
+    s.directory.write_private("scheduler.json", json.dumps(info))
     dashboard = info.get("services", {}).get("dashboard") if o.dashboard_address else None
     _say(f"scheduler {s.address} (pid {s.scheduler.pid})")
     if dashboard:
@@ -146,7 +152,7 @@ def _wait_for_workers(s: _Session, client) -> bool:
 def _run_script(s: _Session) -> int:
     o = s.options
     env = {**_role_env(s.network, "client"), "DASK_SCHEDULER_ADDRESS": s.address,
-           "HPCGPU_SCHEDULER_FILE": str(s.directory / "scheduler.json"),
+           "HPCGPU_SCHEDULER_FILE": str(s.directory.path / "scheduler.json"),
            "HPCGPU_N_WORKERS": str(s.allocation.total_gpus)}
     if s.tls is not None:
         env.update(s.tls.environment())
@@ -206,7 +212,7 @@ def _close_client(client, s: _Session) -> None:
 def _shutdown(s: _Session, client) -> None:
     stop, grace = s.stop, s.options.grace
     if stop.signum is not None and not s.options.keep_work_dir:
-        remove_job_directory(s.directory)  # first: a SIGKILL may cut the rest short
+        s.directory.remove()  # first: a SIGKILL may cut the rest short
     if client is not None:
         _close_client(client, s)
     if s.workers is not None and not s.workers.wait_group(stop.left(grace)):
@@ -215,14 +221,7 @@ def _shutdown(s: _Session, client) -> None:
     if s.scheduler is not None:  # its client is closed: SIGTERM is its normal end
         s.scheduler.stop(grace=stop.left(grace))
     if not s.options.keep_work_dir:
-        remove_job_directory(s.directory)
-
-
-def _remove_if_empty(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass
+        s.directory.remove()
 
 
 def run_batch(options: BatchOptions) -> int:
@@ -238,18 +237,17 @@ def run_batch(options: BatchOptions) -> int:
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:
         raise ValueError(f"min_workers={options.min_workers} must be between 1 and the "
                          f"allocation's {allocation.total_gpus} GPU(s)")
-    made_work_dir = not Path(options.work_dir).exists()  # ours to remove at the end, if empty
-    directory = make_job_directory(options.work_dir, allocation.job_id)
+    directory = open_job_directory(options.work_dir, allocation.scheduler, allocation.job_id)
     quiet_expected_close()  # this process's client, when the scheduler went first
     # ucx+auth: a key in the job's 0700 directory, its path in every role's environment
-    with Stop() as stop, key_for(net.protocol, directory):
+    with Stop() as stop, key_for(net.protocol, directory.path):
         session = _Session(options, allocation, directory, stop, net)
         client = None
         try:
             _start_cluster(session)
             from distributed import Client
 
-            security = session.tls.security() if session.tls else None
+            security = session.own_tls.security() if session.own_tls else None
             with config_context(net, "client"):
                 client = Client(session.address, security=security, timeout="60s")
             if _wait_for_workers(session, client) and stop.signum is None:
@@ -261,8 +259,7 @@ def run_batch(options: BatchOptions) -> int:
             code = SETUP_FAILED
         finally:
             _shutdown(session, client)
-    if made_work_dir and not options.keep_work_dir:
-        _remove_if_empty(directory.parent)  # another job's directory may still be in it
+            directory.close()
     if stop.signum is not None:
         _say(f"stopped by {signal.Signals(stop.signum).name}: exit status {128 + stop.signum}")
         return 128 + stop.signum

@@ -68,7 +68,7 @@ class BatchOptions:
     nthreads: int = 1
     memory_limit: str = "auto"
     worker_args: tuple[str, ...] = ()
-    work_dir: str = ".hpcgpu"
+    work_dir: str | None = None  # None: the per-user private directory (runner.jobdir)
     keep_work_dir: bool = False
     grace: float = 10.0
     python: str = field(default_factory=lambda: sys.executable)

@@ -1,19 +1,24 @@
-"""The Dask scheduler of a batch job: an extra process on the first node that takes no GPU."""
+"""The Dask scheduler of a batch job: an extra process on the first node that takes no GPU.
+
+Its address comes back over a pipe (:mod:`hpcgpu.runner.address_pipe`), never from a file
+that another process could have written.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
+from hpcgpu.runner import address_pipe
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.security import TLSFiles
 
-__all__ = ["SchedulerOptions", "scheduler_argv", "start_scheduler", "read_scheduler_file"]
+__all__ = ["SchedulerOptions", "scheduler_argv", "start_scheduler"]
 
 
 @dataclass(frozen=True)
@@ -36,20 +41,21 @@ class SchedulerOptions:
     dashboard_address: str | None = DEFAULT_DASHBOARD
 
 
-def scheduler_argv(python: str, scheduler_file: str, options: SchedulerOptions,
-                   tls: TLSFiles | None) -> list[str]:
+def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None) -> list[str]:
     """The scheduler's command line (distributed's own ``dask scheduler``).
 
     Examples
     --------
-    >>> argv = scheduler_argv("python3", "/j/s.json", SchedulerOptions(dashboard_address=None),
+    >>> argv = scheduler_argv("python3", SchedulerOptions(dashboard_address=None),
     ...                       TLSFiles("/j/ca.pem", "/j/cert.pem", "/j/key.pem"))
     >>> " ".join(argv)  # doctest: +NORMALIZE_WHITESPACE
-    'python3 -m distributed.cli.dask_scheduler --scheduler-file /j/s.json --port 0
-     --protocol tls --preload hpcgpu.system.closelog --no-dashboard --tls-ca-file /j/ca.pem --tls-cert /j/cert.pem --tls-key /j/key.pem'
+    'python3 -m distributed.cli.dask_scheduler --port 0 --protocol tls
+     --preload hpcgpu.system.closelog --preload hpcgpu.runner.address_pipe --no-dashboard
+     --tls-ca-file /j/ca.pem --tls-cert /j/cert.pem --tls-key /j/key.pem'
     """
-    argv = [python, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", scheduler_file,
-            "--port", "0", "--protocol", options.protocol, "--preload", "hpcgpu.system.closelog"]
+    argv = [python, "-m", "distributed.cli.dask_scheduler", "--port", "0",
+            "--protocol", options.protocol, "--preload", "hpcgpu.system.closelog",
+            "--preload", "hpcgpu.runner.address_pipe"]
     if options.interface:
         argv += ["--interface", options.interface]
     if options.dashboard_address is None:
@@ -61,36 +67,47 @@ def scheduler_argv(python: str, scheduler_file: str, options: SchedulerOptions,
     return argv
 
 
-def read_scheduler_file(path: str | os.PathLike) -> dict | None:
-    """The scheduler file's content, or None while it is missing or half written."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+def _read_identity(pipe: int, child: Child, timeout: float) -> dict:
+    """Read the scheduler's identity from ``pipe`` until it closes; raise if the scheduler
+    dies first (``RuntimeError``) or is slow (``TimeoutError``)."""
+    deadline, data = time.monotonic() + timeout, b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([pipe], [], [], 0.2)
+        chunk = os.read(pipe, 65536) if ready else None
+        if chunk:
+            data += chunk
+            continue
+        if chunk == b"" and data:  # closed after writing: complete
+            return json.loads(data)
+        if chunk == b"" or not child.running():  # closed unwritten: the scheduler is gone
+            child.wait(5)
+            raise RuntimeError(f"the Dask scheduler exited with code {child.popen.returncode} "
+                               "before it listened; its messages are above")
+    child.stop(grace=5)
+    raise TimeoutError(f"the Dask scheduler did not start listening within {timeout:g} s")
 
 
-def start_scheduler(python: str, scheduler_file: str, options: SchedulerOptions,
-                    tls: TLSFiles | None, env: Mapping[str, str], timeout: float = 120,
-                    log=None) -> tuple[Child, dict]:
-    """Start the scheduler and wait for its scheduler file.
+def start_scheduler(python: str, options: SchedulerOptions, tls: TLSFiles | None,
+                    env: Mapping[str, str], timeout: float = 120, log=None) -> tuple[Child, dict]:
+    """Start the scheduler and wait until it says, over a pipe only it holds, where it listens.
 
     The scheduler gets ``CUDA_VISIBLE_DEVICES=""``: it never creates a CUDA context on a
-    GPU that a worker owns. Returns the child and the scheduler file's content; raises
-    ``RuntimeError`` (with the exit code) if it dies first, ``TimeoutError`` if it is slow.
+    GPU that a worker owns. Returns the child and its identity (``address``, ``services``);
+    raises ``RuntimeError`` (with the exit code) if it dies first, ``TimeoutError`` if it is slow.
     """
-    argv = scheduler_argv(python, scheduler_file, options, tls)
-    child = start_child("scheduler", argv, env={**env, "CUDA_VISIBLE_DEVICES": ""},
-                        stdout=log, stderr=log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = read_scheduler_file(scheduler_file)
-        if info and info.get("address"):
-            return child, info
-        if not child.running():
-            raise RuntimeError(
-                f"the Dask scheduler exited with code {child.popen.returncode} before it "
-                f"wrote {scheduler_file}; its messages are above"
-            )
-        time.sleep(0.1)
-    child.stop(grace=5)
-    raise TimeoutError(f"the Dask scheduler wrote no {scheduler_file} within {timeout:g} s")
+    read, write = os.pipe()
+    try:
+        argv = scheduler_argv(python, options, tls)
+        child = start_child("scheduler", argv, stdout=log, stderr=log, pass_fds=(write,),
+                            env={**env, "CUDA_VISIBLE_DEVICES": "", address_pipe.ENV: str(write)})
+        os.close(write)
+        write = -1
+        info = _read_identity(read, child, timeout)
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+    if "://" not in str(info.get("address", "")):
+        child.stop(grace=5)
+        raise RuntimeError(f"the Dask scheduler reported no address: {info!r}")
+    return child, info

@@ -3,14 +3,14 @@
 distributed's :meth:`Security.temporary` makes the key and certificate in memory only;
 workers started by a launcher on other nodes need files. They go into a directory that
 only the job's user can enter (``0700``; files ``0600``), on the shared filesystem, and
-are removed with it at the end of the job.
+are removed with it at the end of the job. The process that made them keeps the PEM texts
+and its own client uses those (:func:`write_tls`): a ``ca.pem`` swapped on disk cannot
+make it trust another scheduler.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,8 @@ from distributed.security import Security
 
 from ..network.tls import temporary_security
 
-__all__ = ["TLSFiles", "make_job_directory", "make_private_directory", "temporary_tls",
-           "write_tls_files", "remove_job_directory"]
+__all__ = ["TLSFiles", "make_private_directory", "temporary_tls", "write_tls",
+           "write_tls_files"]
 
 
 @dataclass(frozen=True)
@@ -78,21 +78,6 @@ class TLSFiles:
             prefix + "TLS__SCHEDULER__CERT": self.cert,
             prefix + "TLS__SCHEDULER__KEY": self.key,
         }
-
-
-def make_job_directory(parent: str | os.PathLike, job_id: str | None) -> Path:
-    """Create ``parent/<job id>-<random>`` with mode 0700 (``parent`` too, if new).
-
-    Examples
-    --------
-    >>> import tempfile, stat
-    >>> d = make_job_directory(tempfile.mkdtemp(), "42")
-    >>> d.name.startswith("42-"), oct(stat.S_IMODE(d.stat().st_mode))
-    (True, '0o700')
-    """
-    parent = Path(parent).resolve()  # workers on other nodes may start elsewhere
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return make_private_directory(parent / f"{job_id or 'local'}-{secrets.token_hex(4)}")
 
 
 def make_private_directory(path: str | os.PathLike) -> Path:
@@ -156,6 +141,22 @@ def write_tls_files(directory: str | os.PathLike) -> TLSFiles:
     return files
 
 
-def remove_job_directory(path: str | os.PathLike) -> None:
-    """Remove the job directory and everything in it (certificates, scheduler file)."""
-    shutil.rmtree(path, ignore_errors=True)
+def write_tls(held) -> tuple[TLSFiles, TLSFiles]:
+    """Make a temporary certificate and write it into ``held``
+    (:class:`~hpcgpu.system.safedir.HeldDirectory`, relative to its descriptor); return the
+    files (for other processes) and the PEM texts (for this one).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hpcgpu.system.safedir import HeldDirectory
+    >>> with HeldDirectory(tempfile.mkdtemp(), "work") as held:
+    ...     files, pems = write_tls(held)
+    >>> Path(files.ca_file).read_text() == pems.ca_file
+    True
+    """
+    pems = temporary_tls()
+    files = TLSFiles(str(held.write_private("ca.pem", pems.ca_file)),
+                     str(held.write_private("cert.pem", pems.cert)),
+                     str(held.write_private("key.pem", pems.key)))
+    return files, pems

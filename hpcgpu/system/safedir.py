@@ -47,17 +47,17 @@ class Exposure:
     reason: str
     group_only: bool = False
 
-    def message(self, field: str, value: str, fix: str = PRIVATE_FIX) -> str:
-        """The refusal: which option, which directory, why, and what to do.
+    def message(self, subject: str, fix: str = PRIVATE_FIX) -> str:
+        """The refusal: which option (``subject``), which directory, why, and what to do.
 
         Examples
         --------
-        >>> Exposure("/p", "is writable by every user (mode 0777)").message("--work-dir", "/p/w")
+        >>> Exposure("/p", "is writable by every user (mode 0777)").message("--work-dir /p/w")
         '--work-dir /p/w: /p is writable by every user (mode 0777): another user could replace \
 what hpcgpu makes below it and run code as you; use a directory only you can write (mkdir -m \
 700 ~/hpcgpu-work)'
         """
-        return (f"{field} {value}: {self.path} {self.reason}: another user could replace what "
+        return (f"{subject}: {self.path} {self.reason}: another user could replace what "
                 f"hpcgpu makes below it and run code as you; {fix}")
 
 
@@ -159,7 +159,7 @@ a directory only you can write (mkdir -m 700 ~/hpcgpu-work)
     """
     found = exposure(path)
     if found is not None:
-        raise ValueError(found.message(field, str(path), fix))
+        raise ValueError(found.message(f"{field} {path}", fix))
     return Path(os.path.realpath(path))
 
 
@@ -173,6 +173,8 @@ class HeldDirectory:
         The directory; checked with :func:`check_private_path` (its real path is kept).
     field : str
         The option that named it, for messages.
+    fix : str
+        What to do instead, for messages.
 
     Examples
     --------
@@ -183,9 +185,10 @@ class HeldDirectory:
     '0o600'
     """
 
-    def __init__(self, path: str | os.PathLike, field: str, *, _fd: int | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, field: str, fix: str = PRIVATE_FIX, *,
+                 _fd: int | None = None) -> None:
         if _fd is None:
-            real = check_private_path(path, field)
+            real = check_private_path(path, field, fix)
             fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             if not os.path.samestat(os.fstat(fd), os.lstat(real)):
                 os.close(fd)

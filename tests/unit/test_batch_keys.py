@@ -16,7 +16,8 @@ import pytest
 
 from batchtools import CHECK, processes_with
 from conftest import wait_for
-from hpcgpu.runner.security import make_job_directory, make_private_directory, write_tls_files
+from hpcgpu.runner.jobdir import open_job_directory
+from hpcgpu.runner.security import make_private_directory, write_tls
 
 
 def mode(path: Path) -> int:
@@ -26,11 +27,12 @@ def mode(path: Path) -> int:
 def test_files_are_private_whatever_the_umask(tmp_path):
     old = os.umask(0)  # a careless umask: nothing may rely on it
     try:
-        directory = make_job_directory(tmp_path / "work", "9")
-        files = write_tls_files(directory)
+        job = open_job_directory(str(tmp_path / "work"), "slurm", "9")
+        files, _ = write_tls(job.held)
     finally:
         os.umask(old)
-    assert mode(directory) == 0o700
+    assert mode(job.path) == mode(job.path.parent) == 0o700
+    assert mode(job.path / "owner") == 0o600
     assert {Path(p).name: mode(Path(p)) for p in (files.ca_file, files.cert, files.key)} == {
         "ca.pem": 0o600, "cert.pem": 0o600, "key.pem": 0o600}
 

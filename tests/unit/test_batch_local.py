@@ -53,11 +53,14 @@ def test_sigterm_stops_script_workers_and_scheduler(tmp_path):
 
 
 def test_the_default_work_dir_is_not_left_behind_and_a_users_one_stays(tmp_path):
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+    # The default: the per-user private directory of cluster mode, not ./.hpcgpu (#38)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0", XDG_CACHE_HOME=str(tmp_path / "cache"))
     done = subprocess.run(run_argv(str(CHECK), "--expect", "1"), env=env, capture_output=True,
                           text=True, timeout=180, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert not (tmp_path / ".hpcgpu").exists()
+    user = tmp_path / "cache" / "hpcgpu" / "logs" / f".hpcgpu-{os.getuid()}"
+    assert user.is_dir() and list(user.iterdir()) == []  # the job directory went
     (tmp_path / "mine").mkdir()
     done = subprocess.run(run_argv("--work-dir", "mine", str(CHECK), "--expect", "1"), env=env,
                           capture_output=True, text=True, timeout=180, cwd=tmp_path)

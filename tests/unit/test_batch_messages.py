@@ -39,10 +39,11 @@ def test_mpi_without_mpi4py_names_the_extra(tmp_path):
 def test_hpcgpu_run_refuses_numbers_it_cannot_use(tmp_path, args, says):
     with CliRunner().isolated_filesystem(temp_dir=tmp_path):
         result = CliRunner().invoke(main, ["run", *args, "app.py"],
-                                    env={"CUDA_VISIBLE_DEVICES": "0"})
+                                    env={"CUDA_VISIBLE_DEVICES": "0",
+                                         "XDG_CACHE_HOME": str(tmp_path / "cache")})
         assert result.exit_code == 2, result.output
         assert says in result.output, result.output
-        assert not os.path.exists(".hpcgpu")  # refused before anything started
+        assert not os.path.exists(tmp_path / "cache")  # refused before anything started
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True))

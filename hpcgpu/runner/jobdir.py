@@ -1,0 +1,138 @@
+"""The job directory of ``hpcgpu run``: where it goes, how it is checked, held and pruned.
+
+It used to be ``./.hpcgpu/<job id>-<random>``, made by path in whatever directory the batch
+script ran in: in a shared project or scratch directory another user could swap it for one
+of their own and send the workers to their scheduler (#38). Now:
+
+- by default it goes into the per-user private directory of cluster mode,
+  ``<log directory>/.hpcgpu-<uid>/`` (``~/.cache/hpcgpu/logs/.hpcgpu-<uid>``);
+- a ``--work-dir`` is accepted only where no other user can replace any directory of its
+  path (:mod:`hpcgpu.system.safedir`); the scheduler and the workers on other nodes read
+  by path, and the path rule is what protects them;
+- the runner holds the directories open and makes every file relative to them;
+- a later run removes the job directories whose process (same host) or batch job is gone
+  (:func:`hpcgpu.system.userdir.prune_stale`): a SIGKILL leaves its directory behind.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcgpu.system.logdir import default_log_directory
+from hpcgpu.system.safedir import HeldDirectory, check_private_path
+from hpcgpu.system.userdir import owner_line, prune_stale, user_directory
+
+__all__ = ["JobDirectory", "open_job_directory", "job_gone", "WORK_DIR_FIX"]
+
+#: What to do about a refused --work-dir.
+WORK_DIR_FIX = ("leave --work-dir out (hpcgpu then uses a private directory under "
+                "~/.cache/hpcgpu/logs), or use a directory only you can write "
+                "(mkdir -m 700 ~/hpcgpu-work; --work-dir ~/hpcgpu-work)")
+#: SLURM states of a job that has ended (``squeue -o %T``).
+_SLURM_ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+                "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+
+
+@dataclass
+class JobDirectory:
+    """A job directory made and held by this run.
+
+    Attributes
+    ----------
+    held : HeldDirectory
+        The directory, open; files go in through :meth:`write_private`.
+    made_work_dir : Path or None
+        A ``--work-dir`` that this run made (removed at the end if empty).
+    """
+
+    held: HeldDirectory
+    made_work_dir: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        """Its real path: what the scheduler, the workers and the script are given."""
+        return self.held.path
+
+    def write_private(self, name: str, text: str) -> Path:
+        """A new file (mode 0600) in the held directory; its path."""
+        return self.held.write_private(name, text)
+
+    def remove(self) -> None:
+        """Remove it and everything in it (never raises), and a ``--work-dir`` this run
+        made if nothing else is in it (another job's directory may be)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self.made_work_dir is not None:
+            try:
+                self.made_work_dir.rmdir()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Let go of the descriptor."""
+        self.held.close()
+
+
+def job_gone(job: str) -> bool:
+    """Whether the batch job ``job`` (``slurm:42``, ``sge:7``) has ended, as its batch
+    system says; False when it cannot tell (no command, no answer): the directory stays.
+
+    >>> job_gone("pbs:1"), job_gone("nonsense")
+    (False, False)
+    """
+    kind, _, job_id = job.partition(":")
+    argv = {"slurm": ["squeue", "-h", "-j", job_id, "-o", "%T"],
+            "sge": ["qstat", "-j", job_id]}.get(kind)
+    if argv is None or not job_id.isdigit():
+        return False
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if kind == "slurm":
+        if done.returncode != 0:
+            return "Invalid job id" in done.stderr
+        states = set(done.stdout.split())
+        return bool(states) and states <= _SLURM_ENDED
+    return done.returncode != 0 and "do not exist" in done.stderr
+
+
+def _work_parent(work_dir: str | None) -> tuple[HeldDirectory, Path | None]:
+    """The directory job directories go in, checked and held, and whether this run made it."""
+    if work_dir is None:
+        logs = check_private_path(default_log_directory(), "--work-dir's default", WORK_DIR_FIX)
+        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        user = user_directory(logs, "log directory (the default of --work-dir)")
+        return HeldDirectory(user, "--work-dir", WORK_DIR_FIX), None
+    real = check_private_path(os.path.expanduser(work_dir), "--work-dir", WORK_DIR_FIX)
+    made = None if real.exists() else real
+    real.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return HeldDirectory(real, "--work-dir", WORK_DIR_FIX), made
+
+
+def open_job_directory(work_dir: str | None, scheduler: str | None,
+                       job_id: str | None) -> JobDirectory:
+    """Check, make and hold ``<work dir>/<job id>-<random>`` (mode 0700); prune stale ones.
+
+    Raises ``ValueError`` naming ``--work-dir`` and the fix where another user could
+    replace a directory of the path.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> job = open_job_directory(tempfile.mkdtemp(), "slurm", "42")
+    >>> job.path.name.startswith("42-"), (job.path / "owner").read_text().split()[2]
+    (True, 'slurm:42')
+    >>> job.remove(); job.close()
+    """
+    parent, made = _work_parent(work_dir)
+    with parent:
+        prune_stale(parent.path, job_gone)
+        held = parent.make_private(f"{job_id or 'local'}-{secrets.token_hex(4)}")
+    job = f"{scheduler}:{job_id}" if scheduler and job_id else None
+    held.write_private("owner", owner_line(job))
+    return JobDirectory(held, made)
