@@ -29,6 +29,7 @@ from tornado.ioloop import PeriodicCallback
 
 from hpcgpu.system import config
 from hpcgpu.system.jobqueue import JobQueueCluster
+from hpcgpu.system.threadsignals import block_here
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobTable, format_table, html_table
@@ -104,6 +105,7 @@ class BatchCluster(JobQueueCluster):
 
     # ------------------------------------------------------------------ lifecycle
     async def _start(self):
+        block_here()  # the loop's thread, and the threads it starts: stop signals to the main one
         if "hpcgpu-poll" not in self.periodic_callbacks:
             self.periodic_callbacks["hpcgpu-poll"] = PeriodicCallback(
                 self._poll, self.monitor.poll_interval * 1000)

@@ -10,6 +10,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
+from hpcgpu.system.threadsignals import preexec
+
 __all__ = ["CommandError", "CommandResult", "run", "runner", "set_runner"]
 
 
@@ -43,9 +45,9 @@ class CommandError(RuntimeError):
 
 def _subprocess_runner(argv: list[str], timeout: float, input: str | None) -> CommandResult:
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, input=input, check=False
-        )
+        done = subprocess.run(  # from a thread that blocks the stop signals, unblocked
+            argv, capture_output=True, text=True, timeout=timeout, input=input, check=False,
+            preexec_fn=preexec())
     except FileNotFoundError:
         return CommandResult(
             tuple(argv), 127, "",

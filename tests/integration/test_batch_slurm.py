@@ -26,7 +26,8 @@ def sbatch(tmp_path, nodes: int, gpus: int, *args: str, script=SCRIPT) -> str:
             f"--gpus-per-node={gpus}", "--cpus-per-task=1", "--mem=2G", "--time=5",
             "--job-name=hpcgpu-batch-test", f"--chdir={tmp_path}",
             f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
-            f"--export=ALL,HPCGPU_PYTHON={sys.executable}", str(script), *args]
+            f"--export=ALL,HPCGPU_PYTHON={sys.executable},XDG_CACHE_HOME={tmp_path}/cache",
+            str(script), *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().split(";")[0]
@@ -42,7 +43,10 @@ def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
     # which GPUs is SLURM's choice: other jobs may hold GPUs 0 and 1
     assert gpus_per_node(result["places"].values()) == {0: 2, 1: 2}, result
     assert sorted(result["workers"]) == [f"{job_id}-{n}-{g}" for n in (0, 1) for g in (0, 1)]
-    assert not (tmp_path / ".hpcgpu").exists()  # hpcgpu run removes the work folder it made
+    # the job directory went in the per-user private directory (not ./.hpcgpu), and went away
+    logs = tmp_path / "cache" / "hpcgpu" / "logs"
+    assert not (tmp_path / ".hpcgpu").exists() and len(list(logs.glob(".hpcgpu-*"))) == 1
+    assert list(logs.glob(".hpcgpu-*/*")) == []
     # A clean end: the nannies stopped their workers before the scheduler closed.
     text = job_output(tmp_path, f"{job_id}.*")
     assert "End worker" in text and "Traceback" not in text, text[-5000:]

@@ -53,9 +53,10 @@ def test_hpcgpu_run_without_ucx_fails_before_starting(tmp_path, monkeypatch):
 
     monkeypatch.setattr("hpcgpu.network.availability.ucx_unavailable_reason", lambda: "no UCX here")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     done = CliRunner().invoke(main, ["run", "--protocol", "ucx", "--launcher", "direct",
                                      "--gpus-per-node", "1", "x.py"])
     assert done.exit_code == 1, done.output
     assert "protocol='ucx' was requested but no UCX here" in done.output
     assert "pip install 'hpcgpu[ucx]'" in done.output
-    assert not (tmp_path / ".hpcgpu").exists()
+    assert not (tmp_path / "cache").exists()  # refused before the job directory was made

@@ -10,4 +10,5 @@ def test_sbatch_hpcgpu_run_protocol_ucx_auth(slurm, tmp_path):
     text = ucx_batch(tmp_path, "ucx+auth", "ucxauth_batch_script.py")
     assert "hpcgpu run: scheduler ucx+auth://127.0.0.1:" in text
     assert "RESULT ucx+auth://127.0.0.1:" in text and "key 0o600 plain refused" in text, text[-3000:]
-    assert not (tmp_path / ".hpcgpu").exists()  # the key went with the job directory
+    logs = tmp_path / "cache" / "hpcgpu" / "logs"
+    assert list(logs.glob(".hpcgpu-*/*")) == []  # the key went with the job directory

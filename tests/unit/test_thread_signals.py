@@ -1,0 +1,114 @@
+"""Threads that hpcgpu starts block the stop signals; the processes they start do not; every
+child is forked by a thread that lives as long as the process (hpcgpu.system.threadsignals,
+hpcgpu.runner.processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from hpcgpu.runner.processes import start_child
+from hpcgpu.system import commands
+from hpcgpu.system.threadsignals import MAIN_THREAD_SIGNALS, blocked_here, born_blocked, start_thread
+
+STOP_BITS = sum(1 << (s - 1) for s in MAIN_THREAD_SIGNALS)
+
+
+def blocked_in(status: str) -> int:
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk")), 16)
+
+
+def in_thread(function):
+    """``function()`` in a thread born blocking the stop signals; its result."""
+    result = []
+    start_thread(threading.Thread(target=lambda: result.append(function()))).join()
+    return result[0]
+
+
+def test_a_thread_started_in_a_thread_of_hpcgpu_blocks_them_too():
+    assert in_thread(lambda: in_thread(blocked_here)) is True
+    assert not blocked_here()  # the caller's own mask is back
+
+
+def test_the_block_ends_with_the_block():
+    with born_blocked():
+        assert blocked_here()
+    assert not blocked_here()
+
+
+def test_commands_from_a_blocking_thread_start_unblocked():
+    done = in_thread(lambda: commands.run(["cat", "/proc/self/status"], timeout=30))
+    assert blocked_in(done.stdout) & STOP_BITS == 0
+
+
+def test_children_start_unblocked_whichever_thread_asks():
+    child = in_thread(lambda: start_child("cat", ["sleep", "30"]))
+    try:
+        with open(f"/proc/{child.pid}/status") as status:
+            assert blocked_in(status.read()) & STOP_BITS == 0
+    finally:
+        child.stop(grace=5)
+
+
+#: Says "TERM" if it gets SIGTERM before its input ends, then exits.
+LISTENER = ("import signal, sys\n"
+            "signal.signal(signal.SIGTERM, lambda *a: print('TERM', flush=True))\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n")
+
+
+def test_a_child_outlives_the_thread_that_asked_for_it():
+    """The death signal comes when the thread that *forked* the child ends: not the
+    caller's, which ends here, but the spawner's, which lasts as long as the process."""
+    native: list[int] = []
+
+    def start():
+        native.append(threading.get_native_id())
+        return start_child("listener", [sys.executable, "-c", LISTENER],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    child = in_thread(start)
+    try:
+        assert child.popen.stdout.readline() == "ready\n"
+        while os.path.exists(f"/proc/self/task/{native[0]}"):  # its exit, death signals included
+            threading.Event().wait(0.01)
+        out, _ = child.popen.communicate("", timeout=30)
+    finally:
+        child.stop(grace=5)
+    assert out == "" and child.popen.returncode == 0
+
+
+#: Says "TERM" when it gets SIGTERM, and exits.
+SLEEPER = ("import signal, sys, time\n"
+           "signal.signal(signal.SIGTERM, lambda *a: sys.exit(print('TERM', flush=True)))\n"
+           "print('ready', flush=True)\n"
+           "time.sleep(300)\n")
+
+
+def test_a_child_gets_sigterm_when_this_process_dies(tmp_path):
+    """SIGKILL of the parent: its child hears SIGTERM (PR_SET_PDEATHSIG)."""
+    parent = ("import subprocess, sys\n"
+              "from hpcgpu.runner.processes import start_child\n"
+              f"child = start_child('listener', [sys.executable, '-c', {SLEEPER!r}],\n"
+              f"                    stdout=open({str(tmp_path / 'out')!r}, 'w'))\n"
+              "print(child.pid, flush=True)\n"
+              "sys.stdin.read()\n")
+    process = subprocess.Popen([sys.executable, "-c", parent], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    child = int(process.stdout.readline())
+    out = tmp_path / "out"
+    while "ready" not in (out.read_text() if out.exists() else ""):
+        threading.Event().wait(0.01)
+    process.kill()
+    process.wait(30)
+    try:
+        while "TERM" not in out.read_text():  # pytest's timeout bounds it
+            threading.Event().wait(0.01)
+    finally:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
