@@ -126,6 +126,36 @@ _CHANGE_DIRECTORY = {"pbs": ('cd "${PBS_O_WORKDIR:-.}"',),
                      "sge": ('export PATH="${SGE_O_PATH:+$SGE_O_PATH:}$PATH"',)}
 
 
+#: How a submitter gives the job the right python, in each batch system's words (what it
+#: passes: sbatch and bsub the environment, Grid Engine's script its PATH, PBS neither).
+_FIX_PYTHON = {
+    "sbatch": "activate the environment that has hpcgpu before sbatch, or set HPCGPU_PYTHON=/path/to/its/python",
+    "qsub": "activate the environment that has hpcgpu before qsub, or qsub -v HPCGPU_PYTHON=/path/to/its/python",
+    "bsub <": "activate the environment that has hpcgpu before bsub, or set HPCGPU_PYTHON=/path/to/its/python",
+}
+_FIX_PYTHON_PBS = ("qsub -V from the environment that has hpcgpu activated, "
+                   "or qsub -v HPCGPU_PYTHON=/path/to/its/python")
+
+
+def _python_check(scheduler: str, submit: str) -> tuple[str, ...]:
+    """Lines that stop the job at once, saying what to do, when its python has no hpcgpu.
+
+    Without them, a script submitted from a shell without the environment is accepted and
+    ends a second later with only ``/usr/bin/python3: No module named hpcgpu`` (#43).
+    ``distributed`` too: in a folder holding hpcgpu's source, any python finds ``hpcgpu``.
+    """
+    fix = _FIX_PYTHON_PBS if scheduler == "pbs" else _FIX_PYTHON[submit]
+    return (
+        "# first, the python: without hpcgpu it could only say 'No module named hpcgpu'",
+        """if ! "${HPCGPU_PYTHON:=python3}" -c 'import importlib.util as u; """
+        """raise SystemExit(not (u.find_spec("hpcgpu") and u.find_spec("distributed")))' 2>/dev/null; then""",
+        f'  echo "hpcgpu: $HPCGPU_PYTHON ($(command -v "$HPCGPU_PYTHON" || echo not found)) on $HOSTNAME '
+        f'has no hpcgpu: {fix} (docs/batch.md)" >&2',
+        "  exit 2",
+        "fi",
+    )
+
+
 def _batch_header(filename: str, submit: str, launcher: str, shape: GPUJobShape) -> tuple[str, ...]:
     takes_args = not submit.endswith("<") and not filename.startswith("pbs")
     usage = (f"{submit} {filename} my_script.py [arguments...]" if takes_args
@@ -153,7 +183,7 @@ def render_batch_examples() -> dict[str, str]:
             shape, get_dialect(scheduler, **BATCH_SITE.get(filename, {})), get_launcher(launcher),
             f'exec "${{HPCGPU_PYTHON:-python3}}" -m hpcgpu run --launcher {launcher} "$@"',
             launch=False, log_directory=".", job_extra_directives=extra,
-            job_script_prologue=_CHANGE_DIRECTORY.get(scheduler, ()) + (
+            job_script_prologue=_CHANGE_DIRECTORY.get(scheduler, ()) + _python_check(scheduler, submit) + (
                 '[ $# -gt 0 ] || set -- ${HPCGPU_SCRIPT:?"name the script to run: see Submit above"}',
             ),
             header=_batch_header(filename, submit, launcher, shape),

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import venv
 
 import pytest
 
@@ -63,3 +64,22 @@ def test_qsub_as_the_readme_says_finds_the_users_python(sge, tmp_path):
     logs = job_output(tmp_path, "*.o*")
     assert status == 5, logs[-3000:]  # the check script ran, under hpcgpu run, and said its code
     assert "1/1 worker(s) connected after" in logs, logs[-3000:]
+
+
+def test_qsub_without_the_environment_says_what_to_do(sge, tmp_path):
+    """#43: qsub from a shell whose python3 has no hpcgpu (a bare venv's first on PATH, no
+    HPCGPU_PYTHON) fails at once, saying what to do, not 'No module named hpcgpu'."""
+    venv.create(tmp_path / "bare", with_pip=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("HPCGPU_PYTHON", "PYTHONPATH")}
+    env["PATH"] = f"{tmp_path / 'bare' / 'bin'}{os.pathsep}{env['PATH']}"
+    argv = ["qsub", "-terse", "-pe", "smp", "1", "-l", "gpu=1", "-l", "h_rt=00:05:00",
+            "-o", str(tmp_path), "-wd", str(tmp_path), str(ROOT / "jobscripts" / "sge-1x4.sge"),
+            str(CHECK)]
+    job_id = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60,
+                            env=env).stdout.strip()
+    status = wait_for(lambda: sge_exit_status(job_id), 240, 0.5, what=f"SGE job {job_id}")
+    err = job_output(tmp_path, "*.o*")  # the script joins stderr to stdout
+    assert status == 2, err
+    python = tmp_path / "bare" / "bin" / "python3"
+    assert err.startswith(f"hpcgpu: python3 ({python}) on "), err
+    assert "has no hpcgpu: activate the environment that has hpcgpu before qsub, or qsub -v HPCGPU_PYTHON=" in err

@@ -7,9 +7,11 @@ test's size (they take precedence over the #SBATCH lines), so the tests stay sma
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+import venv
 
 import pytest
 
@@ -56,6 +58,27 @@ def test_failing_script_fails_the_job_with_its_exit_code(slurm, tmp_path):
     job_id = sbatch(tmp_path, 1, 1, str(CHECK), "--expect", "1", "--exit-code", "3")
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
     assert state == ("FAILED", "3:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
+
+
+def test_sbatch_without_the_environment_says_what_to_do(slurm, tmp_path):
+    """#43: sbatch from a shell whose python3 has no hpcgpu (a bare venv's first on PATH,
+    no HPCGPU_PYTHON) fails at once, saying what to do, not 'No module named hpcgpu'."""
+    venv.create(tmp_path / "bare", with_pip=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("HPCGPU_PYTHON", "PYTHONPATH")}
+    env["PATH"] = f"{tmp_path / 'bare' / 'bin'}{os.pathsep}{env['PATH']}"
+    argv = ["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=1",
+            "--cpus-per-task=1", "--mem=1G", "--time=5", "--job-name=hpcgpu-batch-test",
+            f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
+            str(SCRIPT), str(CHECK)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
+    err = (tmp_path / f"{job_id}.err").read_text()
+    assert state == ("FAILED", "2:0"), err
+    python = tmp_path / "bare" / "bin" / "python3"
+    assert err.startswith(f"hpcgpu: python3 ({python}) on "), err
+    assert "has no hpcgpu: activate the environment that has hpcgpu before sbatch, or set HPCGPU_PYTHON=" in err
 
 
 def test_scancel_leaves_no_process_behind(slurm, tmp_path):
