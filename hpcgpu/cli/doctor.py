@@ -21,14 +21,16 @@ def print_report(report: dict, where: str) -> None:
     """A rich table: check, verdict, what was found, the fix."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"hpcgpu doctor: {where} ({report['node']}, role {report['role']})")
     for column in ("check", "verdict", "found", "fix"):
         table.add_column(column, overflow="fold")
     for check in report["checks"]:
         colour = _COLOURS[check["verdict"]]
-        table.add_row(check["name"], f"[{colour}]{check['verdict']}[/{colour}]",
-                      check["summary"], check["fix"] or "")
+        # Text, not markup: rich would take the [mpi] of "pip install 'hpcgpu[mpi]'" for a tag
+        table.add_row(Text(check["name"]), Text(check["verdict"], style=colour),
+                      Text(check["summary"]), Text(check["fix"] or ""))
     Console().print(table)
 
 
