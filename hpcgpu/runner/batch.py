@@ -43,6 +43,7 @@ from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.jobdir import JobDirectory, open_job_directory
 from hpcgpu.runner.security import TLSFiles, write_tls
 from hpcgpu.runner.signals import STOP_SIGNALS, Stop
+from hpcgpu.system.threadsignals import born_blocked
 from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker.startfailure import start_error
 from hpcgpu.jobspec.worker_command import WorkerCommand
@@ -248,7 +249,7 @@ def run_batch(options: BatchOptions) -> int:
             from distributed import Client
 
             security = session.own_tls.security() if session.own_tls else None
-            with config_context(net, "client"):
+            with config_context(net, "client"), born_blocked():  # its loop's thread too
                 client = Client(session.address, security=security, timeout="60s")
             if _wait_for_workers(session, client) and stop.signum is None:
                 code = _run_script(session)

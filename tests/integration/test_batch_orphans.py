@@ -57,6 +57,18 @@ def run_pid(job_id: str) -> int:
     return found[0]
 
 
+def unblocked_threads(pid: int) -> list[str]:
+    """The threads of ``pid`` but its main one that do not block SIGTERM, SIGINT and SIGHUP."""
+    wanted = sum(1 << (s - 1) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+    found = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        status = open(f"/proc/{pid}/task/{tid}/status").read()
+        blocked = int(next(l.split()[1] for l in status.splitlines() if l.startswith("SigBlk")), 16)
+        if int(tid) != pid and blocked & wanted != wanted:
+            found.append(f"{tid} {open(f'/proc/{pid}/task/{tid}/comm').read().strip()}")
+    return found
+
+
 def test_kill_9_of_hpcgpu_run_leaves_no_process(slurm, tmp_path):
     assert linuxproc(), "this test is about proctrack/linuxproc, which scripts/setup-schedulers sets"
     job_id = start_job(tmp_path, STUBBORN)
@@ -67,7 +79,10 @@ def test_kill_9_of_hpcgpu_run_leaves_no_process(slurm, tmp_path):
         assert (tmp_path / "started").exists(), (tmp_path / f"{job_id}.out").read_text()[-4000:]
         names = " ".join(cmd for _, cmd in processes_with(marker))
         assert "dask_scheduler" in names and "user.py" in names and "sleep 300" in names, names
-        os.kill(run_pid(job_id), signal.SIGKILL)
+        run = run_pid(job_id)
+        # its signals go to its main thread (#39 item 3): client loop, spawner, output readers
+        assert len(os.listdir(f"/proc/{run}/task")) >= 4 and unblocked_threads(run) == []
+        os.kill(run, signal.SIGKILL)
         killed = time.monotonic()
         deadline = killed + ORPHANS_GONE
         while processes_with(marker) and time.monotonic() < deadline:
