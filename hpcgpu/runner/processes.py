@@ -32,7 +32,7 @@ from hpcgpu.runner import orphans
 from hpcgpu.runner.reaper import any_running_in_group
 from hpcgpu.system.threadsignals import start_thread, unblock_in_child
 
-__all__ = ["Child", "start_child"]
+__all__ = ["Child", "start_child", "start_process"]
 
 
 @dataclass
@@ -130,10 +130,8 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     """
     if keep_tail:
         popen_options.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    popen_options["preexec_fn"] = _in_child(die_with_parent and sys.platform == "linux")
-    popen = _spawner.call(lambda: subprocess.Popen(
-        list(argv), env=None if env is None else dict(env), start_new_session=True,
-        **popen_options))
+    popen = start_process(argv, env=None if env is None else dict(env), start_new_session=True,
+                          die_with_parent=die_with_parent, **popen_options)
     orphans.track(popen.pid)  # a new session: its group's number is its pid
     if not keep_tail:
         return Child(name, popen)
@@ -142,6 +140,22 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
         target=_copy_lines, args=(source, sink, tail), daemon=True, name=f"hpcgpu-{name}-output"))
         for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)))
     return Child(name, popen, tail, readers)
+
+
+def start_process(argv: Sequence[str], die_with_parent: bool = True,
+                  **popen_options) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **popen_options)``, forked by the spawner thread: with
+    ``die_with_parent`` (Linux), the process gets SIGTERM when this process ends; its
+    signal mask is a normal process's, whichever thread asks. :func:`start_child` for a
+    child in a process group of its own, stopped whole.
+
+    Examples
+    --------
+    >>> start_process(["true"]).wait(10)
+    0
+    """
+    popen_options["preexec_fn"] = _in_child(die_with_parent and sys.platform == "linux")
+    return _spawner.call(lambda: subprocess.Popen(list(argv), **popen_options))
 
 
 class _Spawner:

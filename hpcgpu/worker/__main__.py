@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 
 import click
 
 from hpcgpu.jobspec.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_flags
 from hpcgpu.jobspec.dialects.arrays import element_name
+from hpcgpu.runner.processes import start_process
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.startfailure import with_restart_limit
@@ -62,8 +62,9 @@ def merged_resources(extra: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
 def _spawn_per_gpu(places: list[Placement]) -> int:
     """Without a nanny (``--no-nanny``) a process holds one worker: one child per GPU."""
     argv = _without_launcher(sys.argv[1:])
-    children = [subprocess.Popen([sys.executable, "-m", "hpcgpu.worker", *argv],
-                                 env=dict(os.environ, **gpu_environment(place)))
+    # each ends with this process, however it ends (a launcher's SIGKILL included)
+    children = [start_process([sys.executable, "-m", "hpcgpu.worker", *argv],
+                              env=dict(os.environ, **gpu_environment(place)))
                 for place in places]
 
     def forward(signum, _frame):

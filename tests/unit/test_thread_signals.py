@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from hpcgpu.runner.processes import start_child
 from hpcgpu.system import commands
 from hpcgpu.system.threadsignals import MAIN_THREAD_SIGNALS, blocked_here, born_blocked, start_thread
@@ -88,11 +90,13 @@ SLEEPER = ("import signal, sys, time\n"
            "time.sleep(300)\n")
 
 
-def test_a_child_gets_sigterm_when_this_process_dies(tmp_path):
-    """SIGKILL of the parent: its child hears SIGTERM (PR_SET_PDEATHSIG)."""
+@pytest.mark.parametrize("start", ["start_child('listener', ", "start_process("])
+def test_a_child_gets_sigterm_when_this_process_dies(tmp_path, start):
+    """SIGKILL of the parent: its child hears SIGTERM (PR_SET_PDEATHSIG), in a session of
+    its own (start_child) or in the parent's (start_process, hpcgpu.worker's children)."""
     parent = ("import subprocess, sys\n"
-              "from hpcgpu.runner.processes import start_child\n"
-              f"child = start_child('listener', [sys.executable, '-c', {SLEEPER!r}],\n"
+              "from hpcgpu.runner.processes import start_child, start_process\n"
+              f"child = {start}[sys.executable, '-c', {SLEEPER!r}],\n"
               f"                    stdout=open({str(tmp_path / 'out')!r}, 'w'))\n"
               "print(child.pid, flush=True)\n"
               "sys.stdin.read()\n")
