@@ -25,6 +25,7 @@ from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
 from hpcgpu.runner.security import temporary_tls
+from hpcgpu.system.threadsignals import born_blocked
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
 from hpcgpu.worker.startfailure import wait_for_workers_or_exit
@@ -127,7 +128,8 @@ def _start_rank0(security, options: dict):
     from hpcgpu.network.colocate import CoLocateRoots
 
     loop_runner = LoopRunner(asynchronous=False)
-    loop_runner.start()
+    with born_blocked():  # the loop's thread, and the threads it starts: stop signals to this one
+        loop_runner.start()
 
     quiet_expected_close()
 

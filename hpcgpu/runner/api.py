@@ -29,6 +29,7 @@ from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
 from hpcgpu.runner.security import TLSFiles, make_private_directory, write_tls_files
+from hpcgpu.system.threadsignals import block_here, born_blocked
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options
@@ -137,6 +138,7 @@ class GPURunner(BaseRunner):
             await asyncio.sleep(0.2)
 
     async def _start(self) -> None:
+        block_here()  # the loop's thread, and the threads it starts: stop signals to the main one
         self.role = await self.get_role()
         if self.role == Role.worker:
             address = await self.get_scheduler_address()
@@ -186,7 +188,8 @@ class GPURunner(BaseRunner):
 
     def get_client(self, wait: bool = True, timeout: float = 120) -> Client:
         """A client of this cluster (rank 0), after every rank's worker joined if ``wait``."""
-        client = Client(self.scheduler_address, security=self.security)
+        with born_blocked():  # its loop's thread: stop signals to the main one
+            client = Client(self.scheduler_address, security=self.security)
         if wait:
             client.wait_for_workers(self.world_size, timeout=timeout)
             # The ranks started without talking to each other: compare their GPUs now.
