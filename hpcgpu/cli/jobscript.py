@@ -159,6 +159,7 @@ def _render(scheduler: str, kw: dict) -> tuple[str, ClusterSetup]:
         interface=setup.network_options.get("worker_interface")
         or setup.network_options.get("interface"),
         local_directory=options["local_directory"],
+        http_address=setup.job_options.get("worker_http_address"),
         death_timeout=int(options["death_timeout"] or 120),
         extra=tuple(str(arg) for arg in options["worker_extra_args"]),
         gpu=setup.gpu_options,  # dask-cuda's worker flags, or keywords from the configuration

@@ -21,6 +21,7 @@ from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
 from hpcgpu.jobspec.keywords import check_keywords
+from hpcgpu.worker.http import http_argv
 from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options
 from hpcgpu.jobspec.units import parse_walltime
 
@@ -115,6 +116,7 @@ def prepare_cpu(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     config_name = options.pop("config_name", None) or scheduler
     section = f"jobqueue.{config_name}"
     _check_cpu_arguments(scheduler, options, section)
+    _http_on_loopback(options, section)
     interface = options.pop("interface", None) or dask.config.get(f"{section}.interface", None)
     protocol = options.pop("protocol", None)
     scheduler_options = {
@@ -177,6 +179,16 @@ def _probe_job(scheduler: str, dialect: Any, config_name: str, options: dict[str
             f"job_kwargs={options}\n(CPU workers take dask-jobqueue's arguments; GPU ones: "
             "docs/migrating.md)"
         ) from None
+
+
+def _http_on_loopback(options: dict[str, Any], section: str) -> None:
+    """dask-jobqueue's workers too: their HTTP server (``/metrics``) on loopback unless
+    ``worker_http_address`` (or a ``--dashboard-address`` of the user's) says otherwise."""
+    extra = options.get("worker_extra_args")
+    if extra is None:
+        extra = dask.config.get(f"{section}.worker-extra-args", None) or []
+    given = options.pop("worker_http_address", None) or config.get("defaults.worker-http-address")
+    options["worker_extra_args"] = [*http_argv(given, tuple(extra)), *extra]
 
 
 def _refuse_scheduler_arguments(scheduler: str, options: dict[str, Any]) -> None:

@@ -95,6 +95,8 @@ class GPUJob(DialectSubmission, Job):
     gpu_options : GPUWorkerOptions or None
         dask-cuda's worker keywords given to the cluster, rendered as the worker command's
         flags (None: none given, the command as without them).
+    worker_http_address : str or None
+        Where the workers' HTTP servers listen (None: loopback, :mod:`hpcgpu.worker.http`).
     """
 
     config_name = "slurm"  # dask-jobqueue's fallback config section; hpcgpu passes its own
@@ -106,8 +108,10 @@ class GPUJob(DialectSubmission, Job):
                  environment: tuple[tuple[str, str], ...] = (),
                  scheduler_file: str | None = None, scheduler_lines: tuple[str, ...] = (),
                  retire_before: str | None = None, lifetime_stagger: str | None = None,
-                 gpu_options: GPUWorkerOptions | None = None, **options: Any) -> None:
+                 gpu_options: GPUWorkerOptions | None = None,
+                 worker_http_address: str | None = None, **options: Any) -> None:
         self.shape, self.dialect, self.launcher = shape, dialect, launcher
+        self.http_address = worker_http_address
         self.retirement = {"retire_before": retire_before, "lifetime_stagger": lifetime_stagger}
         self.security_files = tls_settings(security)
         self.protocol = protocol
@@ -138,6 +142,7 @@ class GPUJob(DialectSubmission, Job):
             protocol=self.protocol.rstrip(":/") if self.protocol else None,
             interface=self.options.get("interface"),
             local_directory=self.options.get("local_directory"),
+            http_address=self.http_address,
             death_timeout=int(self.options.get("death_timeout") or 120),
             walltime=self.shape.walltime, **self.retirement, gpu=self.gpu_options,
             extra=tuple(str(a) for a in self.options.get("worker_extra_args") or ()),
@@ -156,7 +161,7 @@ class GPUJob(DialectSubmission, Job):
             job_extra_directives=tuple(self.job_extra_directives or ()),
             job_directives_skip=tuple(self.job_directives_skip or ()),
             # The scheduler of ``scheduler_in_job`` starts at the end of the prologue.
-            job_script_prologue=tuple(self._job_script_prologue or ()) + self.scheduler_lines[:-1],
+            job_script_prologue=tuple(self._job_script_prologue or ()), start_lines=self.scheduler_lines[:-1],
             job_script_epilogue=tuple(self.job_script_epilogue) + self.scheduler_lines[-1:],
             environment=self.environment,
             shebang=self.shebang or "#!/usr/bin/env bash",

@@ -86,7 +86,7 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         shape=shape, dialect=dialect, launcher=launcher,
         python=opts["python"] or sys.executable, log_directory=log_directory,
         death_timeout=opts["death_timeout"], local_directory=opts["local_directory"],
-        shebang=opts["shebang"],
+        shebang=opts["shebang"], worker_http_address=opts["worker_http_address"],
         **{name: list(opts[name] or []) for name in _LIST_OPTIONS},
     )
     if gpu_options is not None:  # none given: the job script stays as it was

@@ -36,6 +36,9 @@ class WorkerCommand:
         TLS files; required when the scheduler speaks ``tls://``.
     local_directory : str or None
         Scratch directory for spilled data.
+    http_address : str or None
+        Where each worker's HTTP server (``/health``, ``/metrics``) listens; None: the
+        worker's default, ``127.0.0.1`` (:mod:`hpcgpu.worker.http`).
     death_timeout : int
         Seconds a worker waits for an unreachable scheduler before it exits.
     lifetime : int or None
@@ -99,6 +102,7 @@ class WorkerCommand:
     tls_cert: str | None = None
     tls_key: str | None = None
     local_directory: str | None = None
+    http_address: str | None = None
     death_timeout: int = 120
     lifetime: int | None = None
     walltime: int | None = None
@@ -143,6 +147,7 @@ class WorkerCommand:
             ("--tls-cert", self.tls_cert),
             ("--tls-key", self.tls_key),
             ("--local-directory", self.local_directory),
+            ("--http-address", self.http_address),
             ("--lifetime", self.lifetime),
             ("--walltime", self.walltime),
             ("--retire-before", self.retire_before),

@@ -76,9 +76,13 @@ GPU_WORKER = "hpcgpu.worker.gpuworker.GPUWorker"
 
 
 def worker_options(place: Placement, nthreads: int, memory_limit: str, **more) -> dict:
-    """Keyword arguments of an in-process :class:`distributed.Worker` for ``place``."""
+    """Keyword arguments of an in-process :class:`distributed.Worker` for ``place`` (its HTTP
+    server on loopback unless configured: :mod:`hpcgpu.worker.http`)."""
+    from hpcgpu.worker.http import worker_http_address
+
     return dict(name=place.name, nthreads=nthreads, memory_limit=memory_limit,
-                resources={"GPU": 1}, preload=["hpcgpu.worker.preload"], **more)
+                resources={"GPU": 1}, preload=["hpcgpu.worker.preload"],
+                **{"dashboard_address": worker_http_address(), **more})
 
 
 def start_own_worker(command: WorkerCommand, env_extra: Mapping[str, str] | None = None) -> Child:

@@ -16,6 +16,7 @@ from hpcgpu.jobspec.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_fl
 from hpcgpu.jobspec.dialects.arrays import element_name
 from hpcgpu.runner.processes import start_process
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
+from hpcgpu.worker.http import http_argv
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
 from hpcgpu.worker.startfailure import with_restart_limit
 from hpcgpu.worker.nannies import gpu_environment, use_forkserver, use_pinned_nannies
@@ -41,7 +42,9 @@ def _dask_worker_argv(scheduler, options: dict, name: str, nworkers: int,
             argv += [flag, str(options[key])]
     resources, extra = merged_resources(extra)
     argv += ["--name", name, "--nworkers", str(nworkers), "--resources", resources,
-             "--no-dashboard", "--preload", "hpcgpu.worker.preload",
+             # the HTTP server starts without the dashboard too: loopback unless asked
+             "--no-dashboard", *http_argv(options.get("http_address"), extra),
+             "--preload", "hpcgpu.worker.preload",
              "--worker-class", "hpcgpu.worker.gpuworker.GPUWorker"]
     return argv + list(extra)
 
@@ -176,6 +179,9 @@ def _take_gpu_options(options: dict) -> None:
 @click.option("--tls-key", default=None)
 @click.option("--local-directory", default=None)
 @click.option("--lifetime", default=None)
+@click.option("--http-address", default=None,
+              help="Where each worker's HTTP server (/health, /metrics) listens. Default: "
+                   "hpcgpu.defaults.worker-http-address, else 127.0.0.1:0 (this node only).")
 @click.option("--walltime", type=float, default=None,
               help="The job's walltime (s): retire gracefully before the job ends.")
 @click.option("--retire-before", default=None, help="Retire this long before the end (or off).")

@@ -29,7 +29,14 @@ CLASSES = {"slurm": SLURMCluster, "pbs": PBSCluster, "lsf": LSFCluster, "sge": S
 QUIET = {"scheduler_options": {"dashboard_address": "localhost:0"}}
 
 
+#: hpcgpu's one addition to dask-jobqueue's worker command: the worker's HTTP server
+#: (/metrics, no password) on loopback, not every interface (#38)
+LOOPBACK_HTTP = " --dashboard-address 127.0.0.1:0"
+
+
 def normalise(script: str, cluster) -> str:
+    assert script.count(LOOPBACK_HTTP) == 1, script
+    script = script.replace(LOOPBACK_HTTP, "")
     return script.replace(cluster.scheduler.address, "SCHEDULER").replace(sys.executable, "PYTHON")
 
 

@@ -1,0 +1,67 @@
+"""Every listener of every mode, as docs/security.md's table lists it (#38 break 5): the
+sockets that the processes of a running cluster listen on (psutil), each named by the role
+the scheduler reports for its port, against the table. A worker's HTTP server (``/health``,
+``/metrics``, no password) listens on loopback unless the user asks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from distributed import Client
+
+from batchtools import ROOT, job_output, processes_with, slurm_finished
+from cluster_helpers import FAST
+from conftest import wait_for
+from hpcgpu import LocalGPUCluster, SLURMCluster
+from listeners import account, check_against_table, listening, with_descendants
+
+
+def _own_sockets_since(before: set) -> list[dict]:
+    return [s for s in listening([os.getpid()]) if (s["ip"], s["port"]) not in before]
+
+
+@pytest.mark.slurm
+def test_cluster_mode_listeners_are_the_tables(slurm, clusters):
+    before = {(s["ip"], s["port"]) for s in listening([os.getpid()])}
+    cluster = clusters(SLURMCluster, gpus_per_node=2, **FAST)
+    cluster.scale(gpus=2)
+    cluster.wait_for_workers(gpus=2, timeout=120)
+    with Client(cluster) as client:
+        info = client.scheduler_info(n_workers=-1)
+    jobs = [job.job_id for job in cluster.jobs if job.job_id]
+    pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"SLURM_JOB_ID={job}")])
+    assert pids, f"no process of jobs {jobs} found"
+    seen, stray = account(_own_sockets_since(before) + listening(pids), info)
+    check_against_table("cluster", seen, stray)
+
+
+@pytest.mark.slurm
+def test_batch_mode_listeners_are_the_tables(slurm, tmp_path):
+    out = tmp_path / "listeners.json"
+    argv = ["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=2",
+            "--cpus-per-task=1", "--mem=2G", "--time=5", "--job-name=hpcgpu-listeners",
+            f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
+            f"--export=ALL,HPCGPU_PYTHON={sys.executable}", str(ROOT / "jobscripts" / "slurm-2x4.sbatch"),
+            str(ROOT / "tests" / "listeners_batch_script.py"), str(out), "2"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
+    assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
+    found = json.loads(out.read_text())
+    seen, stray = account(found["sockets"], found["info"])
+    check_against_table("batch", seen, stray)
+
+
+def test_local_mode_listeners_are_the_tables():
+    before = {(s["ip"], s["port"]) for s in listening([os.getpid()])}
+    with LocalGPUCluster(n_workers=2, gpus=[]) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        info = client.scheduler_info(n_workers=-1)
+        children = with_descendants([os.getpid()]) - {os.getpid()}
+        seen, stray = account(_own_sockets_since(before) + listening(children), info)
+    check_against_table("local", seen, stray)

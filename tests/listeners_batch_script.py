@@ -1,0 +1,24 @@
+"""A batch-mode user script (``hpcgpu run``): writes the scheduler's report and every socket
+that the processes of its job listen on, for tests/integration/test_listeners.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import hpcgpu  # noqa: E402
+from batchtools import processes_with  # noqa: E402
+from listeners import listening, with_descendants  # noqa: E402
+
+if __name__ == "__main__":
+    client = hpcgpu.get_client()
+    client.wait_for_workers(int(sys.argv[2]))
+    info = client.scheduler_info(n_workers=-1)
+    job = os.environ["SLURM_JOB_ID"]
+    pids = with_descendants([pid for pid, _ in processes_with(f"SLURM_JOB_ID={job}")])
+    with open(sys.argv[1], "w") as handle:
+        json.dump({"info": info, "sockets": listening(pids | {os.getpid()})}, handle, default=str)
+    client.close()
