@@ -18,6 +18,7 @@ from dask.utils import parse_bytes
 from hpcgpu.cluster.adaptive import GPUAdaptive
 from hpcgpu.cluster.pool_adaptive import PoolAdaptive
 from hpcgpu.cluster.pools import DEFAULT_POOL
+from hpcgpu.jobspec.keywords import MAX_WORKERS, whole_number
 
 __all__ = ["ADAPT_BOUNDS", "adapt_bounds", "adaptive", "job_bounds", "jobs_for", "jobs_to_scale"]
 
@@ -53,6 +54,7 @@ def jobs_to_scale(pool: Any, n: int | None = None, jobs: int = 0, memory: Any = 
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             what = "n" if gpus is None else "gpus"
             raise ValueError(f"{what}={workers!r} must be a whole number >= 0")
+        whole_number("n" if gpus is None else "gpus", workers, 0, MAX_WORKERS)
         jobs = math.ceil(workers / per_job)
         if jobs * per_job != workers and not pool.cpu:
             message = (
@@ -61,7 +63,9 @@ def jobs_to_scale(pool: Any, n: int | None = None, jobs: int = 0, memory: Any = 
             )
             logger.warning(message)
             warnings.warn(message, stacklevel=3)
-    return max(jobs, jobs_for(pool.shape, cores=cores, memory=memory))
+    # bounded: each job is a spec entry made now (scale(jobs=10**30) would never return)
+    return whole_number("jobs", max(jobs, jobs_for(pool.shape, cores=cores, memory=memory)),
+                        0, MAX_WORKERS)
 
 
 def adaptive(pools: dict[str, Any], bounds: dict, given: dict | None) -> tuple[type, dict]:

@@ -26,11 +26,12 @@ ValueError: nodes=1000000000000000000000000000000 is more than 100000, the most 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-__all__ = ["Form", "KEYWORDS", "KeywordTypeError", "MAX_TEXT", "MAX_NODES", "MAX_GPUS_PER_NODE",
+__all__ = ["Form", "KEYWORDS", "KeywordTypeError", "http_address", "MAX_TEXT", "MAX_NODES", "MAX_GPUS_PER_NODE",
            "MAX_WORKERS", "check_keywords", "check_value", "whole_number"]
 
 #: the longest text any keyword takes (Linux's PATH_MAX): longer is a mistake, not a path
@@ -93,6 +94,25 @@ def _duration(value: Any) -> Any:
     return parse_timedelta(value, default="seconds")
 
 
+_HTTP_ADDRESS = re.compile(r"(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])?:\d{1,5}")
+
+
+def http_address(value: Any) -> str:
+    """``value`` if it is a listen address ``[host]:port`` (``":9100"``, ``"10.1.0.5:0"``,
+    ``"[::1]:0"``): it goes unquoted into dask-jobqueue's worker command, so nothing else.
+
+    >>> http_address(":9100")
+    ':9100'
+    >>> http_address("0.0.0.0:1 ; id")
+    Traceback (most recent call last):
+    ...
+    ValueError: '0.0.0.0:1 ; id' is not host:port
+    """
+    if not isinstance(value, str) or not _HTTP_ADDRESS.fullmatch(value):
+        raise ValueError(f"{value!r} is not host:port")
+    return value
+
+
 FLAG = Form((bool,), "True or False")
 TEXT = Form((str,), "a string")
 PATH = Form((str, os.PathLike), "a path (a string)")
@@ -134,7 +154,8 @@ _JOB = {
     "job_directives_skip": TEXTS, "job_script_prologue": TEXTS, "job_script_epilogue": TEXTS,
     "worker_extra_args": TEXTS, "scheduler_options": DICT, "dashboard_address": TEXT,
     "site": DICT, "limits": DICT, "profile": TEXT, "scheduler_in_job": FLAG,
-    "worker_http_address": TEXT,
+    "worker_http_address": Form((str,), "an address host:port (':9100', '10.1.0.5:0')",
+                                parse=http_address),
 }
 _NETWORK = {
     "interface": TEXT, "protocol": TEXT, "transports": TEXT_OR_TEXTS,

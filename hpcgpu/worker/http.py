@@ -12,6 +12,7 @@ reads the workers' metrics and task names (docs/security.md).
 
 from __future__ import annotations
 
+from hpcgpu.jobspec.keywords import http_address
 from hpcgpu.system import config
 
 __all__ = ["DEFAULT_HTTP_ADDRESS", "CONFIG_KEY", "worker_http_address", "http_argv"]
@@ -34,9 +35,12 @@ def worker_http_address(given: str | None = None) -> str:
     ...     worker_http_address()
     '10.0.0.5:0'
     """
-    if given:
-        return given
-    return config.get(CONFIG_KEY) or DEFAULT_HTTP_ADDRESS
+    chosen = given or config.get(CONFIG_KEY) or DEFAULT_HTTP_ADDRESS
+    try:
+        return http_address(chosen)
+    except ValueError:
+        raise ValueError(f"worker_http_address={chosen!r} is not an address host:port "
+                         "(':9100', '10.1.0.5:0')") from None
 
 
 def http_argv(given: str | None, extra: tuple[str, ...]) -> list[str]:

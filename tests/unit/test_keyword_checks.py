@@ -131,3 +131,22 @@ def test_a_job_of_more_workers_than_a_scheduler_takes_is_refused():
 
     with pytest.raises(ValueError, match=r"nodes=100000 x gpus_per_node=8"):
         GPUJobShape.create(nodes=100_000, gpus_per_node=8)
+
+
+@pytest.mark.parametrize("asked", [dict(n=10**30), dict(gpus=10**30), dict(jobs=10**30)])
+def test_scale_to_a_huge_count_is_refused_at_once(asked):
+    from types import SimpleNamespace
+
+    from hpcgpu.cluster.scaling import jobs_to_scale
+    from hpcgpu.jobspec.resources import GPUJobShape
+
+    shape = GPUJobShape.create(gpus_per_node=4)
+    pool = SimpleNamespace(name="default", cpu=False, shape=shape, workers_per_job=4)
+    with pytest.raises(ValueError, match="most hpcgpu accepts"):
+        jobs_to_scale(pool, **asked)
+
+
+@pytest.mark.parametrize("value", ["0.0.0.0:1 ; id", "host", ":99999999", "a b:1"])
+def test_worker_http_address_is_an_address_only(value, tmp_path):
+    error = _construct(SLURMCluster, "worker_http_address", value)
+    assert "worker_http_address=" in str(error)
