@@ -4,8 +4,9 @@ Without its scheduler the script's client only retries (distributed logs "Failed
 reconnect" after 60 s) and the workers wait for their ``death_timeout``, while the job
 holds its nodes until the walltime. So ``hpcgpu run`` looks at the scheduler process each
 time it looks at the script (every 0.2 s): once it has exited, the script is stopped
-(SIGTERM, SIGKILL after ``--grace``), the workers are stopped without waiting for them to
-leave by themselves, and the exit status is :data:`SCHEDULER_LOST`.
+(SIGTERM, SIGKILL 3 s later), the workers are stopped, and the run has ended within
+:data:`~hpcgpu.runner.signals.SIGTERM_BUDGET` (:meth:`~hpcgpu.runner.signals.Stop.check`),
+with the exit status :data:`SCHEDULER_LOST`.
 """
 
 from __future__ import annotations

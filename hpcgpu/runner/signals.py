@@ -20,6 +20,10 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, s
 #: Seconds the whole stop may take after SIGTERM: SLURM sends SIGKILL KillWait seconds
 #: later (30 by default, less at some sites), to the scheduler, workers and script as well.
 SIGTERM_BUDGET = 4.0
+#: Seconds of that budget kept for what follows the script when the scheduler died (the
+#: client, the workers, the interpreter's exit: 0.5 s measured), so that the run has ended
+#: within the budget: nothing is left to wait for, the batch system need not step in.
+AFTER_SCRIPT = 1.0
 
 
 class Stop:
@@ -52,12 +56,13 @@ class Stop:
             signal.signal(signum, handler)
 
     def check(self, scheduler: Child | None, during: str) -> bool:
-        """Whether the run must stop: a signal came, or ``scheduler`` has exited (said once,
-        then the run stops as after SIGTERM, within :data:`SIGTERM_BUDGET`)."""
+        """Whether the run must stop: a signal came, or ``scheduler`` has exited (said once;
+        then the run has ended within :data:`SIGTERM_BUDGET`, the script stopped
+        :data:`AFTER_SCRIPT` s before that)."""
         if self.signum is None and self.lost is None:
             self.lost = lost(scheduler, during)
             if self.lost is not None:
-                self.deadline = min(self.deadline, time.monotonic() + SIGTERM_BUDGET)
+                self.deadline = min(self.deadline, time.monotonic() + SIGTERM_BUDGET - AFTER_SCRIPT)
                 print(f"hpcgpu run: {self.lost}: stopping the run", file=sys.stderr, flush=True)
         return self.signum is not None or self.lost is not None
 
