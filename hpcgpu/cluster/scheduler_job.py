@@ -10,7 +10,6 @@ file and connects to the client listener; the other jobs' workers get the UCX ad
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shlex
 import time
@@ -19,6 +18,7 @@ from typing import Any
 from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu.network import NetworkSettings, client_address, job_environment, scheduler_options
+from hpcgpu.system.schedfile import read_trusted_json
 
 __all__ = ["JobScheduler", "scheduler_lines", "worker_address", "START_TIMEOUT"]
 
@@ -125,11 +125,12 @@ class JobScheduler(ProcessInterface):
     async def _listeners(self) -> list[str]:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
-            try:
-                with open(self.listeners_file) as file:
-                    return json.load(file)["addresses"]
-            except (FileNotFoundError, ValueError, KeyError):
-                await asyncio.sleep(0.25)
+            # the scheduler's own file (0600) in the private directory, no other (#38)
+            found = read_trusted_json(self.listeners_file, "the scheduler job's listeners file",
+                                      private=True)
+            if found and found.get("addresses"):
+                return found["addresses"]
+            await asyncio.sleep(0.25)
         raise TimeoutError(
             f"the scheduler job {self.job.job_id} wrote no {self.listeners_file} within "
             f"{self.timeout:g} s: see its output in {self.log_directory} "

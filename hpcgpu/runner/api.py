@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -28,7 +29,9 @@ from hpcgpu.system.jobqueue import BaseRunner, Role  # without dask_jobqueue's S
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
-from hpcgpu.runner.security import TLSFiles, make_private_directory, write_tls_files
+from hpcgpu.runner.security import TLSFiles, make_private_directory, write_private, write_tls_files
+from hpcgpu.system.safedir import check_private_path
+from hpcgpu.system.schedfile import read_trusted_json
 from hpcgpu.system.threadsignals import block_here, born_blocked
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
@@ -52,7 +55,10 @@ class GPURunner(BaseRunner):
     scheduler_file : str
         Where rank 0 writes the scheduler's address, on a filesystem every node sees;
         ``{job_id}`` is replaced by the batch job id. The TLS files go into a 0700 directory
-        next to it (``<scheduler_file>.tls``), removed at the end.
+        next to it (``<scheduler_file>.tls``), removed at the end. Its directory must be one
+        where no other user can replace anything (:mod:`hpcgpu.system.safedir`; a sticky
+        one such as ``/tmp`` is fine), else every rank refuses to start; the other ranks take
+        only a file of the user's, mode 0600, written after this run started.
     security : bool or distributed.security.Security
         ``True`` (default): a temporary job-private certificate; ``False``: plain TCP.
     nthreads, memory_limit : int, str
@@ -128,13 +134,12 @@ class GPURunner(BaseRunner):
 
         import psutil
 
-        started = psutil.Process().create_time() - 120
+        started = psutil.Process().create_time() - 120  # the ranks start about together
         while True:
-            try:
-                if self.scheduler_file.stat().st_mtime >= started:
-                    return json.loads(self.scheduler_file.read_text())["address"]
-            except (FileNotFoundError, json.JSONDecodeError, KeyError):
-                pass
+            found = read_trusted_json(self.scheduler_file, "scheduler_file", private=True,
+                                      not_before=started)
+            if found and found.get("address"):
+                return found["address"]
             await asyncio.sleep(0.2)
 
     async def _start(self) -> None:
@@ -142,7 +147,7 @@ class GPURunner(BaseRunner):
         self.role = await self.get_role()
         if self.role == Role.worker:
             address = await self.get_scheduler_address()
-            if self.security is None and self._security_option and self.tls_directory.is_dir():
+            if self.security is None and self._security_option and _own_private(self.tls_directory):
                 self.security = TLSFiles.in_directory(self.tls_directory).security()
             self._place = ranks.pin_gpu()
             self.worker_options.update(ranks.worker_options(
@@ -155,7 +160,9 @@ class GPURunner(BaseRunner):
         self.status = Status.running
 
     async def _start_rank0(self) -> None:
+        check_private_path(self.scheduler_file.parent, "scheduler_file")
         self.scheduler_file.unlink(missing_ok=True)  # a stale one would mislead the workers
+        atexit.register(self.scheduler_file.unlink, missing_ok=True)
         tls = None
         if self._security_option is True:
             shutil.rmtree(self.tls_directory, ignore_errors=True)
@@ -168,9 +175,10 @@ class GPURunner(BaseRunner):
         options.update(self.scheduler_options)
         # The TLS files exist before the scheduler file appears: workers read both.
         quiet_expected_close()
-        self._scheduler = await Scheduler(scheduler_file=str(self.scheduler_file),
-                                          security=self.security, **options)
+        self._scheduler = await Scheduler(security=self.security, **options)
         self.scheduler_address = self._scheduler.address
+        # written here, new, 0600: the other ranks take no other (not distributed's, umask's mode)
+        write_private(self.scheduler_file, json.dumps(self._scheduler.identity()))
         message = scheduler_dashboard_message(self._scheduler, options.get("dashboard_address")
                                               if options.get("dashboard", True) else None)
         if message:
@@ -180,7 +188,7 @@ class GPURunner(BaseRunner):
         if tls is not None:
             dask.config.set(tls.client_config())
         command = WorkerCommand(
-            scheduler_file=str(self.scheduler_file), nthreads=self.nthreads,
+            scheduler=self.scheduler_address, nthreads=self.nthreads,
             memory_limit=self.memory_limit, death_timeout=60, gpu=self.gpu_options,
             **(tls.worker_args() if tls else {}),
         )
@@ -216,11 +224,24 @@ class GPURunner(BaseRunner):
         if self._own_worker is not None and not self._own_worker.wait_group(10):
             self._own_worker.stop(grace=5)
         shutil.rmtree(self.tls_directory, ignore_errors=True)
+        self.scheduler_file.unlink(missing_ok=True)
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
         self.status = Status.closed
         self._loop_runner.stop()
         return None  # the exception, if any, propagates: the script's own exit code
+
+
+def _own_private(directory: Path) -> bool:
+    """Whether ``directory`` is there; ``ValueError`` if it is not this user's with mode 0700."""
+    try:
+        info = os.lstat(directory)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) != 0o700:
+        raise ValueError(f"scheduler_file: {directory} is not your directory with mode 0700: "
+                         "remove it (rank 0 makes it)")
+    return True
 
 
 def _runner_gpu_options(given: dict) -> GPUWorkerOptions | None:

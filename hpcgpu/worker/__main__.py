@@ -15,6 +15,7 @@ import click
 from hpcgpu.jobspec.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_flags
 from hpcgpu.jobspec.dialects.arrays import element_name
 from hpcgpu.runner.processes import start_process
+from hpcgpu.system.schedfile import address_from_file
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.http import http_argv
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
@@ -204,6 +205,12 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
     of the node."""
     if scheduler is None and options["scheduler_file"] is None:
         raise click.UsageError("give the scheduler address or --scheduler-file")
+    if scheduler is None:  # read here, checked (no other user could have written it): #38
+        try:
+            scheduler = address_from_file(options["scheduler_file"], timeout=options["death_timeout"])
+        except (ValueError, TimeoutError) as error:
+            raise click.UsageError(str(error)) from None
+        options["scheduler_file"] = None
     _require_ucx(options["protocol"] or (scheduler or "").split("://")[0])
     _take_gpu_options(options)  # first: the InfiniBand check reads the UCX config it sets
     _check_network(scheduler, options)  # before distributed's import: its error comes sooner
