@@ -42,8 +42,9 @@ def leaked(text: str, cluster) -> list[str]:
 
 @pytest.fixture
 def shared_logs():
-    """A log directory every user may write (mode 0777), under a parent all may enter
-    (pytest's own temporary directories are root's, mode 0700)."""
+    """A log directory every user may write, with the sticky bit (mode 1777: a shared
+    scratch directory; 0777 is refused, #38), under a parent all may enter (pytest's own
+    temporary directories are root's, mode 0700)."""
     import shutil
     import tempfile
 
@@ -51,7 +52,7 @@ def shared_logs():
     os.chmod(base, 0o755)
     logs = base / "logs"
     logs.mkdir()
-    os.chmod(logs, 0o777)
+    os.chmod(logs, 0o1777)
     yield logs
     shutil.rmtree(base, ignore_errors=True)
 
@@ -82,6 +83,29 @@ def test_private_directory_of_another_user_or_mode_is_refused(tmp_path):
     path.symlink_to(tmp_path)  # a link planted in its place is not followed
     with pytest.raises(ValueError, match="not a directory of yours"):
         user_directory(tmp_path)
+
+
+def test_a_parent_other_users_can_change_is_refused_and_a_group_one_warned(tmp_path):
+    """#38: a log directory (or shared_temp_directory) where another user could rename
+    .hpcgpu-<uid> away: writable by all without the sticky bit, or another user's."""
+    for mode, owner, says in ((0o777, 0, r"is writable by every user \(mode 0777\) and has no sticky bit"),
+                              (0o755, 65534, r"belongs to uid 65534, who can change it"),
+                              (0o1777, 65534, r"belongs to uid 65534, who can change it")):
+        logs = tmp_path / f"logs-{mode:o}-{owner}"
+        logs.mkdir()
+        os.chown(logs, owner, 65534)
+        os.chmod(logs, mode)
+        with pytest.raises(ValueError, match=rf"log_directory='{logs}': {logs} {says}: another user "
+                                             r"could replace .*choose a log_directory of your own"):
+            user_directory(logs)
+        assert not (logs / f".hpcgpu-{os.getuid()}").exists()
+    project = tmp_path / "project"
+    project.mkdir()
+    os.chown(project, 0, 65534)  # a group with other members (nobody)
+    os.chmod(project, 0o2775)
+    with pytest.warns(UserWarning, match=r"is writable by the members of group 65534 .*shared "
+                                         r"project directories"):
+        user_directory(project)
 
 
 def test_cluster_refuses_a_foreign_private_directory_before_anything_starts(tmp_path):
@@ -261,7 +285,8 @@ def compute(cluster) -> None:
 def one_job(cls, shared_logs):
     """``(cluster, job id)``: one job of ``cls`` that logs to the shared directory and has
     computed; its private directory is gone after the cluster closed."""
-    with pytest.warns(UserWarning, match="writable by every user and has no sticky bit"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a sticky shared directory is fine: no warning
         cluster = cls(gpus_per_node=1, log_directory=str(shared_logs), **FAST)
     try:
         cluster.scale(jobs=1)
