@@ -85,7 +85,7 @@ def job_gone(job: str) -> bool:
     (False, False)
     """
     kind, _, job_id = job.partition(":")
-    argv = {"slurm": ["squeue", "-h", "-j", job_id, "-o", "%T"],
+    argv = {"slurm": ["squeue", "-h", "-j", job_id, "-o", "%T", "--states=all"],
             "sge": ["qstat", "-j", job_id]}.get(kind)
     if argv is None or not job_id.isdigit():
         return False
@@ -96,8 +96,7 @@ def job_gone(job: str) -> bool:
     if kind == "slurm":
         if done.returncode != 0:
             return "Invalid job id" in done.stderr
-        states = set(done.stdout.split())
-        return bool(states) and states <= _SLURM_ENDED
+        return set(done.stdout.split()) <= _SLURM_ENDED  # nothing listed: gone from the queue
     return done.returncode != 0 and "do not exist" in done.stderr
 
 
