@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
+
+from hpcgpu.system.schedfile import read_trusted_json
 
 __all__ = ["get_client", "scheduler_address"]
 
@@ -27,8 +27,10 @@ def scheduler_address(address: str | None = None) -> str:
     if found:
         return found
     path = os.environ.get("HPCGPU_SCHEDULER_FILE")
-    if path and Path(path).is_file():
-        return json.loads(Path(path).read_text())["address"]
+    # hpcgpu run's own file (0600); taken only where no other user could have written it
+    found = read_trusted_json(path, "HPCGPU_SCHEDULER_FILE", private=True) if path else None
+    if found and found.get("address"):
+        return found["address"]
     raise ValueError(
         "no hpcgpu cluster found: DASK_SCHEDULER_ADDRESS and HPCGPU_SCHEDULER_FILE are unset. "
         "Run the script with `hpcgpu run script.py` (or `python -m hpcgpu.mpi script.py`), "

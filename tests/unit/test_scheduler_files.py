@@ -81,3 +81,19 @@ def test_the_worker_refuses_a_planted_scheduler_file_before_it_starts(scratch):
                           env=dict(os.environ, CUDA_VISIBLE_DEVICES="0"))
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--scheduler-file" in done.stderr and "belongs to uid 65534" in done.stderr, done.stderr
+
+
+def test_get_client_takes_hpcgpu_runs_file_only_as_hpcgpu_run_writes_it(tmp_path, monkeypatch):
+    import dask
+
+    from hpcgpu.runner.client import scheduler_address
+
+    path = tmp_path / "scheduler.json"
+    path.write_text(json.dumps(GOOD))
+    os.chmod(path, 0o644)
+    monkeypatch.setenv("HPCGPU_SCHEDULER_FILE", str(path))
+    with dask.config.set({"scheduler-address": None}):
+        with pytest.raises(ValueError, match="HPCGPU_SCHEDULER_FILE .* has mode 0644, not 0600"):
+            scheduler_address()
+        os.chmod(path, 0o600)
+        assert scheduler_address() == GOOD["address"]
