@@ -67,6 +67,10 @@ lsf_units, project, config_name
         equivalent.
     max_failed_jobs : int
         Jobs that may end before their workers connect before hpcgpu stops replacing them.
+    worker_http_address : str
+        Where each worker's HTTP server (``/health``, ``/metrics``, no password) listens:
+        ``127.0.0.1`` by default (config ``hpcgpu.defaults.worker-http-address``); a site that
+        scrapes the workers gives ``":9100"`` or ``"<address>:0"`` (docs/security.md).
     transports, scheduler_interface, worker_interface, net_devices, client_protocol, \
 fallback, ucx_environment
         UCX and per-role network options (:class:`hpcgpu.network.NetworkSettings`;
@@ -107,6 +111,9 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         its own job shape: ``{"cpu": dict(gpus_per_node=0, cores_per_node=8,
         memory_per_node="32GB", queue="debug")}``; ``scale(jobs=2, pool="cpu")``
         (docs/pools.md).
+
+    Every keyword is checked for its type and bounds before anything starts
+    (:mod:`hpcgpu.jobspec.keywords`): the error names the field and the accepted form.
 
     Examples
     --------

@@ -168,6 +168,10 @@ def _probe_job(scheduler: str, dialect: Any, config_name: str, options: dict[str
     try:
         return cpu_job_class(scheduler)(_PLACEHOLDER, name="dummy-name", dialect=dialect,
                                         config_name=config_name, **options)
+    except KeyError as error:  # dask-jobqueue reads jobqueue.<config_name> unchecked
+        sections = ", ".join(sorted(dask.config.get("jobqueue", {}) or {}))
+        raise ValueError(f"config_name={config_name!r}: the dask config has no "
+                         f"jobqueue.{config_name} section ({error}): use one of {sections}") from None
     except TypeError as error:
         match = re.search(r"(unexpected keyword argument.+)", str(error))
         if not match:

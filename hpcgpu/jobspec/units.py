@@ -26,6 +26,10 @@ WALLTIME_FORMS = (
     "minutes as a number (90), 'MM:SS', 'HH:MM:SS', 'D-HH', 'D-HH:MM' or 'D-HH:MM:SS' "
     "(e.g. '01:00:00', '1-00:00:00')"
 )
+#: a century of minutes and a yobibyte: more than any job asks for (bounds against typos
+#: such as 10**30, which no scheduler parses, not policies)
+MAX_WALLTIME_MINUTES = 366 * 24 * 60 * 100
+MAX_MEMORY = 2**80
 MEMORY_FORMS = "a number of bytes or a size with a unit such as '512MB', '60GB', '60GiB', '1.5TB'"
 
 # "GB" and "GiB" mean what they mean in Dask (dask.utils.parse_bytes): 10**9 and 2**30.
@@ -103,6 +107,9 @@ def parse_walltime(value: str | int | float | timedelta, field: str = "walltime"
     elif isinstance(value, bool):
         raise _bad(field, value, WALLTIME_FORMS)
     elif isinstance(value, (int, float)):
+        if not math.isfinite(value) or abs(value) > MAX_WALLTIME_MINUTES:
+            raise ValueError(f"{field}={value!r} is not a walltime hpcgpu accepts (at most "
+                             f"{MAX_WALLTIME_MINUTES} minutes): use {WALLTIME_FORMS}")
         seconds = int(round(value * 60))
         _warn_if_seconds(field, value)
     elif isinstance(value, str):
@@ -111,6 +118,9 @@ def parse_walltime(value: str | int | float | timedelta, field: str = "walltime"
         raise _bad(field, value, WALLTIME_FORMS)
     if seconds <= 0:
         raise ValueError(f"{field}={value!r} must be longer than zero: use {WALLTIME_FORMS}")
+    if seconds > MAX_WALLTIME_MINUTES * 60:
+        raise ValueError(f"{field}={value!r} is longer than {MAX_WALLTIME_MINUTES} minutes, the "
+                         f"most hpcgpu accepts: use {WALLTIME_FORMS}")
     return seconds
 
 
@@ -178,6 +188,9 @@ with a unit such as '512MB', '60GB', '60GiB', '1.5TB'
         number, unit = float(match.group(1)), _UNITS.get(suffix) or _SCHEDULER_UNITS[suffix]
     else:
         raise _bad(field, value, MEMORY_FORMS)
+    if not math.isfinite(number * unit) or number * unit > MAX_MEMORY:
+        raise ValueError(f"{field}={value!r} is more than {MAX_MEMORY} bytes, the most hpcgpu "
+                         f"accepts: use {MEMORY_FORMS}")
     size = int(number * unit)
     if size <= 0:
         raise ValueError(f"{field}={value!r} must be larger than zero: use {MEMORY_FORMS}")

@@ -19,7 +19,8 @@ from hpcgpu import LSFCluster, LocalGPUCluster, PBSCluster, SGECluster, SLURMClu
 from hpcgpu.cluster.cluster import GPUCluster
 from hpcgpu.cluster.cpu_setup import CPU_ONLY
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
-from hpcgpu.jobspec.keywords import KEYWORDS, KeywordTypeError, _is, form_of
+from hpcgpu.jobspec.forms import _is
+from hpcgpu.jobspec.keywords import KEYWORDS, KeywordTypeError, form_of
 from hpcgpu.runner.api import GPURunner
 from hpcgpu.system.config import OPTIONS
 
@@ -150,3 +151,17 @@ def test_scale_to_a_huge_count_is_refused_at_once(asked):
 def test_worker_http_address_is_an_address_only(value, tmp_path):
     error = _construct(SLURMCluster, "worker_http_address", value)
     assert "worker_http_address=" in str(error)
+
+
+@pytest.mark.parametrize("name,value", [
+    ("walltime", float("nan")), ("walltime", float("inf")), ("walltime", 10**30),
+    ("walltime", "99999999-00"), ("poll_interval", ""), ("death_timeout", -1),
+    ("replace_ahead", 10**30), ("signal_before_walltime", 10**30), ("silence_logs", "é"),
+    ("config_name", "é"), ("device_memory_limit", float("nan")), ("rmm_pool_size", 10**30),
+    ("memory_per_gpu", 10**30), ("memory_per_node", "9" * 400),
+])
+def test_values_of_the_right_type_but_no_form_name_the_field(name, value):
+    # found by feeding every keyword odd values of every type: IndexError, OverflowError,
+    # AttributeError and KeyError without the field's name before
+    error = _construct(SLURMCluster, name, value)
+    assert f"{name}=" in str(error), str(error)
