@@ -18,7 +18,7 @@ from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.scriptfields import check_script
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
-__all__ = ["JobScript", "render", "worker_job_script"]
+__all__ = ["JobScript", "render", "worker_job_script", "python_check"]
 
 
 @dataclass(frozen=True)
@@ -134,18 +134,50 @@ def render(script: JobScript) -> str:
     )
 
 
+#: ``distributed`` too: in a folder holding hpcgpu's source, any python finds ``hpcgpu``.
+_HAS_HPCGPU = ("'import importlib.util as u; "
+               """raise SystemExit(not (u.find_spec("hpcgpu") and u.find_spec("distributed")))'""")
+
+
+def python_check(python: str) -> tuple[str, ...]:
+    """Shell lines that end a worker job at once, saying what to do, when ``python`` has no
+    hpcgpu (or is not there): else the job's only word is ``No module named hpcgpu`` (#43).
+
+    Examples
+    --------
+    >>> print("\\n".join(python_check("/opt/env/bin/python")))  # doctest: +ELLIPSIS
+    hpcgpu_python=/opt/env/bin/python
+    if ! "$hpcgpu_python" -c 'import importlib.util as u; ...' 2>/dev/null; then
+      echo "hpcgpu: $hpcgpu_python ... on $HOSTNAME has no hpcgpu: ...
+      exit 2
+    fi
+    """
+    return (
+        f"hpcgpu_python={shlex.quote(python)}",
+        f'if ! "$hpcgpu_python" -c {_HAS_HPCGPU} 2>/dev/null; then',
+        '  echo "hpcgpu: $hpcgpu_python ($(command -v "$hpcgpu_python" || echo not found)) on $HOSTNAME '
+        "has no hpcgpu: the nodes need a python with hpcgpu at that path, or name theirs with "
+        'python=... (hpcgpu jobscript --python)" >&2',
+        "  exit 2",
+        "fi",
+    )
+
+
 def worker_job_script(
     shape: GPUJobShape,
     dialect: Dialect,
     launcher: Launcher,
     worker: WorkerCommand,
     python: str = "python3",
+    start_lines: tuple[str, ...] = (),
     **options,
 ) -> JobScript:
     """A job script that starts one Dask worker per GPU through ``hpcgpu.worker``.
 
     With one launcher task per node (the default) each task is told the GPU count and
     starts a nanny per GPU itself (:meth:`Launcher.worker <hpcgpu.jobspec.launchers.Launcher.worker>`).
+    ``python`` is checked after the user's prologue (which may load a module or activate
+    an environment) and before ``start_lines`` (``scheduler_in_job``'s scheduler) and the workers.
     """
     launcher.validate(shape)
     dialect.validate(shape)
@@ -156,4 +188,6 @@ def worker_job_script(
         f"one Dask worker per GPU, started by {launcher.name} ({tasks})",
     )
     options.setdefault("header", header)
+    options["job_script_prologue"] = (tuple(options.get("job_script_prologue", ())) + python_check(python)
+                                      + tuple(start_lines))
     return JobScript(shape, dialect, launcher, shlex.join(worker.argv(python)), **options)

@@ -32,4 +32,6 @@ def test_shim_failing_job_reported_with_stderr(make):
     cluster = make(gpus_per_node=1, python="/nonexistent/bin/python3", max_failed_jobs=1)
     check_failing_job_reported(cluster, within=60)
     (job,) = cluster.jobs
-    assert job.state == "failed" and job.exit_code == 127
+    # the job script's python check ends it (exit 2), saying what to do (#43)
+    assert job.state == "failed" and job.exit_code == 2
+    assert "/nonexistent/bin/python3 (not found) on " in job.stderr_tail and "name theirs with python=" in job.stderr_tail

@@ -80,6 +80,9 @@ def test_job_failing_at_start_is_reported_with_its_stderr(make):
     cluster = make(gpus_per_node=1, python="/nonexistent/bin/python3", max_failed_jobs=2)
     text = check_failing_job_reported(cluster, within=60)
     assert "exit code" in text
+    # the job script's own check says what to do (#43)
+    assert "/nonexistent/bin/python3 (not found) on node" in text, text
+    assert "has no hpcgpu: the nodes need a python with hpcgpu at that path, or name theirs with python=" in text
     wait_for(lambda: len(cluster.failures) == 2, 30, what="the replacement to fail too")
     time.sleep(2)
     assert len(cluster.jobs) == 2  # replaced once, then it stops: max_failed_jobs=2

@@ -61,3 +61,28 @@ def test_the_python_that_has_hpcgpu_passes_the_check(tmp_path):
     # the next line stops it: no script named
     assert done.returncode != 0 and "name the script to run" in done.stderr, done.stderr
     assert "has no hpcgpu" not in done.stderr
+
+
+def test_worker_jobs_check_their_python_after_the_users_prologue(bare_python, tmp_path):
+    from hpcgpu.jobspec.dialects import get_dialect
+    from hpcgpu.jobspec.launchers import get_launcher
+    from hpcgpu.jobspec.render import python_check, render, worker_job_script
+    from hpcgpu.jobspec.resources import GPUJobShape
+    from hpcgpu.jobspec.worker_command import WorkerCommand
+
+    script = render(worker_job_script(
+        GPUJobShape.create(gpus_per_node=1), get_dialect("slurm"), get_launcher("srun"),
+        WorkerCommand(scheduler="tls://10.0.0.1:8786"), python=bare_python,
+        job_script_prologue=("module load python",), start_lines=("start-the-scheduler &",)))
+    check = "\n".join(python_check(bare_python))
+    # a module load or an activation may be what gives the nodes their python; the
+    # scheduler of scheduler_in_job is the first thing that needs it
+    assert f"module load python\n{check}\nstart-the-scheduler &\n" in script, script
+    passed = subprocess.run(["bash", "-c", "\n".join(python_check(sys.executable))], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60)
+    assert passed.returncode == 0 and not passed.stderr, passed.stderr
+    done = subprocess.run(["bash", "-c", "\n".join(python_check(bare_python))], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    assert f"hpcgpu: {bare_python} ({bare_python}) on " in done.stderr, done.stderr
+    assert "has no hpcgpu: the nodes need a python with hpcgpu at that path, or name theirs with python=" in done.stderr
