@@ -6,12 +6,17 @@ and the span of its tasks, and the time from the last task's end to the result. 
 optimiser itself runs on the scheduler; its time is measured apart in this process.
 
     python benchmarks/gpu/phases.py --gpus 1,2,4 [--smoke]
+    hpcgpu run benchmarks/gpu/phases.py --gpus 4        # the allocation's cluster
+
+The first (cold) compute of each cluster is printed too, with ``"cold": true``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import time
 
 from distributed import Client, get_task_stream
@@ -52,22 +57,34 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     n, chunk, backend = (2000, 40, "cpu") if args.smoke else (500_000, 10_000, "gpu")
-    from hpcgpu import LocalGPUCluster
-
     for gpus in [int(g) for g in args.gpus.split(",")]:
         y = array_sum(n, chunk, backend)
         for threads in (1, gpus):
             start = time.perf_counter()
             optimize(y.__dask_graph__(), y.__dask_keys__(), settings=Settings(threads=threads))
             print(json.dumps({"gpus": gpus, "optimize_s_for_threads": threads, "s": time.perf_counter() - start}))
-        devices = [str(i) for i in range(gpus)] if backend == "gpu" else []
-        with LocalGPUCluster(n_workers=gpus, gpus=devices, dashboard_address=None, silence_logs=40) as cluster, \
-                Client(cluster) as client:
+        with _client(gpus, backend) as client:
             client.wait_for_workers(gpus)
-            one(client, n, chunk, backend)  # cold
-            for _ in range(args.repeats):
-                print(json.dumps({"gpus": gpus, **{k: (round(v, 4) if isinstance(v, float) else v)
-                                                   for k, v in one(client, n, chunk, backend).items()}}), flush=True)
+            for repeat in range(args.repeats + 1):
+                print(json.dumps({"gpus": gpus, "cold": repeat == 0,
+                                  **{k: (round(v, 4) if isinstance(v, float) else v)
+                                     for k, v in one(client, n, chunk, backend).items()}}), flush=True)
+
+
+@contextlib.contextmanager
+def _client(gpus: int, backend: str):
+    """The cluster of ``hpcgpu run`` where the script runs under it, else a new LocalGPUCluster."""
+    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        import hpcgpu
+
+        yield hpcgpu.get_client()
+        return
+    from hpcgpu import LocalGPUCluster
+
+    devices = [str(i) for i in range(gpus)] if backend == "gpu" else []
+    with LocalGPUCluster(n_workers=gpus, gpus=devices, dashboard_address=None, silence_logs=40) as cluster, \
+            Client(cluster) as client:
+        yield client
 
 
 if __name__ == "__main__":

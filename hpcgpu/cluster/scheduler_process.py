@@ -31,6 +31,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from distributed.security import Security
 
     from hpcgpu.network.colocate import CoLocateRoots
+    from hpcgpu.system import warmup
 
     split = lambda v: v.split(",") if v else None  # noqa: E731
     protocols = split(args.protocol)
@@ -44,6 +45,7 @@ async def _serve(args: argparse.Namespace) -> None:
                          security=security, plugins=[CoLocateRoots()]) as scheduler:
         write_listeners(args.scheduler_file + ".listeners",
                         [listener.contact_address for listener in scheduler.listeners])
+        warmup.dask_setup(scheduler)  # the first graph's imports, while the workers start
         await scheduler.finished()
 
 

@@ -50,12 +50,13 @@ def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None)
     ...                       TLSFiles("/j/ca.pem", "/j/cert.pem", "/j/key.pem"))
     >>> " ".join(argv)  # doctest: +NORMALIZE_WHITESPACE
     'python3 -m distributed.cli.dask_scheduler --port 0 --protocol tls
-     --preload hpcgpu.system.closelog --preload hpcgpu.runner.address_pipe --no-dashboard
+     --preload hpcgpu.system.closelog --preload hpcgpu.runner.address_pipe
+     --preload hpcgpu.system.warmup --no-dashboard
      --tls-ca-file /j/ca.pem --tls-cert /j/cert.pem --tls-key /j/key.pem'
     """
     argv = [python, "-m", "distributed.cli.dask_scheduler", "--port", "0",
             "--protocol", options.protocol, "--preload", "hpcgpu.system.closelog",
-            "--preload", "hpcgpu.runner.address_pipe"]
+            "--preload", "hpcgpu.runner.address_pipe", "--preload", "hpcgpu.system.warmup"]
     if options.interface:
         argv += ["--interface", options.interface]
     if options.dashboard_address is None:
