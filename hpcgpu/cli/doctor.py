@@ -90,7 +90,7 @@ def doctor(local, job, scheduler, queue, account, timeout, as_json, output, role
 
         try:
             reports["job"] = run_doctor_job(settings, scheduler, timeout=timeout, queue=queue, account=account)
-        except DoctorJobError as error:
+        except (DoctorJobError, ValueError) as error:
             raise click.ClickException(str(error)) from None
     failed = any(r["verdict"] == "fail" for r in reports.values())
     if as_json or output:

@@ -24,6 +24,7 @@ from hpcgpu.system import commands
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, job_environment
+from hpcgpu.system.safedir import check_private_path
 from hpcgpu.jobspec.render import JobScript, render
 from hpcgpu.jobspec.resources import GPUJobShape
 
@@ -123,11 +124,15 @@ def run_doctor_job(settings: NetworkSettings, scheduler: str = "slurm", *, timeo
 
     ``directory`` must be on a filesystem the compute node shares (default: a new
     directory under the current one, removed once the report is back). Raises
+    ``ValueError`` where another user could replace that directory (nothing submitted),
     :class:`DoctorJobError` with the job's own output as soon as the job has ended without
     a report (a Python that cannot start, a node that kills it), and
     :class:`DoctorJobTimeout` (after cancelling the job) when none came in ``timeout`` s.
     """
     keep = directory is not None
+    # the job script is submitted by path: no other user may be able to swap its directory
+    check_private_path(directory or os.getcwd(), "hpcgpu doctor --job's directory",
+                       "run it from a directory only you can write (cd ~)")
     work = Path(directory or tempfile.mkdtemp(prefix=".hpcgpu-doctor-", dir=os.getcwd()))
     work.mkdir(parents=True, exist_ok=True)
     output = work / "report.json"

@@ -97,3 +97,19 @@ def test_get_client_takes_hpcgpu_runs_file_only_as_hpcgpu_run_writes_it(tmp_path
             scheduler_address()
         os.chmod(path, 0o600)
         assert scheduler_address() == GOOD["address"]
+
+
+def test_the_doctor_job_is_not_submitted_from_a_directory_others_can_change(tmp_path, monkeypatch):
+    """The doctor's job script is submitted by path: the same rule for its directory."""
+    from hpcgpu.doctor.job import run_doctor_job
+    from hpcgpu.network import NetworkSettings
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.chdir(shared)
+    monkeypatch.setattr("hpcgpu.system.commands.run", lambda *a, **k: pytest.fail("submitted"))
+    with pytest.raises(ValueError, match=r"hpcgpu doctor --job's directory .*shared is writable "
+                                         r"by every user .*run it from a directory only you"):
+        run_doctor_job(NetworkSettings.create("tcp"), "slurm")
+    assert os.listdir(shared) == []
