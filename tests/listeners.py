@@ -18,9 +18,10 @@ SECURITY = ROOT / "docs" / "security.md"
 LOOPBACK = {"127.0.0.1", "::1"}
 
 
-#: processes of the batch system itself: their sockets are SLURM's (slurmstepd's leak into
-#: the tasks it starts, as an inherited descriptor)
-LAUNCHERS = ("srun", "slurmstepd")
+#: processes of the batch system and MPI themselves -> whose sockets those are (slurmstepd's
+#: leak into the tasks it starts, as an inherited descriptor)
+LAUNCHERS = {"srun": "SLURM", "slurmstepd": "SLURM", "mpirun": "MPI", "prterun": "MPI",
+             "prted": "MPI", "orted": "MPI", "mpiexec": "MPI"}
 
 
 def listening(pids) -> list[dict]:
@@ -41,9 +42,19 @@ def listening(pids) -> list[dict]:
             name, sockets = process.name(), process.net_connections(kind="inet")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        found += [{"pid": pid, "name": name, "ip": s.laddr.ip, "port": s.laddr.port}
+        mpi = bool(sockets) and _has_mpi(process)
+        found += [{"pid": pid, "name": name, "ip": s.laddr.ip, "port": s.laddr.port, "mpi": mpi}
                   for s in sockets if s.status == psutil.CONN_LISTEN]
     return found
+
+
+def _has_mpi(process: psutil.Process) -> bool:
+    """Whether ``process`` has the MPI library loaded (mpi4py's ranks: Open MPI's TCP
+    transport listens in each of them)."""
+    try:
+        return any("libmpi" in m.path for m in process.memory_maps())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
 
 
 def with_descendants(pids) -> set[int]:
@@ -94,12 +105,14 @@ def account(sockets: list[dict], info: dict, extra_scheduler_ports=()) -> tuple[
             by_port[port] = (role, scheme)
     for port in extra_scheduler_ports:
         by_port.setdefault(port, ("scheduler", "tls"))
-    seen["SLURM"] = set()
-    for sock in sockets:  # a socket SLURM holds, in its own process or inherited by a task
+    seen.update({owner: set() for owner in LAUNCHERS.values()})
+    for sock in sockets:  # a socket SLURM or MPI holds, in its own process or inherited
         if sock.get("name") in LAUNCHERS:
-            by_port.setdefault(sock["port"], ("SLURM", "slurm"))
+            by_port.setdefault(sock["port"], (LAUNCHERS[sock["name"]], "launcher"))
     stray = []
     for sock in sockets:
+        if sock["port"] not in by_port and sock.get("mpi"):  # a Dask role's port wins
+            by_port[sock["port"]] = ("MPI", "launcher")
         if sock["port"] not in by_port:
             stray.append(sock)
             continue
@@ -130,8 +143,8 @@ def check_against_table(mode: str, seen: dict, stray: list) -> None:
     assert rows, f"docs/security.md lists no listener of mode {mode!r}"
     assert not stray, f"{mode}: listeners that no role accounts for: {stray}"
     for role, found in seen.items():
-        if role == "SLURM" and not found:
-            continue  # modes without SLURM
+        if role in LAUNCHERS.values() and not found:
+            continue  # modes without SLURM or MPI
         assert role in rows, f"{mode}: {role} listens ({found}) but the table has no row for it"
         address, protection = rows[role]
         assert found, f"{mode}: the table lists {role} but nothing of it listens"
@@ -145,4 +158,4 @@ def check_against_table(mode: str, seen: dict, stray: list) -> None:
             elif protection == "none":
                 assert where == "loopback", f"{mode}: {role} has no protection yet listens on {where}"
     for role in rows:
-        assert role in seen and (seen[role] or role == "SLURM"), f"{mode}: the table lists {role}, which this check does not know"
+        assert role in seen and (seen[role] or role in LAUNCHERS.values()), f"{mode}: the table lists {role}, which this check does not know"

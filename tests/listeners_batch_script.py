@@ -1,5 +1,7 @@
-"""A batch-mode user script (``hpcgpu run``): writes the scheduler's report and every socket
-that the processes of its job listen on, for tests/integration/test_listeners.py."""
+"""A batch-mode user script (``hpcgpu run``, ``python -m hpcgpu.mpi``): writes the
+scheduler's report and every socket that the processes of its job listen on (those whose
+environment holds the job's ``SLURM_JOB_ID``, or the test's ``HPCGPU_TEST_MARKER``), for
+tests/integration/test_listeners.py. Arguments: the output file, the workers to wait for."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ if __name__ == "__main__":
     client = hpcgpu.get_client()
     client.wait_for_workers(int(sys.argv[2]))
     info = client.scheduler_info(n_workers=-1)
-    job = os.environ["SLURM_JOB_ID"]
-    pids = with_descendants([pid for pid, _ in processes_with(f"SLURM_JOB_ID={job}")])
+    name = "HPCGPU_TEST_MARKER" if "HPCGPU_TEST_MARKER" in os.environ else "SLURM_JOB_ID"
+    pids = with_descendants([pid for pid, _ in processes_with(f"{name}={os.environ[name]}")])
     with open(sys.argv[1], "w") as handle:
         json.dump({"info": info, "sockets": listening(pids | {os.getpid()})}, handle, default=str)
     client.close()

@@ -99,7 +99,7 @@ _CPU = {
 }
 #: ``LocalGPUCluster``'s and ``GPURunner``'s own
 _LOCAL = {
-    "CUDA_VISIBLE_DEVICES": Form((str, int, list, tuple), "'0,1' or a list of GPU indices",
+    "CUDA_VISIBLE_DEVICES": Form((str, list, tuple), "'0,1' or a list of GPU indices",
                                  items=(str, int)),
     "gpus": Form((list, tuple), "a list of GPU indices or UUIDs", items=(str, int)),
     "threads_per_worker": count(1, 4096), "nthreads": count(1, 4096),

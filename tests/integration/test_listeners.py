@@ -9,11 +9,12 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 from distributed import Client
 
-from batchtools import ROOT, job_output, processes_with, slurm_finished
+from batchtools import OMPI_ROOT, ROOT, job_output, processes_with, slurm_finished
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import LocalGPUCluster, SLURMCluster
@@ -65,3 +66,17 @@ def test_local_mode_listeners_are_the_tables():
         children = with_descendants([os.getpid()]) - {os.getpid()}
         seen, stray = account(_own_sockets_since(before) + listening(children), info)
     check_against_table("local", seen, stray)
+
+
+@pytest.mark.mpi
+def test_mpi_mode_listeners_are_the_tables(tmp_path):
+    marker = uuid.uuid4().hex
+    out = tmp_path / "listeners.json"
+    argv = ["mpirun", "--oversubscribe", "-n", "3", sys.executable, "-m", "hpcgpu.mpi",
+            str(ROOT / "tests" / "listeners_batch_script.py"), str(out), "3"]
+    env = dict(os.environ, **OMPI_ROOT, CUDA_VISIBLE_DEVICES="0,1,2", HPCGPU_TEST_MARKER=marker)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(out.read_text())
+    seen, stray = account(found["sockets"], found["info"])
+    check_against_table("mpi", seen, stray)

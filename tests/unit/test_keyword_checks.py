@@ -59,7 +59,7 @@ def _construct(cls, name: str, value) -> BaseException:
     """The error ``cls(name=value)`` raises (and closes a cluster that was built)."""
     with recorded_commands() as calls:
         try:
-            made = cls(**{name: value})
+            made = cls(**({name: value} if value is not None else {}))
         except (ValueError, TypeError) as error:
             assert not [c for c in calls if c[0] in ("sbatch", "qsub", "bsub")], calls
             return error
@@ -164,4 +164,17 @@ def test_values_of_the_right_type_but_no_form_name_the_field(name, value):
     # found by feeding every keyword odd values of every type: IndexError, OverflowError,
     # AttributeError and KeyError without the field's name before
     error = _construct(SLURMCluster, name, value)
+    assert f"{name}=" in str(error), str(error)
+
+
+@pytest.mark.parametrize("key,value,name", [
+    ("hpcgpu.slurm.scheduler-in-job", "no", "scheduler_in_job"),
+    ("hpcgpu.defaults.cpu-affinity", "false", "cpu_affinity"),
+    ("hpcgpu.slurm.nodes", 10**30, "nodes"),
+])
+def test_configuration_values_are_checked_as_arguments(key, value, name):
+    import dask
+
+    with dask.config.set({key: value}):
+        error = _construct(SLURMCluster, "queue", None)
     assert f"{name}=" in str(error), str(error)
