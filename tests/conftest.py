@@ -1,4 +1,4 @@
-"""Shared fixtures: the real local SLURM and Grid Engine that scripts/test starts.
+"""Shared fixtures: the real local SLURM, Grid Engine and OpenPBS that scripts/test starts.
 
 Real-scheduler tests skip, with the reason, only where they cannot run (not Linux, not
 root, or the set-up was not run). Under CI=true a missing scheduler is an error.
@@ -52,6 +52,25 @@ def slurm() -> None:
 def sge() -> None:
     """The real local Grid Engine (8 slots, consumable 'gpu' complex with 4)."""
     _require(["qstat"], "Grid Engine")
+
+
+#: Where OpenPBS keeps its commands (tests/schedulers/pbs/start): not on PATH, since Grid
+#: Engine's qsub/qstat/qdel (/usr/bin) have the same names. PBS tests put it first, as a PBS
+#: site's user has it, with the ``pbs`` fixture.
+PBS_BIN = "/opt/pbs/bin"
+
+
+@pytest.fixture(scope="session")
+def pbs_server() -> None:
+    """The real local OpenPBS 23.06.06 (2 vnodes x 4 fake GPUs as ``ngpus``)."""
+    _require([f"{PBS_BIN}/qstat", "-B"], "OpenPBS")
+
+
+@pytest.fixture
+def pbs(pbs_server, monkeypatch) -> None:
+    """PBS's commands first on PATH for this test (undone after the fixtures that came later,
+    so clusters made in the test cancel their jobs with PBS's qdel, not Grid Engine's)."""
+    monkeypatch.setenv("PATH", f"{PBS_BIN}{os.pathsep}{os.environ['PATH']}")
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.25, what: str = "condition"):
@@ -132,6 +151,8 @@ def _serial_group(item) -> str | None:
         return "site"
     if "sge" in getattr(item, "fixturenames", ()):
         return "sge"
+    if "pbs_server" in getattr(item, "fixturenames", ()):
+        return "pbs"  # as Grid Engine: 2 vnodes x 4 GPUs, tests that fill them would wait
     return next((group for group, files in SERIAL_GROUPS.items() if item.path.name in files), None)
 
 
