@@ -42,6 +42,8 @@ async def _serve(args: argparse.Namespace) -> None:
                          port=[0] * len(protocols) if len(protocols) > 1 else 0,
                          interface=interface if interface and len(interface) > 1 else args.interface,
                          scheduler_file=args.scheduler_file, dashboard=False,
+                         # /health and /metrics start without the dashboard: this node only
+                         dashboard_address="127.0.0.1:0",
                          security=security, plugins=[CoLocateRoots()]) as scheduler:
         write_listeners(args.scheduler_file + ".listeners",
                         [listener.contact_address for listener in scheduler.listeners])

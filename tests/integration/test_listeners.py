@@ -80,3 +80,22 @@ def test_mpi_mode_listeners_are_the_tables(tmp_path):
     found = json.loads(out.read_text())
     seen, stray = account(found["sockets"], found["info"])
     check_against_table("mpi", seen, stray)
+
+
+@pytest.mark.slurm
+def test_cluster_mode_with_the_scheduler_in_a_job_listens_as_the_table_says(slurm, clusters):
+    cluster = clusters(SLURMCluster, gpus_per_node=1, scheduler_in_job=True, **FAST)
+    cluster.scale(gpus=2)
+    cluster.wait_for_workers(gpus=1, timeout=180)
+    with Client(cluster) as client:
+        info = client.scheduler_info(n_workers=-1)
+    jobs = [job.job_id for job in cluster.jobs if job.job_id] + [cluster.scheduler.job.job_id]
+    pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"SLURM_JOB_ID={job}")])
+    # the scheduler's other listeners (one per protocol: the client's, the workers')
+    listeners = [_port_of(a) for a in (cluster.scheduler.contact_address, cluster.scheduler.address)]
+    seen, stray = account(listening(pids), info, extra_scheduler_ports=listeners)
+    check_against_table("cluster", seen, stray)
+
+
+def _port_of(address: str) -> int:
+    return int(address.rpartition(":")[2])
