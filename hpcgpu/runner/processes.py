@@ -9,30 +9,28 @@ everything it started (``direct`` workers, nannies, ``mpirun``'s daemons).
 A child in a session of its own is out of reach of whoever signals its parent's process
 group (SLURM's ``proctrack/linuxproc`` and ``pgid``, a shell's job control). So every
 child gets SIGTERM from the kernel when this process ends, however it ends
-(``PR_SET_PDEATHSIG``). The kernel sends it when the *thread* that forked the child ends,
-so every child is forked by one thread that lives as long as the process
-(:class:`_Spawner`); :mod:`hpcgpu.runner.orphans` does the rest (the groups, SIGKILL).
+(``PR_SET_PDEATHSIG``, :mod:`hpcgpu.system.spawn`); :mod:`hpcgpu.runner.orphans` does the
+rest (the groups, SIGKILL).
 """
 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import os
-import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Callable, Mapping, Sequence
+from typing import IO, Mapping, Sequence
 
 from hpcgpu.runner import orphans
 from hpcgpu.runner.reaper import any_running_in_group
-from hpcgpu.system.threadsignals import start_thread, unblock_in_child
+from hpcgpu.system.spawn import start_process
+from hpcgpu.system.threadsignals import start_thread
 
-__all__ = ["Child", "start_child", "start_process"]
+__all__ = ["Child", "start_child", "start_process"]  # start_process: hpcgpu.system.spawn's
 
 
 @dataclass
@@ -140,81 +138,6 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
         target=_copy_lines, args=(source, sink, tail), daemon=True, name=f"hpcgpu-{name}-output"))
         for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)))
     return Child(name, popen, tail, readers)
-
-
-def start_process(argv: Sequence[str], die_with_parent: bool = True,
-                  **popen_options) -> subprocess.Popen:
-    """``subprocess.Popen(argv, **popen_options)``, forked by the spawner thread: with
-    ``die_with_parent`` (Linux), the process gets SIGTERM when this process ends; its
-    signal mask is a normal process's, whichever thread asks. :func:`start_child` for a
-    child in a process group of its own, stopped whole.
-
-    Examples
-    --------
-    >>> start_process(["true"]).wait(10)
-    0
-    """
-    popen_options["preexec_fn"] = _in_child(die_with_parent and sys.platform == "linux")
-    return _spawner.call(lambda: subprocess.Popen(list(argv), **popen_options))
-
-
-class _Spawner:
-    """The one thread that forks every child, born with the stop signals blocked
-    (:mod:`hpcgpu.system.threadsignals`) and alive until the process ends: the death
-    signal of a child comes when the thread that forked it ends, not the process."""
-
-    def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-        self._requests: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-
-    def call(self, make: Callable[[], subprocess.Popen]) -> subprocess.Popen:
-        """``make()`` on the spawner thread; its result, or its exception raised here."""
-        if threading.current_thread() is self._thread:
-            return make()
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():  # first, or in a forked child
-                self._requests = queue.SimpleQueue()
-                self._thread = start_thread(threading.Thread(
-                    target=self._serve, args=(self._requests,), daemon=True, name="hpcgpu-spawner"))
-            requests = self._requests
-        done: concurrent.futures.Future = concurrent.futures.Future()
-        requests.put((make, done))
-        return done.result()
-
-    @staticmethod
-    def _serve(requests: queue.SimpleQueue) -> None:
-        while True:
-            make, done = requests.get()
-            try:
-                done.set_result(make())
-            except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
-                done.set_exception(error)
-
-
-_spawner = _Spawner()
-
-
-def _in_child(die_with_parent: bool) -> Callable[[], None]:
-    """A ``preexec_fn``: the signal mask of a normal process back (the spawner thread blocks
-    the stop signals, and a mask survives ``exec``), and, with ``die_with_parent``,
-    ``prctl(PR_SET_PDEATHSIG, SIGTERM)``. ``prctl`` is looked up before the fork, so that
-    the child only makes the call."""
-    if not die_with_parent:
-        return unblock_in_child
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    set_death_signal, sigterm = 1, int(signal.SIGTERM)  # PR_SET_PDEATHSIG
-    parent = os.getpid()
-
-    def preexec() -> None:
-        unblock_in_child()
-        prctl(set_death_signal, sigterm)
-        if os.getppid() != parent:  # the parent died before the prctl: no signal will come
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
 
 
 def _copy_lines(source: IO[bytes], sink: IO[str], tail: collections.deque) -> None:

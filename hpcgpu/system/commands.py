@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
-from hpcgpu.system.threadsignals import preexec
+from hpcgpu.system import spawn
 
 __all__ = ["CommandError", "CommandResult", "run", "runner", "set_runner"]
 
@@ -45,9 +45,7 @@ class CommandError(RuntimeError):
 
 def _subprocess_runner(argv: list[str], timeout: float, input: str | None) -> CommandResult:
     try:
-        done = subprocess.run(  # from a thread that blocks the stop signals, unblocked
-            argv, capture_output=True, text=True, timeout=timeout, input=input, check=False,
-            preexec_fn=preexec())
+        done = spawn.run(argv, timeout=timeout, input=input)  # it ends with this process
     except FileNotFoundError:
         return CommandResult(
             tuple(argv), 127, "",

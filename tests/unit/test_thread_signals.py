@@ -1,6 +1,6 @@
 """Threads that hpcgpu starts block the stop signals; the processes they start do not; every
 child is forked by a thread that lives as long as the process (hpcgpu.system.threadsignals,
-hpcgpu.runner.processes)."""
+hpcgpu.system.spawn, hpcgpu.runner.processes)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ def test_the_block_ends_with_the_block():
 def test_commands_from_a_blocking_thread_start_unblocked():
     done = in_thread(lambda: commands.run(["cat", "/proc/self/status"], timeout=30))
     assert blocked_in(done.stdout) & STOP_BITS == 0
+
+
+def test_a_command_that_does_not_answer_is_killed_at_its_timeout():
+    done = in_thread(lambda: commands.run(["sleep", "30"], timeout=0.5, check=False))
+    assert done.returncode == 124 and "did not answer within 0.5 s" in done.stderr
 
 
 def test_children_start_unblocked_whichever_thread_asks():
