@@ -16,13 +16,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from hpcgpu.system import spawn
+
 __all__ = ["collect", "parse_gpu_list", "parse_topo", "parse_ucx_info", "probe_gpu_links", "probe_gpus",
            "probe_infiniband", "probe_interfaces", "probe_mpi", "probe_reachable", "probe_routes", "probe_ucx"]
 
 
 def _run(argv: list[str], timeout: float = 20, env: dict | None = None) -> tuple[int, str]:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        done = spawn.run(argv, timeout=timeout, env=env)
     except (FileNotFoundError, PermissionError) as exc:
         return 127, str(exc)
     except subprocess.TimeoutExpired:

@@ -106,10 +106,11 @@ def _in_child(die_with_parent: bool) -> Callable[[], None]:
     return preexec
 
 
-def run(argv: Sequence[str], timeout: float, input: str | None = None) -> subprocess.CompletedProcess:
-    """``subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)``
-    through :func:`start_process`: killed on timeout (``subprocess.TimeoutExpired``), and
-    with this process.
+def run(argv: Sequence[str], timeout: float, input: str | None = None,
+        **popen_options) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input,
+    **popen_options)`` through :func:`start_process`: killed on timeout
+    (``subprocess.TimeoutExpired``), and with this process.
 
     Examples
     --------
@@ -118,7 +119,7 @@ def run(argv: Sequence[str], timeout: float, input: str | None = None) -> subpro
     """
     stdin = subprocess.PIPE if input is not None else None
     with start_process(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True) as process:
+                       text=True, **popen_options) as process:
         try:
             out, err = process.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:

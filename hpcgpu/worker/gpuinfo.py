@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass
+
+from hpcgpu.system import spawn
 
 __all__ = ["GPUInfo", "describe_gpu", "count_gpus", "count_nvidia_smi_gpus", "gpu_handle", "nvml_library"]
 
@@ -86,6 +87,6 @@ def count_nvidia_smi_gpus() -> int | None:
     """GPUs ``nvidia-smi -L`` lists on this node, or None without nvidia-smi."""
     if shutil.which("nvidia-smi") is None:
         return None
-    done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    done = spawn.run(["nvidia-smi", "-L"], timeout=60)
     lines = [line for line in done.stdout.splitlines() if line.startswith("GPU ")]
     return len(lines) if done.returncode == 0 and lines else None
