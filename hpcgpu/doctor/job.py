@@ -25,6 +25,7 @@ from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, job_environment
 from hpcgpu.system.safedir import check_private_path
+from hpcgpu.system.threadsignals import start_thread
 from hpcgpu.jobspec.render import JobScript, render
 from hpcgpu.jobspec.resources import GPUJobShape
 
@@ -100,8 +101,7 @@ def listener(interface: str | None):
             except OSError:
                 continue
 
-    thread = threading.Thread(target=serve, daemon=True, name="hpcgpu-doctor-listener")
-    thread.start()
+    thread = start_thread(threading.Thread(target=serve, daemon=True, name="hpcgpu-doctor-listener"))
     try:
         yield f"tcp://{ip}:{server.getsockname()[1]}"
     finally:
