@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 
-from batchtools import CHECK, job_output, sbatch_wrap, slurm_finished
+from batchtools import CHECK, job_output, processes_with, sbatch_wrap, slurm_finished
 from conftest import wait_for
 from hpcgpu.runner.jobdir import open_job_directory
 
@@ -123,3 +125,27 @@ def test_a_later_run_prunes_the_directories_of_ended_jobs(slurm, tmp_path):
         job.close()
     finally:
         subprocess.run(["scancel", running], timeout=60)
+
+
+def test_a_job_directory_left_by_sigkill_goes_with_the_next_run(slurm, tmp_path):
+    """#38's unclear case: ``kill -9`` of ``hpcgpu run`` leaves its job directory (and key);
+    the next run of the same user removes it, since the process that made it is gone."""
+    work, marker = tmp_path / "work", f"HPCGPU_TEST_MARKER={uuid.uuid4().hex}"
+    work.mkdir(mode=0o700)
+    job_id = sbatch_wrap(tmp_path, ["-N1", "--ntasks-per-node=1", "--gpus-per-node=1"],
+                         f"{marker} {RUN} --work-dir {work} {CHECK} --marker {tmp_path}/started "
+                         "--sleep 300", name="hpcgpu-sigkill-prune")
+    try:
+        wait_for(lambda: (tmp_path / "started").exists() or slurm_finished(job_id), 240, 0.2,
+                 what="the script to start")
+        (left,) = work.glob("*/key.pem")
+        (run,) = [pid for pid, cmdline in processes_with(marker) if " -m hpcgpu run " in cmdline]
+        os.kill(run, signal.SIGKILL)
+        wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
+        assert left.exists()  # nothing could remove it
+    finally:
+        subprocess.run(["scancel", job_id], timeout=60)
+    job = open_job_directory(str(work), "slurm", "2")
+    assert [p.name for p in work.iterdir()] == [job.path.name]
+    job.remove()
+    job.close()
