@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Callable
@@ -83,6 +84,7 @@ class PrivateDirectory:
         self.parent = os.path.abspath(os.path.expanduser(os.path.expandvars(parent)))
         self.name, self.field = re.sub(r"[^\w.-]", "_", name), field
         self._path: Path | None = None
+        self._fd = -1  # held: remove() finds the directory wherever it was moved
 
     @classmethod
     def of(cls, owner: Any, setup: Any, name: str) -> PrivateDirectory:
@@ -103,6 +105,7 @@ class PrivateDirectory:
             user = user_directory(self.parent, self.field)
             prune_stale(user)
             self._path = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=user))  # mode 0700
+            self._fd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             write_private(self._path / "owner", owner_line())
         return self._path
 
@@ -112,6 +115,41 @@ class PrivateDirectory:
         return None if self._path is None else str(self._path)
 
     def remove(self) -> None:
-        """Remove the directory and everything in it (never raises)."""
-        if self._path is not None:
-            shutil.rmtree(self._path, ignore_errors=True)
+        """Remove the directory and everything in it (never raises), also where another
+        user (a group-writable parent's member) moved it; if it cannot be found, warn with
+        what was left and where it was."""
+        if self._path is None:
+            return
+        where = _current_path(self._fd, self._path)
+        if where is not None:
+            shutil.rmtree(where, ignore_errors=True)
+        else:
+            warnings.warn(f"hpcgpu could not remove the cluster's private directory "
+                          f"{self._path} (credentials: ca.pem, cert.pem, key.pem): it was moved "
+                          "out of reach; the certificate is useless once this cluster is gone",
+                          UserWarning, stacklevel=2)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _current_path(fd: int, made: Path) -> Path | None:
+    """Where the directory held open as ``fd`` is now: ``made``, or where it was moved
+    (Linux's ``/proc/self/fd``); None if it cannot be found."""
+    if fd < 0:
+        return made
+    held = os.fstat(fd)
+    if held.st_nlink == 0:
+        return made  # removed already: nothing left
+    candidates = [made]
+    try:
+        candidates.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+    except OSError:
+        pass
+    for candidate in candidates:
+        try:
+            if os.path.samestat(held, os.lstat(candidate)):
+                return candidate
+        except OSError:
+            continue
+    return None

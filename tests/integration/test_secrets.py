@@ -325,3 +325,18 @@ def test_slurm_listing_spool_and_credentials(slurm, shared_logs):
         # SLURM gives it to its owner only (scontrol 22.05 still exits 0 then).
         assert not denied.stdout and "retrieval failed: Invalid user id" in denied.stderr
         check_private(cluster, [listing], [script, *spool])
+
+
+def test_close_removes_the_private_directory_wherever_it_was_moved(tmp_path):
+    """#38 item 2: another member of a group-writable log directory renames the cluster's
+    directory; close() still removes it (or warns, naming what was left, if it cannot)."""
+    from hpcgpu.cluster.private import PrivateDirectory
+    from hpcgpu.runner.security import write_tls_files
+
+    private = PrivateDirectory(str(tmp_path), "c")
+    made = private.path
+    write_tls_files(made)
+    moved = tmp_path / "moved-away"
+    os.rename(made.parent, moved)  # .hpcgpu-<uid> itself, as its parent's owner could
+    private.remove()
+    assert list(moved.iterdir()) == []
