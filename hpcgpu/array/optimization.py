@@ -53,6 +53,12 @@ DEFAULT_WIDTH = 16
 #: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark`)
 _MARKED: set = set()
 
+#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
+#: chains batched, a task costs little Python, and smaller tasks get the GPU going sooner:
+#: array-sum on one H200, best of 3 twice: 4 per thread (9 tasks) 0.82 s, 8 (21) 0.71-0.76 s,
+#: 16 (57) 0.71 s (benchmarks/results/history.md, 2026-11-23)
+TASKS_PER_THREAD = 16
+
 #: the key of the mark in a layer's ``collection_annotations``
 _LAYER_MARK = "hpcgpu.array"
 
@@ -121,6 +127,9 @@ class Settings:
         Worker threads of the client's cluster, for ``width="auto"``.
     fused_kernels : object
         ``hpcgpu.array.fused-kernels`` (:func:`~hpcgpu.array.fused.fused_backends`).
+    tasks_per_thread : int
+        ``hpcgpu.array.tasks-per-thread``: fused tasks per worker thread that ``width="auto"``
+        aims at (:func:`auto_width`).
 
     Examples
     --------
@@ -135,6 +144,7 @@ class Settings:
     fuse_active: bool | None = None
     threads: int = 1
     fused_kernels: Any = "auto"
+    tasks_per_thread: int = TASKS_PER_THREAD
 
     @classmethod
     def current(cls) -> "Settings":
@@ -145,7 +155,8 @@ class Settings:
                    scope=str(dask.config.get("hpcgpu.array.scope", "hpcgpu")),
                    fuse_active=dask.config.get("optimization.fuse.active", None),
                    threads=cluster_threads(),
-                   fused_kernels=dask.config.get("hpcgpu.array.fused-kernels", "auto"))
+                   fused_kernels=dask.config.get("hpcgpu.array.fused-kernels", "auto"),
+                   tasks_per_thread=int(dask.config.get("hpcgpu.array.tasks-per-thread", TASKS_PER_THREAD)))
 
 
 class ArrayOptimizer:
@@ -284,23 +295,20 @@ def optimize(dsk, keys, settings: Settings | None = None, **kwargs):
         return _optimize(dsk, list(dask.core.flatten(keys)), settings)
 
 
-#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
-#: chains batched, a task costs little Python, and smaller tasks get the GPU going sooner:
-#: array-sum on one H200, best of 3 twice: 4 per thread (9 tasks) 0.82 s, 8 (21) 0.71-0.76 s,
-#: 16 (57) 0.71 s (benchmarks/results/history.md, 2026-11-23)
-TASKS_PER_THREAD = 16
 
-
-def auto_width(leaves: int, threads: int) -> int:
+def auto_width(leaves: int, threads: int, per_thread: int = TASKS_PER_THREAD) -> int:
     """Leaves per fused task for ``leaves`` blocks on ``threads`` worker threads: about
-    :data:`TASKS_PER_THREAD` tasks per thread, at least :data:`DEFAULT_WIDTH` leaves each.
+    ``per_thread`` tasks per thread (``hpcgpu.array.tasks-per-thread``, default
+    :data:`TASKS_PER_THREAD`), at least :data:`DEFAULT_WIDTH` leaves each.
 
     Examples
     --------
     >>> auto_width(2500, 1), auto_width(2500, 2), auto_width(2500, 4), auto_width(2500, 64)
     (156, 78, 39, 16)
+    >>> auto_width(2500, 4, per_thread=8)
+    78
     """
-    return max(DEFAULT_WIDTH, leaves // max(1, TASKS_PER_THREAD * threads))
+    return max(DEFAULT_WIDTH, leaves // max(1, per_thread * threads))
 
 
 def cluster_threads() -> int:
@@ -336,7 +344,8 @@ def _optimize(dsk, keys: list, settings: Settings):
     dsk = fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys).cull(set(keys))
     graph, least, width = lazy_graph(dsk), None, settings.width
     if width == "auto":  # as many leaves per task as keeps every thread busy
-        width = auto_width(sum(1 for v in graph.values() if not v.dependencies), settings.threads)
+        width = auto_width(sum(1 for v in graph.values() if not v.dependencies), settings.threads,
+                           settings.tasks_per_thread)
         least = DEFAULT_WIDTH ** 2
     graph = materialize_remaining(fuse_generated_trees(graph, keys, int(width), settings.pushdown, least,
                                                        fused_backends(settings.fused_kernels)))
