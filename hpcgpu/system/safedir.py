@@ -103,7 +103,7 @@ def _component_exposure(directory: str, info: os.stat_result, child: os.stat_res
     if sticky:
         reason = (f"has the sticky bit, but the entry below it belongs to uid {child.st_uid}, "
                   "who can rename it")
-    elif not info.st_mode & stat.S_ISVTX and _trusted(info.st_uid, me):
+    elif stat.S_ISDIR(info.st_mode) and _trusted(info.st_uid, me):
         reason += " and has no sticky bit"
     return Exposure(directory, reason, group_only)
 
@@ -112,8 +112,9 @@ def exposure(path: str | os.PathLike, uid: int | None = None) -> Exposure | None
     """The first directory of ``path`` (resolved, from ``/`` down) that lets a user other than
     ``uid`` (default: this process's) and root change what is below it; None if none does.
 
-    ``path`` itself counts as a directory in which the user will make entries of their own.
-    A missing tail is checked as far as it exists.
+    ``path`` itself counts as a directory in which the user will make entries of their own
+    (or, if it is a file, as the file to be read). A missing tail is checked as far as it
+    exists; a component that cannot be examined raises ``ValueError``.
 
     Examples
     --------
@@ -134,6 +135,9 @@ def exposure(path: str | os.PathLike, uid: int | None = None) -> Exposure | None
             infos.append(os.lstat(part))
         except FileNotFoundError:
             break
+        except OSError as error:  # cannot tell who may change it: as good as refused
+            raise ValueError(f"{path}: cannot examine {part} ({error.strerror}): "
+                             f"{PRIVATE_FIX}") from None
     for index, info in enumerate(infos):
         child = infos[index + 1] if index + 1 < len(infos) else None
         found = _component_exposure(str(chain[index]), info, child, me)

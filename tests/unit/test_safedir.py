@@ -127,3 +127,9 @@ def test_accepted_exactly_where_nobody_cannot_replace_a_component(chain):
         assert accepted == (not replaceable), (chain, exposure(path))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_path_that_cannot_be_examined_is_refused(base):
+    hidden = make(base / "hidden", 0o700)  # root's: nobody cannot look inside
+    with pytest.raises(ValueError, match=r"cannot examine .*/hidden/w \(Permission denied\)"):
+        as_nobody(exposure, hidden / "w")
