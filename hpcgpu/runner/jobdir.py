@@ -109,8 +109,11 @@ def _work_parent(work_dir: str | None) -> tuple[HeldDirectory, Path | None]:
         return HeldDirectory(user, "--work-dir", WORK_DIR_FIX), None
     real = check_private_path(os.path.expanduser(work_dir), "--work-dir", WORK_DIR_FIX)
     made = None if real.exists() else real
-    real.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return HeldDirectory(real, "--work-dir", WORK_DIR_FIX), made
+    try:
+        real.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return HeldDirectory(real, "--work-dir", WORK_DIR_FIX), made
+    except OSError as error:  # a message, not a traceback: hpcgpu run exits 2 with it
+        raise ValueError(f"--work-dir {work_dir}: {error.strerror}: {WORK_DIR_FIX}") from None
 
 
 def open_job_directory(work_dir: str | None, scheduler: str | None,
