@@ -192,3 +192,19 @@ def test_a_later_run_prunes_job_directories_whose_process_is_gone(tmp_path):
     finally:
         job.remove()
         job.close()
+
+
+def test_the_runners_client_trusts_the_ca_in_memory_not_the_file(tmp_path):
+    """A ca.pem swapped on disk cannot make hpcgpu run's own client trust another scheduler."""
+    job = open_job_directory(str(tmp_path / "work"), None, None)
+    try:
+        files, own = write_tls(job.held)
+        ours = Path(files.ca_file).read_text()
+        os.unlink(files.ca_file)
+        Path(files.ca_file).write_text("another CA")
+        security = own.security()
+        assert security.tls_ca_file == ours and security.tls_client_key == own.key
+        assert "PRIVATE KEY" in security.tls_client_key  # the text itself, not a path
+    finally:
+        job.remove()
+        job.close()
