@@ -27,6 +27,7 @@ from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.network.tls import cluster_security
 from hpcgpu.network.unixcomm import register as register_unix_comm
+from hpcgpu.system.threadsignals import block_here
 from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import parse_cuda_visible_devices
@@ -176,8 +177,21 @@ class LocalGPUCluster(SpecCluster):
             **{"plugins": [CoLocateRoots(), ConnectOnArrival()], **scheduler_extra})}
         extra, self._log_env = _quiet(silence_logs, self._worker_options)
         workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
+        self._start_resource_tracker()
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,
                          security=security, **extra, **cluster_extra)
+
+    async def _start(self):
+        block_here()  # the loop's thread, and the threads it starts: stop signals to the main one
+        await super()._start()
+
+    def _start_resource_tracker(self) -> None:
+        """multiprocessing's resource tracker, started now from this thread: the nannies
+        would start it from a thread of the loop, and starting it unblocks SIGINT and
+        SIGTERM in the thread that does (Python's ``resource_tracker.ensure_running``)."""
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
 
     def _count(self, n_workers: int | None, threads_per_worker: int) -> int:
         if n_workers is None:

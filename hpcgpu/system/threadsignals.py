@@ -21,7 +21,7 @@ import threading
 from typing import Callable, Iterator
 
 __all__ = ["MAIN_THREAD_SIGNALS", "block_here", "born_blocked", "start_thread", "blocked_here", "preexec",
-           "unblock_in_child"]
+           "unblock_in_child", "unblock_in_main"]
 
 #: The signals hpcgpu handles: stop (TERM, INT, HUP) and walltime warnings (USR1, USR2).
 MAIN_THREAD_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
@@ -74,6 +74,14 @@ def start_thread(thread: threading.Thread) -> threading.Thread:
     with born_blocked():
         thread.start()
     return thread
+
+
+def unblock_in_main() -> None:
+    """Take the stop signals back in the main thread of a process that a blocking thread
+    started without :func:`preexec` (a nanny's worker process, forked or spawned by
+    ``multiprocessing``): its other threads keep them blocked."""
+    if threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, MAIN_THREAD_SIGNALS)
 
 
 def unblock_in_child() -> None:

@@ -18,6 +18,7 @@ from hpcgpu.network.tls import load_tornado_tls_defaults
 from hpcgpu.network.unixcomm import register as register_unix_comm
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.system import warmup
+from hpcgpu.system.threadsignals import unblock_in_main
 from hpcgpu.worker.gpuinfo import count_gpus, describe_gpu
 from hpcgpu.worker.placement import physical_gpu
 
@@ -30,6 +31,7 @@ register_unix_comm()
 
 async def dask_setup(worker) -> None:
     """Called by distributed before the worker registers with the scheduler (it listens already)."""
+    unblock_in_main()  # a LocalGPUCluster's worker process: started from its blocking loop thread
     warmup.dask_setup(worker)  # the first graph's imports, while the cluster starts
     _describe(worker)
     if str(worker.address).startswith("tls://"):  # in a thread: the event loop stays free
