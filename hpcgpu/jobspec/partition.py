@@ -2,7 +2,7 @@
 against them before submitting (:func:`hpcgpu.jobspec.queues.check_queue`, for every scheduler).
 
 Where ``sinfo`` cannot answer, that check warns once and changes nothing: the scheduler's
-own answer stands. An unknown partition changes nothing either (sbatch names it).
+own answer stands. A partition sinfo does not list is refused.
 """
 
 from __future__ import annotations
@@ -67,9 +67,16 @@ def slurm_partition_nodes(partition: str | None) -> list[PartitionNode]:
 
 
 def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
-    """What the partition of ``shape.queue`` offers (no nodes for an unknown partition:
-    sbatch's own ``invalid partition specified`` names it)."""
-    return QueueOffer("partition", shape.queue, tuple(slurm_partition_nodes(shape.queue)))
+    """What the partition of ``shape.queue`` offers; a refusal where sinfo does not list it
+    (sbatch would take the job script and refuse only when a job is submitted)."""
+    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
+    text = query(argv, empty=True, shown=3).stdout
+    nodes = tuple(parse_sinfo(text, shape.queue))
+    if shape.queue and not nodes and text.strip():
+        return QueueOffer("partition", shape.queue, refusal=(
+            f"queue={shape.queue!r} is not a partition of this SLURM cluster (sinfo lists "
+            "them)"))
+    return QueueOffer("partition", shape.queue, nodes)
 
 
 def check_cpu_partition(scheduler: str, queue: str | None, cores: int, memory: int) -> None:

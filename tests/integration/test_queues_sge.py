@@ -64,7 +64,7 @@ REFUSED = [
      "of queue 'all.q' has (gpu=4 on vm): use gpus_per_node<=4 and more nodes, or another queue"),
     (dict(gpus_per_node=8), {}, "a host of any queue has (gpu=4 on vm)"),
     (dict(gpus_per_node=1, queue="nosuch"), {}, "queue='nosuch' is not a Grid Engine cluster "
-     "queue (qconf -sql: all.q): use one of them"),
+     "queue (qconf -sql lists them)"),
     (dict(gpus_per_node=1), dict(parallel_environment="nope"), "parallel_environment='nope' does "
      "not exist on this Grid Engine (qconf -spl: mpi, smp): set parallel_environment to one"),
     (dict(nodes=2, gpus_per_node=2, queue="all.q"), dict(multi_node_parallel_environment="mpi"),

@@ -15,6 +15,7 @@ import logging
 import warnings
 from typing import Callable
 
+from hpcgpu.jobspec.queues.listing import alternatives_text, fitting_queues
 from hpcgpu.jobspec.queues.lsf import lsf_offer
 from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, shape_problem
 from hpcgpu.jobspec.queues.pbs import pbs_offer
@@ -66,10 +67,13 @@ def queue_offer(scheduler: str, shape: GPUJobShape, dialect: object = None) -> Q
 
 
 def check_queue(scheduler: str, shape: GPUJobShape, dialect: object = None) -> None:
-    """Raise ``ValueError`` (the field, what the nodes have, the fix) before anything is
-    submitted where ``shape`` cannot run in its queue; nothing where it may, or where the
-    scheduler cannot be asked."""
+    """Raise ``ValueError`` (the field, what the nodes have, the fix, and the queues that
+    exist and can run ``shape`` where the scheduler lists them) before anything is submitted
+    where ``shape`` cannot run in its queue (or the queue does not exist); nothing where it
+    may, or where the scheduler cannot be asked."""
     offer = queue_offer(scheduler, shape, dialect)
     problem = shape_problem(shape, offer) if offer is not None else None
     if problem:
-        raise ValueError(problem)
+        # the queues that could run it, where the scheduler can list them: the fix at hand
+        more = alternatives_text(offer.kind, fitting_queues(scheduler, shape, dialect))
+        raise ValueError(f"{problem}; {more}" if more else problem)

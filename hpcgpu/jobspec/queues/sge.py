@@ -159,10 +159,9 @@ def sge_offer(shape: GPUJobShape, dialect=None) -> QueueOffer:
     if not re.fullmatch(r"[\w.-]+", shape.queue):
         raise QueryUnavailable(f"queue={shape.queue!r} is not one cluster queue name")
     result = commands.run(["qconf", "-sq", shape.queue], check=False, timeout=30)
-    if "No cluster queue" in result.stdout + result.stderr:
-        queues = ", ".join(_qconf("-sql").split())
+    if "No cluster queue" in result.stdout + result.stderr:  # check_queue lists those that fit
         return QueueOffer(**base, refusal=(f"queue={shape.queue!r} is not a Grid Engine cluster "
-                                           f"queue (qconf -sql: {queues}): use one of them"))
+                                           "queue (qconf -sql lists them)"))
     attrs = parse_qconf(_qconf("-sq", shape.queue))
     queue_pes = set(re.findall(r"[\w.-]+", attrs.get("pe_list", ""))) - {"NONE"}
     if pe and pe not in queue_pes:

@@ -1,0 +1,124 @@
+"""A wrong queue or partition is refused by the constructor, before anything is submitted,
+naming the queues that exist and can run the job's shape (#43 item 3).
+
+Real local SLURM 22.05 (partitions debug*, gpu: 4 nodes x 4 h100) and Grid Engine 8.1.9
+(queue all.q: host vm, gpu=4); PBS on the captured answers of the real OpenPBS 23.06.06
+(tests/data/openpbs-23.06.06-*: queue workq, vnodes pbsnode1-2 with ngpus=4, 8 CPUs, 16gb).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster_helpers import recorded_commands
+from hpcgpu import SGECluster, SLURMCluster
+from hpcgpu.jobspec.dialects.pbs import PBSDialect
+from hpcgpu.jobspec.queues import check_queue
+from hpcgpu.jobspec.queues.listing import fitting_queues
+from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.system import commands
+from hpcgpu.system.commands import CommandResult
+
+DATA = Path(__file__).parents[1] / "data"
+SINFO = (DATA / "sinfo-node.txt").read_text()
+OPENPBS = {("qstat", "-Qf", "-F", "json"): "openpbs-23.06.06-qstat-Qf-F-json-workq.json",
+           ("qstat", "-Qf", "-F", "json", "workq"): "openpbs-23.06.06-qstat-Qf-F-json-workq.json",
+           ("pbsnodes", "-av", "-F", "json"): "openpbs-23.06.06-pbsnodes-av-F-json.json"}
+
+
+def answering(table: dict, unknown: tuple[int, str]):
+    """A command runner answering argv from ``table`` (argv -> text or file), else ``unknown``."""
+    def run(argv, timeout, input):
+        found = table.get(tuple(argv))
+        if found is None:
+            return CommandResult(tuple(argv), unknown[0], "", unknown[1])
+        text = (DATA / found).read_text() if found.endswith((".json", ".txt")) else found
+        return CommandResult(tuple(argv), 0, text, "")
+    return run
+
+
+@pytest.fixture
+def captured_slurm():
+    argv = ("sinfo", "--noheader", "--Node", "--format=%N|%c|%m|%G|%P")
+    commands.set_runner(answering({argv: SINFO}, (1, "sinfo: error")))
+    yield
+    commands.set_runner(None)
+
+
+@pytest.fixture
+def captured_pbs():
+    commands.set_runner(answering(OPENPBS, (170, "qstat: Unknown queue nosuch")))
+    yield
+    commands.set_runner(None)
+
+
+def test_slurm_lists_the_partitions_that_fit(captured_slurm):
+    assert fitting_queues("slurm", GPUJobShape.create(gpus_per_node=4)) == ["debug", "gpu"]
+    assert fitting_queues("slurm", GPUJobShape.create(nodes=5)) == []
+    with pytest.raises(ValueError) as refused:
+        check_queue("slurm", GPUJobShape.create(gpus_per_node=2, queue="gpuz"))
+    assert str(refused.value) == (
+        "queue='gpuz' is not a partition of this SLURM cluster (sinfo lists them); "
+        "partitions that exist and can run this job: debug, gpu")
+
+
+def test_pbs_lists_the_queues_that_fit_from_real_answers(captured_pbs):
+    dialect = PBSDialect()
+    assert fitting_queues("pbs", GPUJobShape.create(gpus_per_node=4), dialect) == ["workq"]
+    assert fitting_queues("pbs", GPUJobShape.create(gpus_per_node=4, memory_per_gpu="8GiB"),
+                          dialect) == []  # 32 GiB a node: the vnodes have 16gb
+    with pytest.raises(ValueError) as refused:
+        check_queue("pbs", GPUJobShape.create(gpus_per_node=2, queue="nosuch"), dialect)
+    assert "queue='nosuch' is not a queue of this PBS server" in str(refused.value)
+    assert str(refused.value).endswith("; queues that exist and can run this job: workq")
+    with pytest.raises(ValueError, match="GPUs a node of queue 'workq' has .*; no queue here "
+                                         "can run this job as asked"):
+        check_queue("pbs", GPUJobShape.create(gpus_per_node=8, queue="workq"), dialect)
+
+
+def test_a_scheduler_that_cannot_list_adds_nothing():
+    commands.set_runner(lambda argv, timeout, input: CommandResult(tuple(argv), 127, "", "nope"))
+    try:
+        assert fitting_queues("slurm", GPUJobShape.create()) is None
+        assert fitting_queues("pbs", GPUJobShape.create()) is None
+        assert fitting_queues("lsf", GPUJobShape.create()) is None
+    finally:
+        commands.set_runner(None)
+
+
+def test_the_real_slurm_refuses_an_unknown_partition_in_the_constructor(slurm, tmp_path):
+    with recorded_commands() as seen, pytest.raises(ValueError) as refused:
+        SLURMCluster(gpus_per_node=2, queue="gpuz", log_directory=str(tmp_path))
+    assert str(refused.value) == (
+        "queue='gpuz' is not a partition of this SLURM cluster (sinfo lists them); "
+        "partitions that exist and can run this job: debug, gpu")
+    assert {argv[0] for argv in seen} == {"sinfo"}  # nothing submitted
+
+
+def test_the_real_slurm_names_no_partition_where_none_fits(slurm, tmp_path):
+    with pytest.raises(ValueError, match="use nodes<=4; no partition here can run this job"):
+        SLURMCluster(nodes=5, gpus_per_node=1, queue="gpu", log_directory=str(tmp_path))
+
+
+@pytest.mark.sge
+def test_the_real_sge_refuses_an_unknown_queue_listing_those_that_fit(sge, tmp_path):
+    with recorded_commands() as seen, pytest.raises(ValueError) as refused:
+        SGECluster(gpus_per_node=2, queue="gpu.q", log_directory=str(tmp_path))
+    assert str(refused.value) == (
+        "queue='gpu.q' is not a Grid Engine cluster queue (qconf -sql lists them); "
+        "queues that exist and can run this job: all.q")
+    assert {argv[0] for argv in seen} == {"qconf"}
+    with pytest.raises(ValueError, match="; no queue here can run this job as asked"):
+        check_queue("sge", GPUJobShape.create(gpus_per_node=6, queue="all.q"))
+
+
+def test_jobscript_check_names_the_partitions(slurm):
+    argv = [sys.executable, "-m", "hpcgpu", "jobscript", "slurm", "--queue", "gpuz", "--check"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "REFUSED: queue='gpuz' is not a partition" in done.stderr
+    assert "partitions that exist and can run this job: debug, gpu" in done.stderr
