@@ -25,7 +25,7 @@ from typing import Any, Callable
 __all__ = ["Form", "KeywordTypeError", "count", "check_value", "whole_number", "http_address",
            "MAX_TEXT", "MAX_NODES", "MAX_GPUS_PER_NODE", "MAX_WORKERS", "MAX_SECONDS",
            "FLAG", "TEXT", "PATH", "DURATION", "DURATION_OFF", "WALLTIME", "MEMORY", "SIZE",
-           "TEXTS", "TEXT_OR_TEXTS", "DICT"]
+           "TEXTS", "TEXT_OR_TEXTS", "DICT", "PROTOCOL", "MEMORY_LIMIT"]
 
 #: the longest text any keyword takes (Linux's PATH_MAX): longer is a mistake, not a path
 MAX_TEXT = 4096
@@ -99,6 +99,30 @@ def _size(value: Any) -> Any:
     return value
 
 
+def _memory_limit(value: Any) -> Any:
+    """A worker's host memory limit as distributed reads it: ``"auto"``, a size, bytes or a
+    fraction of the host's memory."""
+    if isinstance(value, str) and value.strip().lower() in ("auto", "none", ""):
+        return value
+    if isinstance(value, str):
+        from dask.utils import parse_bytes
+
+        value = parse_bytes(value)
+    if not 0 <= value <= 2**80:  # nan fails too
+        raise ValueError(value)
+    return value
+
+
+_PROTOCOL = re.compile(r"[a-z][a-z0-9+]*(?:://)?")
+
+
+def _protocol(value: Any) -> Any:
+    """A comm protocol's name (``tcp``, ``tls``, ``ucx``, ``tls://``), nothing else."""
+    if not _PROTOCOL.fullmatch(value):
+        raise ValueError(value)
+    return value
+
+
 def _logging_level(value: Any) -> Any:
     """A level ``logging`` knows (``"error"``, ``40``), as ``silence_logs`` takes it."""
     import logging
@@ -143,6 +167,9 @@ TEXTS = Form((list, tuple), "a list of strings (['a', 'b'])", items=(str,))
 TEXT_OR_TEXTS = Form((str, list, tuple), "a string ('a,b') or a list of strings (['a', 'b'])",
                      items=(str,))
 DICT = Form((dict,), "a dict")
+PROTOCOL = Form((str,), "a protocol: 'tcp', 'tls', 'ucx' or 'ucxx'", parse=_protocol)
+MEMORY_LIMIT = Form((int, float, str), "'auto', bytes, a size ('20GB') or a fraction (0.5)",
+                    parse=_memory_limit)
 
 
 def _shown(value: Any) -> str:

@@ -28,7 +28,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from hpcgpu.jobspec.forms import (DICT, DURATION, DURATION_OFF, FLAG, MAX_GPUS_PER_NODE, MAX_NODES,
-                                  MAX_WORKERS, MEMORY, PATH, SIZE, TEXT, TEXT_OR_TEXTS, TEXTS,
+                                  MAX_WORKERS, MEMORY, MEMORY_LIMIT, PATH, PROTOCOL, SIZE, TEXT,
+                                  TEXT_OR_TEXTS, TEXTS,
                                   WALLTIME, Form, KeywordTypeError, _duration, _logging_level,
                                   check_value, count, http_address, whole_number)
 
@@ -64,9 +65,9 @@ _JOB = {
                                 parse=http_address),
 }
 _NETWORK = {
-    "interface": TEXT, "protocol": TEXT, "transports": TEXT_OR_TEXTS,
+    "interface": TEXT, "protocol": PROTOCOL, "transports": TEXT_OR_TEXTS,
     "scheduler_interface": TEXT, "worker_interface": TEXT, "net_devices": TEXT,
-    "client_protocol": TEXT, "fallback": Form((str, bool), "'tcp', 'tls' or True"),
+    "client_protocol": PROTOCOL, "fallback": Form((str, bool), "'tcp', 'tls' or True"),
     "ucx_environment": DICT, "host": TEXT,
 }
 _GPU = {
@@ -103,7 +104,7 @@ _LOCAL = {
                                  items=(str, int)),
     "gpus": Form((list, tuple), "a list of GPU indices or UUIDs", items=(str, int)),
     "threads_per_worker": count(1, 4096), "nthreads": count(1, 4096),
-    "memory_limit": Form((int, float, str), "'auto', bytes or a size ('20GB')"),
+    "memory_limit": MEMORY_LIMIT,
     "worker_class": Form((type, str), "a Worker class or its dotted name"),
     "scheduler_file": PATH, "worker_options": DICT,
 }

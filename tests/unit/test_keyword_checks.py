@@ -158,7 +158,8 @@ def test_worker_http_address_is_an_address_only(value, tmp_path):
     ("walltime", "99999999-00"), ("poll_interval", ""), ("death_timeout", -1),
     ("replace_ahead", 10**30), ("signal_before_walltime", 10**30), ("silence_logs", "é"),
     ("config_name", "é"), ("device_memory_limit", float("nan")), ("rmm_pool_size", 10**30),
-    ("memory_per_gpu", 10**30), ("memory_per_node", "9" * 400),
+    ("memory_per_gpu", 10**30), ("memory_per_node", "9" * 400), ("protocol", "é"),
+    ("client_protocol", "a b"),
 ])
 def test_values_of_the_right_type_but_no_form_name_the_field(name, value):
     # found by feeding every keyword odd values of every type: IndexError, OverflowError,
@@ -177,4 +178,11 @@ def test_configuration_values_are_checked_as_arguments(key, value, name):
 
     with dask.config.set({key: value}):
         error = _construct(SLURMCluster, "queue", None)
+    assert f"{name}=" in str(error), str(error)
+
+
+@pytest.mark.parametrize("name,value", [("memory_limit", float("nan")), ("memory_limit", -1),
+                                        ("memory_limit", "é"), ("protocol", "é")])
+def test_the_local_clusters_values_name_the_field(name, value):
+    error = _construct(LocalGPUCluster, name, value)
     assert f"{name}=" in str(error), str(error)
