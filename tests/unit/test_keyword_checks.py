@@ -79,6 +79,16 @@ def test_a_keyword_of_the_wrong_type_is_refused_naming_the_field(case, data):
     assert name in str(error), f"{cls_name}({name}={value!r}): {error!r}"
 
 
+@pytest.mark.parametrize("case", CASES, ids="-".join)
+def test_every_keyword_of_every_class_refuses_an_object_and_a_string_for_a_flag(case):
+    # every (class, keyword) once, besides the property test's sample
+    cls_name, name = case
+    values = [object()] + (["false"] if form_of(name).types == (bool,) else [])
+    for value in values:
+        error = _construct(CLASSES[cls_name], name, value)
+        assert name in str(error), f"{cls_name}({name}={value!r}): {error!r}"
+
+
 @pytest.mark.parametrize("name,value", [
     ("python", 10**30), ("protocol", -1), ("net_devices", ["eth0"]),
     ("log_directory", "x" * 100_000), ("death_timeout", "é"), ("scheduler_in_job", "no"),
