@@ -1,4 +1,4 @@
-"""The cluster-mode checks, shared by the SLURM, SGE, PBS-shim and LSF-shim tests."""
+"""The cluster-mode checks, shared by the SLURM, SGE, PBS and LSF-shim tests."""
 
 from __future__ import annotations
 
@@ -42,6 +42,14 @@ def sge_alive(job_id: str) -> bool:
     return job_id in get_dialect("sge").parse_status(out)
 
 
+def pbs_alive(job_id: str) -> bool:
+    """Whether PBS's job (or array element) has not finished (``qstat -x``: job history)."""
+    out = subprocess.run(["qstat", "-x", "-f", "-F", "json", job_id], capture_output=True,
+                         text=True).stdout
+    status = get_dialect("pbs").parse_status(out).get(job_id)
+    return status is not None and not status.finished
+
+
 class RecordedCalls(list):
     """The argvs run, in order; ``failed``: (argv, stderr) of those that exited non-zero
     (a submit that failed transiently and was retried is two calls, one of them failed)."""
@@ -71,15 +79,16 @@ def recorded_commands():
         commands.set_runner(None)
 
 
-@pytest.fixture(params=["pbs", "lsf"], name="make")
+@pytest.fixture(params=["lsf"], name="make")
 def shim_cluster(request, slurm, monkeypatch, clusters):
-    """``make(**options)``: a PBSCluster or LSFCluster whose qsub/bsub/... are the shims.
+    """``make(**options)``: an LSFCluster whose bsub/bjobs/bkill are the shims (PBS runs on
+    the real OpenPBS: tests/integration/test_cluster_pbs.py).
 
     monkeypatch comes first: its PATH is undone only after the clusters have closed (their
     cancels must reach the shims, not a real qdel)."""
-    from hpcgpu import LSFCluster, PBSCluster
+    from hpcgpu import LSFCluster
 
-    name, cls = request.param, {"pbs": PBSCluster, "lsf": LSFCluster}[request.param]
+    name, cls = request.param, {"lsf": LSFCluster}[request.param]
     monkeypatch.setenv("PATH", f"{SHIMS / name}{os.pathsep}{os.environ['PATH']}")
 
     def make(**options):

@@ -120,7 +120,9 @@ def cpu_error_log(scheduler: str, log_directory: str | None, job_name: str | Non
     >>> cpu_error_log("sge", "/logs", "dask-worker", "SGECluster-0", "7")
     '/logs/dask-worker.o7'
     >>> cpu_error_log("pbs", "/logs", "dask-worker", "PBSCluster-0", "8.server")
-    '/logs/dask-worker.e8'
+    '/logs/8.server.ER'
+    >>> cpu_error_log("pbs", None, "dask-worker", "PBSCluster-0", "8.server").rsplit("/", 1)[1]
+    'dask-worker.e8'
     >>> cpu_error_log("lsf", "/logs", "dask-worker", "LSFCluster-0", "9")
     '/logs/LSFCluster-0-9.err'
     """
@@ -134,6 +136,8 @@ def cpu_error_log(scheduler: str, log_directory: str | None, job_name: str | Non
             iter(glob.glob(f"{directory}/{job_name or 'worker'}-{job_id}.*err")), path)
     if scheduler == "lsf":
         return f"{directory}/{worker_name or 'worker'}-{job_id}.err"
-    # SGE: -j y puts stderr in the .o file; PBS: <name>.e<sequence number>.
+    if scheduler == "pbs" and log_directory:
+        return f"{directory}/{job_id}.ER"  # -e dir/: <job id>.ER (real OpenPBS)
+    # SGE: -j y puts stderr in the .o file; PBS without a directory: <name>.e<sequence number>.
     stream = "o" if scheduler == "sge" else "e"
     return f"{directory}/{job_name}.{stream}{job_id.split('.')[0]}"

@@ -80,6 +80,8 @@ class JobRecord:
     started: float | None = None
     retiring: bool = False
     pool: str | None = None
+    #: the scheduler's own words for its state at the last poll (PBS's comment, SLURM's reason)
+    reason: str = ""
 
     def info(self) -> JobInfo:
         """A frozen snapshot."""

@@ -4,7 +4,9 @@ One status command per interval for all of a cluster's jobs. A job that ends is 
 the fleet's spec at once (the fix for dask/distributed#9102, where dead grouped workers were
 never dropped and adaptive scaling stalled); one that ended before its workers connected is
 reported with its state, exit code, first errors and stderr tail, and replaced while fewer than
-``max_failed_jobs`` have failed that way (dask-jobqueue#11, #643). One the scheduler puts back
+``max_failed_jobs`` have failed that way (dask-jobqueue#11, #643), except one that failed at once
+(:data:`AT_ONCE`): its replacement would run the same script the same way, so none is submitted
+and waiting for workers fails with its report after that first job. One the scheduler puts back
 in its queue after it ran (SLURM requeues the jobs of a failed node by default, ``JobRequeue=1``,
 then holds them about two minutes) has lost its workers: unless the cluster asked for requeues
 (``requeue=True``), it is cancelled and replaced at once, like a job that ended.
@@ -25,9 +27,14 @@ from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
 from hpcgpu.jobspec.dialects import JobStatus
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
-__all__ = ["JobMonitor"]
+__all__ = ["AT_ONCE", "JobMonitor"]
 
 logger = logging.getLogger("hpcgpu.cluster")
+
+#: Seconds: a job that exits non-zero within this time of starting (or before a poll saw it
+#: run), no worker of it ever connected, failed in its script or its environment (a launcher
+#: option the site's MPI refuses, a python that is not there), not on a bad node.
+AT_ONCE = 10.0
 
 
 def _nothing() -> None:
@@ -76,11 +83,13 @@ class JobMonitor:
         #: What happened to running jobs: walltime replacements, unexpected ends.
         self.events: list[str] = []
         self.status_failures = 0
+        #: A job failed at once (:data:`AT_ONCE`): replacements would fail the same way.
+        self.failed_at_once = False
 
     @property
     def gave_up(self) -> bool:
-        """Too many jobs failed to start: submit no more."""
-        return len(self.failures) >= self.max_failed_jobs
+        """Too many jobs failed to start, or one failed at once: submit no more."""
+        return self.failed_at_once or len(self.failures) >= self.max_failed_jobs
 
     def may_submit(self) -> bool:
         """False, said in the log, once too many jobs failed to start."""
@@ -136,6 +145,7 @@ class JobMonitor:
         if status is not None:
             record.state, record.nodes = status.state, status.nodes or record.nodes
             record.exit_code = status.exit_code
+            record.reason = status.reason if status.reason not in ("None", "") else record.reason
             if status.state == "running" and record.started is None:
                 record.started = time.monotonic()
             elif status.state == "pending":
@@ -161,6 +171,10 @@ class JobMonitor:
         if record.exit_code not in (None, 0) and record.state == "completed":
             record.state = "failed"
         self._report(record)
+        ran = time.monotonic() - (record.started or time.monotonic())
+        if record.state == "failed" and not record.fully_started and not record.connected \
+                and ran < AT_ONCE and record.exit_code not in (None, 0):
+            self.failed_at_once = True
         # dask/distributed#9102: drop the dead job from the spec so that plans and
         # adaptive scaling see it gone, then replace it up to the failure limit.
         self.fleet.spec.pop(record.name, None)
@@ -200,6 +214,8 @@ class JobMonitor:
             report = failure_report(
                 record.info(), log, storm or exception_lines(text),
                 *(["ended: its workers were restarted again and again"] * bool(storm)))
+            if record.reason:
+                report += f"\nthe scheduler says: {record.reason}"
             self.failures.append(report)
             logger.error("%s", report)
         elif record.retiring:
@@ -223,11 +239,11 @@ class JobMonitor:
         if max(missing.values()) <= 0 or not self.running():
             return
         if self.gave_up:
+            why = (f"the last failed within {AT_ONCE:g} s of starting: a replacement would fail "
+                   "the same way" if self.failed_at_once else f"max_failed_jobs={self.max_failed_jobs}")
             logger.error(
-                "%d job(s) ended before their workers connected; not submitting more "
-                "(max_failed_jobs=%d). See cluster.failures and cluster.job_table().",
-                len(self.failures), self.max_failed_jobs,
-            )
+                "%d job(s) ended before their workers connected; not submitting more (%s). "
+                "See cluster.failures and cluster.job_table().", len(self.failures), why)
             self.give_up()
             return
         for pool, count in missing.items():

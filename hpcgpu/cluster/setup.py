@@ -74,7 +74,7 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     limits = _limits(opts["limits"] or {})
     shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
-    launcher = get_launcher(opts["launcher"] or dialect.default_launcher,
+    launcher = get_launcher(opts["launcher"] or dialect.launcher_for(shape),
                             one_task_per=opts["one_task_per"])
     dialect.validate(shape)  # first: what this scheduler needs for the shape
     launcher.validate(shape, dialect.multi_node_launchers)

@@ -118,8 +118,9 @@ class Allocation:
 
     @property
     def default_launcher(self) -> str:
-        """The batch system's usual launcher; ``direct`` on one node of SGE or no scheduler."""
-        if self.nodes == 1 and self.scheduler in ("sge", None):
+        """The batch system's usual launcher; ``direct`` on one node of SGE, PBS (whose sites'
+        ``mpiexec`` differ: Open MPI's refuses PALS' ``--ppn``) or no scheduler."""
+        if self.nodes == 1 and self.scheduler in ("sge", "pbs", None):
             return "direct"
         return DEFAULT_LAUNCHERS[self.scheduler]
 

@@ -1,6 +1,7 @@
-"""Job arrays of PBSCluster and LSFCluster through the command shims (tests/shims), which run
-the real array scripts under the local SLURM: ``-J 0-K`` / ``-J "name[1-K]"`` become
-``sbatch --array``, and the shims answer with PBS Pro's and LSF's element ids."""
+"""Job arrays of LSFCluster through the command shims (tests/shims/lsf), which run the real
+array scripts under the local SLURM: ``-J "name[1-K]"`` becomes ``sbatch --array``, and the
+shims answer with LSF's element ids. PBS arrays (``qsub -J``) run on the real OpenPBS
+(test_cluster_pbs.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cluster_helpers import shim_cluster, squeue_state  # noqa: F401 (the make f
 from hpcgpu.jobspec.dialects.arrays import element_index
 
 pytestmark = pytest.mark.slurm
-SUBMIT = {"pbs": "qsub", "lsf": "bsub"}  # the script on standard input
+SUBMIT = {"lsf": "bsub"}  # the script on standard input
 
 
 def test_shim_scale_up_is_one_array_then_elements_retire(make):

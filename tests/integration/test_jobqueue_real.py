@@ -101,7 +101,7 @@ def test_slurmrunner_script_runs_with_one_import_changed(form, slurm, tmp_path):
 
 
 @pytest.mark.slurm
-@pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
+@pytest.mark.parametrize("scheduler", ["lsf"])  # PBS: the real OpenPBS, test_cluster_pbs.py
 def test_pbs_and_lsf_cpu_workers_through_the_shims(scheduler, slurm, monkeypatch, clusters):
     """dask-jobqueue's #PBS/#BSUB scripts through tests/shims (run under SLURM, directives
     translated, unknown ones refused): what a real PBS/LSF would do is not verified here.
@@ -121,11 +121,11 @@ def test_pbs_and_lsf_cpu_workers_through_the_shims(scheduler, slurm, monkeypatch
 
 
 @pytest.mark.slurm
-@pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
+@pytest.mark.parametrize("scheduler", ["lsf"])  # PBS: the real OpenPBS, test_cluster_pbs.py
 def test_pbs_and_lsf_cpu_job_failing_at_start_is_reported(scheduler, slurm, monkeypatch,
                                                          clusters):
-    """The stderr file is found where dask-jobqueue's directives put it (PBS <name>.e<id>,
-    LSF <worker name>-<id>.err)."""
+    """The stderr file is found where dask-jobqueue's directives put it (LSF
+    <worker name>-<id>.err)."""
     import os
     from pathlib import Path
 

@@ -1,12 +1,14 @@
 """PBS Pro and LSF: the job shape checked against what the queue's nodes offer, before
-qsub/bsub. No PBS or LSF server runs here: the fixtures (tests/data/pbs-*, lsf-*) are written
-from the documented output formats (their first line says so), and the shims
-(tests/shims/pbs, tests/shims/lsf) answer the same queries from the local SLURM.
+qsub/bsub. The fixtures (tests/data/pbs-*, lsf-*) are written from the documented output
+formats (their first line says so); PBS's queries are also answered by the real OpenPBS
+23.06.06 (and its captured answers, tests/data/openpbs-*), LSF's by the shims
+(tests/shims/lsf) from the local SLURM.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -149,7 +151,7 @@ def test_no_command_warns_once_and_lets_the_job_go(scheduler, monkeypatch):
         assert queue_offer(scheduler, shape, DIALECTS[scheduler]) is None
 
 
-@pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
+@pytest.mark.parametrize("scheduler", ["lsf"])
 @pytest.mark.parametrize("options, words", [
     (dict(gpus_per_node=8), "gpus_per_node=8 is more than the 4 GPUs"),
     (dict(gpus_per_node=1, gpu_type="a100", queue="gpu"), "gpu_type='a100': the"),
@@ -158,17 +160,51 @@ def test_no_command_warns_once_and_lets_the_job_go(scheduler, monkeypatch):
 ])
 def test_the_shims_answer_and_nothing_is_submitted(slurm, monkeypatch, tmp_path, scheduler,
                                                    options, words):
-    from hpcgpu import LSFCluster, PBSCluster
+    from hpcgpu import LSFCluster
 
     monkeypatch.setenv("PATH", f"{SHIMS / scheduler}{os.pathsep}{os.environ['PATH']}")
-    cls = {"pbs": PBSCluster, "lsf": LSFCluster}[scheduler]
     with recorded_commands() as seen, pytest.raises(ValueError, match=words):
-        cls(**{"launcher": "direct", **options}, log_directory=str(tmp_path))
+        LSFCluster(**{"launcher": "direct", **options}, log_directory=str(tmp_path))
     assert not {argv[0] for argv in seen} & {"qsub", "bsub", "sh"}, seen
     assert seen  # asked the (shim) scheduler
 
 
-@pytest.mark.parametrize("scheduler", ["pbs", "lsf"])
+@pytest.mark.pbs
+@pytest.mark.parametrize("options, words", [
+    (dict(gpus_per_node=8), "gpus_per_node=8 is more than the 4 GPUs a node of any queue has "
+     "(ngpus=4 on pbsnode1, pbsnode2)"),
+    (dict(gpus_per_node=1, gpu_type="a100"), "gpu_type='a100': the nodes of any queue do not "
+     "say their GPU type"),
+    (dict(gpus_per_node=1, queue="nosuch"), "queue='nosuch' is not a queue of this PBS server"),
+    (dict(nodes=5, gpus_per_node=1, launcher="mpiexec"), "nodes=5 is more than the 2 node(s)"),
+])
+def test_the_real_pbs_answers_and_nothing_is_submitted(pbs, tmp_path, options, words):
+    from hpcgpu import PBSCluster
+
+    with recorded_commands() as seen, pytest.raises(ValueError, match=re.escape(words)):
+        PBSCluster(**options, log_directory=str(tmp_path))
+    assert "qsub" not in {argv[0] for argv in seen} and seen, seen  # asked, submitted nothing
+
+
+@pytest.mark.pbs
+def test_the_real_pbs_accepts_what_fits(pbs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QueueCheckWarning)
+        check_queue("pbs", GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=2,
+                                              memory_per_gpu="4GiB", queue="workq"), PBSDialect())
+
+
+def test_the_real_pbs_answers_parse():
+    """``pbsnodes -av -F json`` and ``qstat -Qf -F json workq`` of OpenPBS 23.06.06 (the
+    natural vnode of the mom has nothing; the jobs go to pbsnode1, pbsnode2)."""
+    nodes = parse_pbsnodes((DATA / "openpbs-23.06.06-pbsnodes-av-F-json.json").read_text())
+    assert [(n.name, n.cpus, n.memory // 2**30, n.gpus) for n in nodes if n.cpus] == [
+        ("pbsnode1", 8, 16, (("", 4),)), ("pbsnode2", 8, 16, (("", 4),))]
+    queue = parse_queue((DATA / "openpbs-23.06.06-qstat-Qf-F-json-workq.json").read_text(), "workq")
+    assert queue["queue_type"] == "Execution" and queue["enabled"] == "True"
+
+
+@pytest.mark.parametrize("scheduler", ["lsf"])
 def test_the_shims_accept_what_fits(slurm, monkeypatch, scheduler):
     monkeypatch.setenv("PATH", f"{SHIMS / scheduler}{os.pathsep}{os.environ['PATH']}")
     with warnings.catch_warnings():

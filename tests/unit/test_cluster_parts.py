@@ -5,6 +5,7 @@ planner, the submitter (spec -> jobs) and the scaling policy."""
 from __future__ import annotations
 
 import asyncio
+import time
 import warnings
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from hpcgpu.cluster import scaling
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobRecord
-from hpcgpu.cluster.monitor import JobMonitor
+from hpcgpu.cluster.monitor import AT_ONCE, JobMonitor
 from hpcgpu.cluster.pools import Pool
 from hpcgpu.cluster.setup import prepare
 from hpcgpu.cluster.submitter import JobSubmitter
@@ -146,7 +147,7 @@ def submitted(fleet, name, job_id, **record):
 def test_monitor_reports_a_job_that_failed_to_start_and_replaces_it(tmp_path, commands):
     fleet = fleet_of(pool(tmp_path, job_name="w"))
     fleet.scale_to(1, "default", dict, lambda: True)
-    job = submitted(fleet, "c-0", "41")
+    job = submitted(fleet, "c-0", "41", started=time.monotonic() - AT_ONCE - 1)  # not at once
     (tmp_path / "w-41.err").write_text("start\nImportError: no module named x\nend\n")
     commands.answers["squeue"] = (0, "41|FAILED|node1|NonZeroExitCode\n")
     commands.answers["scontrol"] = (0, "JobState=FAILED ExitCode=3:0\n")
@@ -159,6 +160,21 @@ def test_monitor_reports_a_job_that_failed_to_start_and_replaces_it(tmp_path, co
     assert "job c-0 (id 41) ended before its workers connected" in report
     assert "ImportError: no module named x" in report
     assert list(fleet.spec) == ["c-1"] and calls.reconcile == 1  # replaced
+
+
+def test_monitor_gives_up_after_a_job_that_failed_at_once(tmp_path, commands):
+    """Exit 1 before a poll saw it run: the job's script or environment, not its node; no
+    replacement, and the report carries the scheduler's own words."""
+    fleet = fleet_of(pool(tmp_path))
+    fleet.scale_to(1, "default", dict, lambda: True)
+    submitted(fleet, "c-0", "46")
+    commands.answers["squeue"] = (0, "46|FAILED|node1|NonZeroExitCode\n")
+    commands.answers["scontrol"] = (0, "JobState=FAILED ExitCode=1:0\n")
+    monitor, calls = monitor_of(fleet)
+    asyncio.run(monitor.poll())
+    assert monitor.failed_at_once and monitor.gave_up and len(monitor.failures) == 1
+    assert "the scheduler says: NonZeroExitCode" in monitor.failures[0]
+    assert fleet.spec == {} and calls.give_up == 1 and calls.reconcile == 0
 
 
 def test_monitor_gives_up_after_max_failed_jobs(tmp_path, commands):

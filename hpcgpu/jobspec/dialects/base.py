@@ -107,6 +107,10 @@ class Dialect:
         """Raise ``ValueError`` when this site cannot run ``shape``."""
         shape.check_fits(self.limits)
 
+    def launcher_for(self, shape: GPUJobShape) -> str:
+        """The launcher a job of ``shape`` uses when none is named."""
+        return self.default_launcher
+
     def submit_argv(self, script_path: str | None = None) -> list[str]:
         """The command that submits a job script file, or (``None``) the script on its
         standard input: nothing on disk that another user could swap before it is read."""

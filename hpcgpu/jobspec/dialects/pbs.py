@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -19,6 +18,23 @@ _STATES = {"Q": "pending", "H": "pending", "W": "pending", "T": "pending", "S": 
            "F": "completed"}
 #: PBS Pro's Exit_status for a job deleted by qdel while running (JOB_EXEC_KILL...).
 _KILLED = {-1, 271, 265}
+
+
+def _ended(code: int | None, comment: str) -> str:
+    """How a finished job (``F``/``X``) ended, from its ``Exit_status`` and the server's comment.
+
+    No exit status: it never ran (deleted while queued). ``... and terminated by <user>``:
+    qdel'd while running, whatever exit status the mom recorded (OpenPBS 23.06 without cgroups
+    records 0, PBS Pro usually 271).
+
+    Examples
+    --------
+    >>> _ended(None, ""), _ended(0, "Job run at ... and terminated by root@pbs01"), _ended(3, "")
+    ('cancelled', 'cancelled', 'failed')
+    """
+    if code is None or " and terminated by " in comment or code in _KILLED or code >= 256:
+        return "cancelled"
+    return "completed" if code == 0 else "failed"
 
 
 @dataclass(frozen=True)
@@ -103,16 +119,37 @@ class PBSDialect(Dialect):
         jobs = {}
         for job_id, info in data.get("Jobs", {}).items():
             state = _STATES.get(info.get("job_state", ""), "unknown")
-            code = info.get("Exit_status")
-            if state == "completed" and code is not None and code != 0:
-                state = "cancelled" if code in _KILLED or code >= 256 else "failed"
+            code, comment = info.get("Exit_status"), str(info.get("comment", ""))
+            if state == "completed":
+                state = _ended(code, comment)
             hosts = [c.split("/")[0] for c in str(info.get("exec_host", "")).split("+") if c]
             jobs[job_id] = JobStatus(job_id, state, tuple(dict.fromkeys(hosts)),
-                                     exit_code=code, reason=info.get("comment", ""))
+                                     exit_code=code, reason=comment)
         return jobs
 
+    def launcher_for(self, shape: GPUJobShape) -> str:
+        """``direct`` for one node, else ``mpiexec``.
+
+        A one-node job needs no launcher, and PBS sites differ in their ``mpiexec`` (Cray
+        PALS and MPICH take ``--ppn``, Open MPI refuses it and exits 1 at once).
+
+        Examples
+        --------
+        >>> from hpcgpu.jobspec.resources import GPUJobShape
+        >>> d = PBSDialect()
+        >>> d.launcher_for(GPUJobShape.create(gpus_per_node=1)), d.launcher_for(
+        ...     GPUJobShape.create(nodes=2, gpus_per_node=4))
+        ('direct', 'mpiexec')
+        """
+        return "direct" if shape.nodes == 1 else self.default_launcher
+
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
-        # -j oe -o dir/: PBS writes <name>.o<sequence number>
-        # an array element 123[4].server writes <name>.o123.4
-        sequence = re.sub(r"\[(\d+)\]", r".\1", job_id.split(".")[0])
-        return f"{log_directory}/{job_name}.o{sequence}"
+        """``-j oe -o dir/``: PBS (OpenPBS and PBS Pro) writes ``dir/<job id>.OU``, the whole
+        id, server and array index included (``12[3].server.OU``), not ``<name>.o<seq>``.
+
+        Examples
+        --------
+        >>> PBSDialect().error_log("hpcgpu", "5.pbs01", "logs")
+        'logs/5.pbs01.OU'
+        """
+        return f"{log_directory}/{job_id}.OU"

@@ -1,8 +1,8 @@
 """What a PBS Pro queue offers: ``qstat -Qf -F json QUEUE`` and ``pbsnodes -av -F json``.
 
-No PBS server runs where hpcgpu is tested: the parsers follow the documented JSON of PBS Pro
-(OpenPBS) 19+ and are tested on fixtures written from it (``tests/data/pbs-*.json``) and on
-the PBS shims (``tests/shims/pbs``), which answer from the local SLURM.
+The parsers follow the documented JSON of PBS Pro (OpenPBS) 19+ and are tested on fixtures
+written from it (``tests/data/pbs-*.json``), on captured answers and live on the real OpenPBS
+23.06.06 of the tests (``tests/integration/test_queues_pbs_lsf.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,127 @@
+"""PBSCluster against the real OpenPBS 23.06.06 (tests/schedulers/pbs/start): 2 vnodes of
+4 fake GPUs (``ngpus``), ``CUDA_VISIBLE_DEVICES`` set by a mom hook, PBS's own commands
+first on PATH (Grid Engine's qsub/qstat/qdel are installed on the same host)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from array_helpers import check_scale_up_one_array_then_down
+from conftest import wait_for
+from cluster_helpers import (FAST, check_adapt, check_failing_job_reported,
+                             check_scale_up_and_down, gpu_placement, pbs_alive)
+from distributed import Client
+from hpcgpu import PBSCluster
+from test_jobqueue_real import CPU, check_cpu_scale_up_and_down
+
+pytestmark = pytest.mark.pbs
+
+
+@pytest.fixture
+def make(pbs, clusters):  # pbs first: PATH is undone after the clusters closed
+    def make(**options):
+        return clusters(PBSCluster, **{**FAST, **options})
+    return make
+
+
+def test_one_gpu_job_as_a_new_user_writes_it(make):
+    """The issue's case: PBSCluster(gpus_per_node=1) and scale(jobs=1), nothing else said.
+    Its worker connects on the GPU PBS's hook gave the job."""
+    cluster = make(gpus_per_node=1)
+    cluster.scale(jobs=1)
+    cluster.wait_for_workers(gpus=1, timeout=90)
+    (job,) = cluster.jobs
+    assert job.job_id.endswith(".vm-pbs") or "." in job.job_id
+    with Client(cluster) as client:
+        (place,) = gpu_placement(client).values()
+        assert place["cuda_visible_devices"] in "0123" and place["job_id"] == job.job_id
+        assert client.submit(lambda: 6 * 7).result() == 42
+    qstat = subprocess.run(["qstat", "-f", job.job_id], capture_output=True, text=True).stdout
+    assert "Resource_List.ngpus = 1" in qstat and "exec_vnode = (pbsnode" in qstat
+
+
+def test_job_failing_at_once_is_reported_after_the_first_with_its_own_words(make):
+    """A launcher this host's mpiexec (Open MPI's) does not take: the job exits 1 at once.
+    Waiting fails after that one job, naming mpiexec's error and PBS's own comment."""
+    cluster = make(gpus_per_node=1, launcher="mpiexec")
+    cluster.scale(jobs=1)
+    with pytest.raises(RuntimeError, match="ended before their workers connected") as error:
+        cluster.wait_for_workers(gpus=1, timeout=90)
+    text = str(error.value)
+    assert 'mpiexec: Error: unknown option "--ppn"' in text, text
+    assert "and failed" in text, text  # PBS's comment: "Job run at ... on (pbsnode1:...) and failed"
+    assert len(cluster.jobs) == 1 and len(cluster.failures) == 1, cluster.job_table()
+    (job,) = cluster.jobs
+    assert job.state == "failed" and job.exit_code == 1
+
+
+def test_scale_up_and_down_in_whole_jobs(make):
+    cluster = make(gpus_per_node=2)
+    assert "#PBS -l select=1:ncpus=2:ngpus=2" in cluster.job_script()
+    check_scale_up_and_down(cluster, gpus_per_job=2, jobs=2, job_alive=pbs_alive)
+
+
+def test_adapt(make):
+    check_adapt(make(gpus_per_node=2), gpus_per_job=2, max_jobs=2)
+
+
+def test_failing_job_reported_with_its_stderr(make):
+    """The job script's python check ends it (exit 2), saying what to do (#43); its words
+    are read from PBS's own output file (``<job id>.OU``)."""
+    cluster = make(gpus_per_node=1, python="/nonexistent/bin/python3")
+    text = check_failing_job_reported(cluster, within=60)
+    (job,) = cluster.jobs
+    assert job.state == "failed" and job.exit_code == 2
+    assert job.job_id + ".OU" in text
+    assert "/nonexistent/bin/python3 (not found) on " in job.stderr_tail
+    assert "name theirs with python=" in job.stderr_tail
+
+
+def test_scale_up_is_one_array_then_elements_retire(make):
+    """scale(gpus=4) of one-GPU jobs: one ``qsub -J``, four elements ``N[i].server``."""
+
+    def array_of(job_id: str) -> str | None:
+        out = subprocess.run(["qstat", "-x", "-f", "-F", "json", job_id], capture_output=True,
+                             text=True).stdout
+        return json.loads(out or "{}").get("Jobs", {}).get(job_id, {}).get("array_id")
+
+    check_scale_up_one_array_then_down(make(gpus_per_node=1), "pbs", "qsub", gpus=4, keep=2,
+                                       array_of=array_of)
+
+
+def test_cpu_workers_in_dask_jobqueue_jobs(make):
+    """dask-jobqueue's own PBSJob script (cores, processes, memory) on the real server."""
+    cluster = make(**CPU)
+    assert "#PBS -l select=1:ncpus=2:mem=1908MB" in cluster.job_header  # dask-jobqueue's 2GB
+    check_cpu_scale_up_and_down(cluster, pbs_alive)
+
+
+def test_cpu_job_failing_at_start_is_reported(make):
+    """Its stderr is read where dask-jobqueue's ``-e dir/`` puts it: ``<job id>.ER``."""
+    cluster = make(**CPU, python="/nonexistent/bin/python3")
+    message = check_failing_job_reported(cluster, within=60)
+    assert "No such file or directory" in message and ".ER" in message, message
+
+
+def test_qdel_by_hand_is_seen_dropped_and_replaced(make):
+    """qdel of a running job (OpenPBS here records Exit_status 0 for it): the cluster sees
+    it cancelled, drops it and adapt replaces it; scale(jobs=0) qdels the replacement."""
+    cluster = make(gpus_per_node=1)
+    cluster.adapt(minimum_jobs=1, maximum_jobs=1, interval="300ms")
+    cluster.wait_for_workers(gpus=1, timeout=90)
+    (first,) = cluster.jobs
+    assert first.state == "running" and first.nodes == ("vm-pbs",)
+    subprocess.run(["qdel", first.job_id], check=True)
+    wait_for(lambda: first.name not in cluster.worker_spec, 30, what="the deleted job dropped")
+    wait_for(lambda: len(cluster.jobs) == 2 and cluster.jobs[1].job_id, 30, what="a replacement")
+    assert cluster.jobs[0].state == "cancelled", cluster.job_table()
+    assert f"job {first.name} (id {first.job_id}) ended while its workers were connected" in (
+        " ".join(cluster.events))
+    cluster.wait_for_workers(gpus=1, timeout=90)
+    second = cluster.jobs[1]
+    cluster.scale(jobs=0)  # stops adapt too
+    wait_for(lambda: not pbs_alive(second.job_id), 60, what="the replacement qdel'd")
+    assert not cluster.failures
