@@ -25,7 +25,7 @@ from typing import Any, Callable
 __all__ = ["Form", "KeywordTypeError", "count", "check_value", "whole_number", "http_address",
            "MAX_TEXT", "MAX_NODES", "MAX_GPUS_PER_NODE", "MAX_WORKERS", "MAX_SECONDS",
            "FLAG", "TEXT", "PATH", "DURATION", "DURATION_OFF", "WALLTIME", "MEMORY", "SIZE",
-           "TEXTS", "TEXT_OR_TEXTS", "DICT", "PROTOCOL", "MEMORY_LIMIT"]
+           "TEXTS", "TEXT_OR_TEXTS", "DICT", "PROTOCOL", "MEMORY_LIMIT", "LISTEN"]
 
 #: the longest text any keyword takes (Linux's PATH_MAX): longer is a mistake, not a path
 MAX_TEXT = 4096
@@ -113,6 +113,16 @@ def _memory_limit(value: Any) -> Any:
     return value
 
 
+_LISTEN = re.compile(r"(?:[A-Za-z0-9_.-]*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
+
+
+def _listen(value: Any) -> Any:
+    """A host, ``host:port``, ``:port`` or a port, as distributed's listen addresses."""
+    if not value or not _LISTEN.fullmatch(value):
+        raise ValueError(value)
+    return value
+
+
 _PROTOCOL = re.compile(r"[a-z][a-z0-9+]*(?:://)?")
 
 
@@ -167,6 +177,8 @@ TEXTS = Form((list, tuple), "a list of strings (['a', 'b'])", items=(str,))
 TEXT_OR_TEXTS = Form((str, list, tuple), "a string ('a,b') or a list of strings (['a', 'b'])",
                      items=(str,))
 DICT = Form((dict,), "a dict")
+LISTEN = Form((str,), "an address: a host, 'host:port' or ':port' ('localhost:8787', ':0')",
+              parse=_listen)
 PROTOCOL = Form((str,), "a protocol: 'tcp', 'tls', 'ucx' or 'ucxx'", parse=_protocol)
 MEMORY_LIMIT = Form((int, float, str), "'auto', bytes, a size ('20GB') or a fraction (0.5)",
                     parse=_memory_limit)

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from hpcgpu.jobspec.forms import (DICT, DURATION, DURATION_OFF, FLAG, MAX_GPUS_PER_NODE, MAX_NODES,
-                                  MAX_WORKERS, MEMORY, MEMORY_LIMIT, PATH, PROTOCOL, SIZE, TEXT,
-                                  TEXT_OR_TEXTS, TEXTS,
-                                  WALLTIME, Form, KeywordTypeError, _duration, _logging_level,
-                                  check_value, count, http_address, whole_number)
+from hpcgpu.jobspec.forms import (DICT, DURATION, DURATION_OFF, FLAG, LISTEN, MAX_GPUS_PER_NODE,
+                                  MAX_NODES, MAX_WORKERS, MEMORY, MEMORY_LIMIT, PATH, PROTOCOL, SIZE,
+                                  TEXT, TEXT_OR_TEXTS, TEXTS, WALLTIME, Form, KeywordTypeError,
+                                  _duration, _logging_level, check_value, count, http_address,
+                                  whole_number)
 
 __all__ = ["KEYWORDS", "KeywordTypeError", "MAX_WORKERS", "check_keywords", "form_of",
            "http_address", "whole_number"]
@@ -59,7 +59,7 @@ _JOB = {
     "python": TEXT, "death_timeout": DURATION, "local_directory": PATH, "log_directory": PATH,
     "shared_temp_directory": PATH, "shebang": TEXT, "job_extra_directives": TEXTS,
     "job_directives_skip": TEXTS, "job_script_prologue": TEXTS, "job_script_epilogue": TEXTS,
-    "worker_extra_args": TEXTS, "scheduler_options": DICT, "dashboard_address": TEXT,
+    "worker_extra_args": TEXTS, "scheduler_options": DICT, "dashboard_address": LISTEN,
     "site": DICT, "limits": DICT, "profile": TEXT, "scheduler_in_job": FLAG,
     "worker_http_address": Form((str,), "an address host:port (':9100', '10.1.0.5:0')",
                                 parse=http_address),
@@ -68,7 +68,7 @@ _NETWORK = {
     "interface": TEXT, "protocol": PROTOCOL, "transports": TEXT_OR_TEXTS,
     "scheduler_interface": TEXT, "worker_interface": TEXT, "net_devices": TEXT,
     "client_protocol": PROTOCOL, "fallback": Form((str, bool), "'tcp', 'tls' or True"),
-    "ucx_environment": DICT, "host": TEXT,
+    "ucx_environment": DICT, "host": LISTEN,
 }
 _GPU = {
     "device_memory_limit": SIZE, "enable_cudf_spill": FLAG, "cudf_spill_stats": count(0, 2),

@@ -192,7 +192,8 @@ def test_configuration_values_are_checked_as_arguments(key, value, name):
 
 
 @pytest.mark.parametrize("name,value", [("memory_limit", float("nan")), ("memory_limit", -1),
-                                        ("memory_limit", "é"), ("protocol", "é")])
+                                        ("memory_limit", "é"), ("protocol", "é"), ("host", "a b"),
+                                        ("dashboard_address", "é")])
 def test_the_local_clusters_values_name_the_field(name, value):
     error = _construct(LocalGPUCluster, name, value)
     assert f"{name}=" in str(error), str(error)
