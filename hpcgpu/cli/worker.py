@@ -8,7 +8,9 @@ without a GPU, one worker on the CPU. It runs ``python -m hpcgpu.worker`` in thi
 
 Differences (docs/migrating.md): workers are named ``<name>-0-<i>`` (dask-cuda:
 ``<name>-<i>``); without ``--rmm-*`` flags each worker gets hpcgpu's RMM pool (dask-cuda:
-none); a worker's dashboard starts only with ``--dashboard`` or ``--dashboard-address``;
+none); a worker's dashboard starts only with ``--dashboard`` or ``--dashboard-address``, and
+its HTTP server (``/health``, ``/metrics``) listens on ``127.0.0.1`` unless
+``--dashboard-address`` says otherwise (dask-cuda: every interface);
 ``--multiprocessing-method`` defaults to forked-server (dask-cuda: spawn);
 ``--worker-class`` replaces hpcgpu's ``GPUWorker`` (give a subclass of it to keep the GPU
 set-up).
@@ -102,7 +104,9 @@ def entry_argv(scheduler: str | None, values: dict, given: set[str], gpus: int,
 @click.option("--resources", default="", help='Task resources, like "GPU=2 MEM=10e9".')
 @click.option("--dashboard/--no-dashboard", default=True, show_default=True,
               help="A dashboard per worker (hpcgpu: only when this or --dashboard-address is given).")
-@click.option("--dashboard-address", default=":0", show_default=True, help="The workers' dashboard address.")
+@click.option("--dashboard-address", default=None,
+              help="Where each worker's HTTP server (and dashboard) listens. Default: "
+                   "127.0.0.1:0, this node only (dask-cuda: :0, every interface).")
 @click.option("--local-directory", default=None, help="Directory for temporary and spilled files.")
 @click.option("--scheduler-file", default=None, help="The scheduler's JSON file.")
 @click.option("--protocol", default=None, help="tcp, tls, ucx or ucxx.")
