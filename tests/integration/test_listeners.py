@@ -17,7 +17,7 @@ from distributed import Client
 from batchtools import OMPI_ROOT, ROOT, job_output, processes_with, slurm_finished
 from cluster_helpers import FAST
 from conftest import wait_for
-from hpcgpu import LocalGPUCluster, SLURMCluster
+from hpcgpu import LocalGPUCluster, SGECluster, SLURMCluster
 from listeners import account, check_against_table, listening, with_descendants
 
 
@@ -35,6 +35,21 @@ def test_cluster_mode_listeners_are_the_tables(slurm, clusters):
         info = client.scheduler_info(n_workers=-1)
     jobs = [job.job_id for job in cluster.jobs if job.job_id]
     pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"SLURM_JOB_ID={job}")])
+    assert pids, f"no process of jobs {jobs} found"
+    seen, stray = account(_own_sockets_since(before) + listening(pids), info)
+    check_against_table("cluster", seen, stray)
+
+
+@pytest.mark.sge
+def test_cluster_mode_on_grid_engine_listens_as_the_table_says(sge, clusters):
+    before = {(s["ip"], s["port"]) for s in listening([os.getpid()])}
+    cluster = clusters(SGECluster, gpus_per_node=2, profile="sge-gpu", **FAST)
+    cluster.scale(gpus=2)
+    cluster.wait_for_workers(gpus=2, timeout=180)
+    with Client(cluster) as client:
+        info = client.scheduler_info(n_workers=-1)
+    jobs = [job.job_id for job in cluster.jobs if job.job_id]
+    pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"JOB_ID={job}")])
     assert pids, f"no process of jobs {jobs} found"
     seen, stray = account(_own_sockets_since(before) + listening(pids), info)
     check_against_table("cluster", seen, stray)
