@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import dask
@@ -42,25 +40,13 @@ from hpcgpu.array.fused.batch import run_alike_chains
 from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
+from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
 
 __all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH",
-           "Settings", "ArrayOptimizer"]
+           "Settings", "ArrayOptimizer", "cluster_threads", "TASKS_PER_THREAD"]
 
 #: leaves per fused task: one first-level partial reduction of a 2-D sum (4 x 4 blocks)
 DEFAULT_WIDTH = 16
-
-#: names of the arrays hpcgpu.array made, for graphs that reach the optimiser as plain dicts
-#: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark`)
-_MARKED: set = set()
-
-#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
-#: chains batched, a task costs little Python, and smaller tasks get the GPU going sooner:
-#: array-sum on one H200, best of 3 twice: 4 per thread (9 tasks) 0.82 s, 8 (21) 0.71-0.76 s,
-#: 16 (57) 0.71 s (benchmarks/results/history.md, 2026-11-23)
-TASKS_PER_THREAD = 16
-
-#: the key of the mark in a layer's ``collection_annotations``
-_LAYER_MARK = "hpcgpu.array"
 
 
 def mark(array):
@@ -75,18 +61,15 @@ def mark(array):
     --------
     >>> import dask.array as da
     >>> x = mark(da.ones(4, chunks=2, name="made-by-hpcgpu"))
-    >>> _holds_hpcgpu_array(x.__dask_graph__()), _holds_hpcgpu_array((x + 1).__dask_graph__())
+    >>> holds_hpcgpu_array(x.__dask_graph__()), holds_hpcgpu_array((x + 1).__dask_graph__())
     (True, True)
-    >>> _holds_hpcgpu_array(da.ones(4, chunks=2, name="a-plain-dask-array").__dask_graph__())
+    >>> holds_hpcgpu_array(da.ones(4, chunks=2, name="a-plain-dask-array").__dask_graph__())
     False
 
     Dask names an array after its inputs, so a plain ``da.ones(...)`` with the same
     arguments as an ``ha.ones(...)`` made before is the same array, and gets the passes too.
     """
-    _MARKED.add(array.name)
-    layer = array.dask.layers.get(array.name) if isinstance(array.dask, HighLevelGraph) else None
-    if layer is not None:
-        layer.collection_annotations = {**(layer.collection_annotations or {}), _LAYER_MARK: True}
+    mark_layer(array)
     _install()
     return array
 
@@ -97,66 +80,6 @@ def _install() -> None:
     ``array_optimize`` wins, and ``hpcgpu.array.fuse-width: 0`` turns the passes off."""
     if dask.config.get("array_optimize", None) is None:
         dask.config.set(array_optimize=ArrayOptimizer())
-
-
-def _holds_hpcgpu_array(dsk, scope: str | None = None) -> bool:
-    """Whether the graph holds an array of :func:`mark`, or the scope is every array."""
-    if (scope or dask.config.get("hpcgpu.array.scope", "hpcgpu")) == "all":
-        return True
-    if isinstance(dsk, HighLevelGraph):
-        return any((layer.collection_annotations or {}).get(_LAYER_MARK) for layer in dsk.layers.values()) \
-            or not _MARKED.isdisjoint(dsk.layers)
-    return any((k[0] if isinstance(k, tuple) else k) in _MARKED for k in dsk)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What the optimiser reads, as the client had it when it sent the graph.
-
-    Parameters
-    ----------
-    width : int or "auto"
-        ``hpcgpu.array.fuse-width``: leaves per fused task, ``auto``, or < 2 for off.
-    pushdown : bool
-        ``hpcgpu.array.slice-pushdown``.
-    scope : str
-        ``hpcgpu.array.scope``: ``hpcgpu`` (graphs holding an hpcgpu array) or ``all``.
-    fuse_active : bool or None
-        Dask's ``optimization.fuse.active`` (False turns hpcgpu's passes off too).
-    threads : int
-        Worker threads of the client's cluster, for ``width="auto"``.
-    fused_kernels : object
-        ``hpcgpu.array.fused-kernels`` (:func:`~hpcgpu.array.fused.fused_backends`).
-    tasks_per_thread : int
-        ``hpcgpu.array.tasks-per-thread``: fused tasks per worker thread that ``width="auto"``
-        aims at (:func:`auto_width`).
-
-    Examples
-    --------
-    >>> with dask.config.set({"hpcgpu.array.fuse-width": 8}):
-    ...     Settings.current().width
-    8
-    """
-
-    width: int | str = "auto"
-    pushdown: bool = True
-    scope: str = "hpcgpu"
-    fuse_active: bool | None = None
-    threads: int = 1
-    fused_kernels: Any = "auto"
-    tasks_per_thread: int = TASKS_PER_THREAD
-
-    @classmethod
-    def current(cls) -> "Settings":
-        """The settings of this process's Dask config and default client."""
-        width = dask.config.get("hpcgpu.array.fuse-width", "auto")
-        return cls(width=width if width == "auto" else int(width),
-                   pushdown=bool(dask.config.get("hpcgpu.array.slice-pushdown", True)),
-                   scope=str(dask.config.get("hpcgpu.array.scope", "hpcgpu")),
-                   fuse_active=dask.config.get("optimization.fuse.active", None),
-                   threads=cluster_threads(),
-                   fused_kernels=dask.config.get("hpcgpu.array.fused-kernels", "auto"),
-                   tasks_per_thread=int(dask.config.get("hpcgpu.array.tasks-per-thread", TASKS_PER_THREAD)))
 
 
 class ArrayOptimizer:
@@ -289,7 +212,7 @@ def optimize(dsk, keys, settings: Settings | None = None, **kwargs):
     """
     settings = settings or Settings.current()
     off = settings.width != "auto" and int(settings.width) < 2
-    if off or settings.fuse_active is False or not _holds_hpcgpu_array(dsk, settings.scope):
+    if off or settings.fuse_active is False or not holds_hpcgpu_array(dsk, settings.scope):
         return dask_array_optimize(dsk, keys, **kwargs)
     with _gc_paused():
         return _optimize(dsk, list(dask.core.flatten(keys)), settings)
@@ -309,18 +232,6 @@ def auto_width(leaves: int, threads: int, per_thread: int = TASKS_PER_THREAD) ->
     78
     """
     return max(DEFAULT_WIDTH, leaves // max(1, per_thread * threads))
-
-
-def cluster_threads() -> int:
-    """Worker threads of the default Dask client's cluster (as its last scheduler update
-    says: no round trip here), or this machine's cores where there is no client."""
-    try:
-        from distributed import default_client
-
-        identity = getattr(default_client(), "_scheduler_identity", None) or {}
-    except (ImportError, ValueError):  # no distributed, or no client: the local scheduler
-        identity = {}
-    return int(identity.get("total_threads") or 0) or (os.cpu_count() or 1)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,124 @@
+"""Which graphs get hpcgpu's passes, and with which settings, wherever the scheduler runs.
+
+Dask runs a collection's optimiser where the graph is materialised: on the scheduler,
+which under ``hpcgpu run``, ``scheduler_in_job`` or a separate ``dask scheduler`` is
+another process, with its own config and no client. So nothing the optimiser reads may
+live in one process's memory: an hpcgpu array's mark travels in its layer
+(:func:`mark_layer`), and :class:`~hpcgpu.array.optimization.ArrayOptimizer` carries the
+client's settings (:class:`Settings`) when it is pickled with the graph.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+from dask.highlevelgraph import HighLevelGraph
+
+__all__ = ["mark_layer", "holds_hpcgpu_array", "Settings", "cluster_threads", "TASKS_PER_THREAD"]
+
+#: names of the arrays hpcgpu.array made, for graphs that reach the optimiser as plain dicts
+#: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark`)
+_MARKED: set = set()
+
+#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
+#: chains batched, a task costs little Python, and smaller tasks get the GPU going sooner:
+#: array-sum on one H200, best of 3 twice: 4 per thread (9 tasks) 0.82 s, 8 (21) 0.71-0.76 s,
+#: 16 (57) 0.71 s (benchmarks/results/history.md, 2026-11-23)
+TASKS_PER_THREAD = 16
+
+#: the key of the mark in a layer's ``collection_annotations``
+_LAYER_MARK = "hpcgpu.array"
+
+
+def mark_layer(array) -> None:
+    """Mark ``array`` (a :class:`dask.array.Array`) as hpcgpu's: in its layer's
+    ``collection_annotations`` (metadata Dask itself only displays), which travel with the
+    graph, and by name for graphs that reach the optimiser as plain dicts in this process.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> x = da.ones(4, chunks=2, name="marked-by-scope")
+    >>> mark_layer(x)
+    >>> holds_hpcgpu_array((x + 1).__dask_graph__())
+    True
+    """
+    _MARKED.add(array.name)
+    layer = array.dask.layers.get(array.name) if isinstance(array.dask, HighLevelGraph) else None
+    if layer is not None:
+        layer.collection_annotations = {**(layer.collection_annotations or {}), _LAYER_MARK: True}
+
+
+def holds_hpcgpu_array(dsk, scope: str | None = None) -> bool:
+    """Whether the graph holds an array of :func:`mark`, or the scope is every array."""
+    if (scope or dask.config.get("hpcgpu.array.scope", "hpcgpu")) == "all":
+        return True
+    if isinstance(dsk, HighLevelGraph):
+        return any((layer.collection_annotations or {}).get(_LAYER_MARK) for layer in dsk.layers.values()) \
+            or not _MARKED.isdisjoint(dsk.layers)
+    return any((k[0] if isinstance(k, tuple) else k) in _MARKED for k in dsk)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the optimiser reads, as the client had it when it sent the graph.
+
+    Parameters
+    ----------
+    width : int or "auto"
+        ``hpcgpu.array.fuse-width``: leaves per fused task, ``auto``, or < 2 for off.
+    pushdown : bool
+        ``hpcgpu.array.slice-pushdown``.
+    scope : str
+        ``hpcgpu.array.scope``: ``hpcgpu`` (graphs holding an hpcgpu array) or ``all``.
+    fuse_active : bool or None
+        Dask's ``optimization.fuse.active`` (False turns hpcgpu's passes off too).
+    threads : int
+        Worker threads of the client's cluster, for ``width="auto"``.
+    fused_kernels : object
+        ``hpcgpu.array.fused-kernels`` (:func:`~hpcgpu.array.fused.fused_backends`).
+    tasks_per_thread : int
+        ``hpcgpu.array.tasks-per-thread``: fused tasks per worker thread that ``width="auto"``
+        aims at (:func:`auto_width`).
+
+    Examples
+    --------
+    >>> with dask.config.set({"hpcgpu.array.fuse-width": 8}):
+    ...     Settings.current().width
+    8
+    """
+
+    width: int | str = "auto"
+    pushdown: bool = True
+    scope: str = "hpcgpu"
+    fuse_active: bool | None = None
+    threads: int = 1
+    fused_kernels: Any = "auto"
+    tasks_per_thread: int = TASKS_PER_THREAD
+
+    @classmethod
+    def current(cls) -> "Settings":
+        """The settings of this process's Dask config and default client."""
+        width = dask.config.get("hpcgpu.array.fuse-width", "auto")
+        return cls(width=width if width == "auto" else int(width),
+                   pushdown=bool(dask.config.get("hpcgpu.array.slice-pushdown", True)),
+                   scope=str(dask.config.get("hpcgpu.array.scope", "hpcgpu")),
+                   fuse_active=dask.config.get("optimization.fuse.active", None),
+                   threads=cluster_threads(),
+                   fused_kernels=dask.config.get("hpcgpu.array.fused-kernels", "auto"),
+                   tasks_per_thread=int(dask.config.get("hpcgpu.array.tasks-per-thread", TASKS_PER_THREAD)))
+
+
+def cluster_threads() -> int:
+    """Worker threads of the default Dask client's cluster (as its last scheduler update
+    says: no round trip here), or this machine's cores where there is no client."""
+    try:
+        from distributed import default_client
+
+        identity = getattr(default_client(), "_scheduler_identity", None) or {}
+    except (ImportError, ValueError):  # no distributed, or no client: the local scheduler
+        identity = {}
+    return int(identity.get("total_threads") or 0) or (os.cpu_count() or 1)
