@@ -16,6 +16,7 @@ SUBCOMMANDS = [
     ("bench", "hpcgpu.cli.bench", "bench"),
     ("demo", "hpcgpu.cli.demo", "demo"),
     ("doctor", "hpcgpu.cli.doctor", "doctor"),
+    ("logs", "hpcgpu.cli.logs", "logs"),
 ]
 
 

@@ -33,6 +33,7 @@ from hpcgpu.system.threadsignals import block_here
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_table import JobTable, format_table, html_table
+from hpcgpu.cluster.logs import DEFAULT_LINES, gather_logs
 from hpcgpu.cluster.monitor import JobMonitor
 from hpcgpu.cluster.pools import DEFAULT_POOL
 from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
@@ -201,6 +202,27 @@ class BatchCluster(JobQueueCluster):
     def job_table(self) -> str:
         """:attr:`jobs` as a plain-text table."""
         return format_table(self.jobs)
+
+    async def _get_logs(self, cluster=True, scheduler=True, workers=True, jobs=True,
+                        lines=DEFAULT_LINES):
+        return await gather_logs(self, cluster_log=cluster, scheduler=scheduler,
+                                 workers=workers, jobs=jobs, lines=lines)
+
+    def get_logs(self, cluster=True, scheduler=True, workers=True, jobs=True,
+                 lines=DEFAULT_LINES):
+        """The cluster's, the Dask scheduler's, and per job its stdout/stderr files (ended
+        jobs too, until pruned) and its workers' Dask logs: the last ``lines`` lines of each
+        (None: all). See :func:`hpcgpu.cluster.logs.gather_logs`.
+
+        Examples
+        --------
+        >>> logs = cluster.get_logs(lines=20)  # doctest: +SKIP
+        >>> print(logs["job SLURMCluster-0 (4242) stderr"])  # doctest: +SKIP
+        """
+        return self.sync(self._get_logs, cluster=cluster, scheduler=scheduler,
+                         workers=workers, jobs=jobs, lines=lines)
+
+    logs = get_logs  # the name users of older distributed and dask-jobqueue know
 
     @property
     def failures(self) -> list[str]:
