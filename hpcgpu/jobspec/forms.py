@@ -93,8 +93,9 @@ def _duration(value: Any) -> Any:
 
 
 def _size(value: Any) -> Any:
-    """A device size as a number: finite, not negative, at most an exbibyte."""
-    if isinstance(value, (int, float)) and not 0 <= value <= 2**60:
+    """A device size as a number: finite, at most an exbibyte (a negative one is refused by
+    its own check, :func:`~hpcgpu.jobspec.gpuoptions.check_device_bytes`, with its words)."""
+    if isinstance(value, (int, float)) and not value <= 2**60 or value != value:  # nan
         raise ValueError(value)
     return value
 
