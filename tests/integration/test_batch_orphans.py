@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from hpcgpu.runner.signals import SIGTERM_BUDGET
 from batchtools import processes_with, sbatch_wrap, slurm_finished, slurm_state
 from conftest import wait_for
 
@@ -34,8 +33,9 @@ open(sys.argv[1], "w").write("started")
 time.sleep(300)
 """
 
-#: seconds between two looks at the scheduler (docs/batch.md)
-SCHEDULER_SEEN = 0.2
+#: docs/batch.md: hpcgpu run has ended within 5 s of its scheduler's death (0.2 s to see
+#: it, the script's SIGKILL 3 s later, then the workers' stop and its own exit)
+SCHEDULER_GONE = 5.0
 
 #: docs/batch.md: after a SIGKILL of ``hpcgpu run`` its children get SIGTERM at once and
 #: SIGKILL 4 s later (the SIGTERM budget); the issue's bound is 5 s.
@@ -59,6 +59,14 @@ def run_pid(job_id: str) -> int:
     found = [pid for pid, cmd in processes_with(f"SLURM_JOB_ID={job_id}") if "-m hpcgpu run" in cmd]
     assert len(found) == 1, processes_with(f"SLURM_JOB_ID={job_id}")
     return found[0]
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` has not exited (a zombie has: only its parent's wait is pending)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def unblocked_threads(pid: int) -> list[str]:
@@ -113,7 +121,7 @@ def test_a_dead_scheduler_ends_the_run(slurm, tmp_path):
         run = run_pid(job_id)
         os.kill(scheduler[0], signal.SIGKILL)
         killed = time.monotonic()
-        while os.path.exists(f"/proc/{run}") and time.monotonic() - killed < 60:
+        while running(run) and time.monotonic() - killed < 60:
             time.sleep(0.05)
         took = time.monotonic() - killed
         state = wait_for(lambda: slurm_finished(job_id), 30, 0.2, what=f"job {job_id} to end")
@@ -125,5 +133,4 @@ def test_a_dead_scheduler_ends_the_run(slurm, tmp_path):
     assert f"the Dask scheduler (pid {scheduler[0]}) was killed by signal 9 while the script ran" in log, log[-4000:]
     assert "hpcgpu run: scheduler lost: exit status 1" in log, log[-4000:]
     print(f"scheduler killed to hpcgpu run gone: {took:.1f} s")
-    # docs/batch.md: seen within 0.2 s, ended within the 4 s budget (its script SIGKILLed 1 s before)
-    assert took < SCHEDULER_SEEN + SIGTERM_BUDGET, log[-4000:]
+    assert took < SCHEDULER_GONE, log[-4000:]
