@@ -30,8 +30,10 @@ there, or give log_directory a directory the nodes share
                 f"is on a node-local filesystem ({local_type}), so a job that ran on another "
                 "node wrote its logs on that node; read them there, or give log_directory a "
                 "directory the nodes share")
-    return (f"no log of job {job_id} in {directory}: it is not your job, its logs went to "
-            "another log directory (--log-directory), or they were pruned (hpcgpu.log-retention)")
+    return (f"no log of job {job_id} in {directory}: it is still running and the scheduler "
+            "copies its output here when it ends (PBS; LSF unless LSB_STDOUT_DIRECT=Y), it is "
+            "not your job, its logs went to another log directory (--log-directory), or they "
+            "were pruned (hpcgpu.log-retention)")
 
 
 @click.command()

@@ -22,8 +22,9 @@ __all__ = ["DEFAULT_LINES", "job_log_files", "gather_logs"]
 
 
 def job_log_files(error_log: str, state: str, nodes: tuple[str, ...],
-                  lines: int | None = DEFAULT_LINES) -> list[LogFile]:
-    """The job's stdout/stderr files read back (see :func:`hpcgpu.system.joblogs.read_log`)."""
+                  lines: int | None = DEFAULT_LINES, scheduler: str = "") -> list[LogFile]:
+    """The job's stdout/stderr files read back (see :func:`hpcgpu.system.joblogs.read_log`);
+    a file not there says why (:func:`hpcgpu.system.joblogs.missing_reason`)."""
     directory = os.path.dirname(error_log) or "."
     out = []
     try:
@@ -36,7 +37,7 @@ def job_log_files(error_log: str, state: str, nodes: tuple[str, ...],
             try:
                 out.append(LogFile(label, path, read_log(held, os.path.basename(path), lines)))
             except FileNotFoundError:
-                why = missing_reason(path, state, nodes, node_local_type(directory))
+                why = missing_reason(path, state, nodes, node_local_type(directory), scheduler)
                 out.append(LogFile(label, path, None, why))
             except OSError as error:
                 out.append(LogFile(label, path, None, str(error)))
@@ -73,7 +74,7 @@ async def gather_logs(cluster: Any, *, cluster_log: bool = True, scheduler: bool
         if jobs and record.job_id:
             label = f"job {record.name} ({record.job_id})"
             files = job_log_files(cluster.monitor.error_log(record), record.state,
-                                  record.nodes, lines)
+                                  record.nodes, lines, cluster.monitor.dialect.name)
             for file in files:
                 logs[f"{label} {file.label}"] = Log(f"# {file.path}\n{file.show()}")
         for name in sorted(n for n in by_name if cluster.job_key(n) == record.name):

@@ -7,8 +7,9 @@ user can swap what is below it) and held open; each file is opened relative to i
 and must belong to this user (the scheduler writes a job's files as the job's owner, so
 another user's job is refused). Only the last lines are read.
 
-A file that is not there is explained: not written yet, pruned, or, where the directory is on
-a node-local filesystem and the job ran on another host, not reachable from here.
+A file that is not there is explained: not written yet, kept on the node until the job ends
+(PBS, LSF), pruned, or, where the directory is on a node-local filesystem and the job ran on
+another host, not reachable from here.
 """
 
 from __future__ import annotations
@@ -199,14 +200,21 @@ def _this_host(nodes: tuple[str, ...]) -> bool:
     return bool(nodes) and all(n in names or n.split(".")[0] in names for n in nodes)
 
 
+#: Schedulers that keep a running job's output on its node and copy it to the log directory
+#: when the job ends (PBS always; LSF unless the site sets LSB_STDOUT_DIRECT=Y).
+SPOOLING = {"pbs": "PBS", "lsf": "LSF (unless the site sets LSB_STDOUT_DIRECT=Y)"}
+
+
 def missing_reason(path: str, state: str, nodes: tuple[str, ...] = (),
-                   local_type: str | None = None) -> str:
+                   local_type: str | None = None, scheduler: str = "") -> str:
     """Why a job's log file is not there, in words a user can act on.
 
     Examples
     --------
     >>> missing_reason("/l/j-1.out", "pending")
     '/l/j-1.out: not written yet (the job is pending)'
+    >>> print(missing_reason("/l/7.pbs01.OU", "running", ("n1",), None, "pbs"))
+    /l/7.pbs01.OU: not here until the job ends: PBS keeps a running job's output on its first node (n1) and copies it here when the job ends
     >>> print(missing_reason("/scratch/j-1.out", "running", ("node7",), "xfs"))
     /scratch/j-1.out: not reachable from here: /scratch is on a node-local filesystem (xfs) and \
 the job ran on node7, not on this host; read it there (ssh node7 tail /scratch/j-1.out), or \
@@ -215,6 +223,10 @@ home)
     """
     if state in ("submitting", "pending"):
         return f"{path}: not written yet (the job is {state})"
+    if scheduler in SPOOLING and state in ("running", "retiring", "completing", "unknown"):
+        return (f"{path}: not here until the job ends: {SPOOLING[scheduler]} keeps a running "
+                f"job's output on its first node ({nodes[0] if nodes else 'of the job'}) and "
+                "copies it here when the job ends")
     if local_type and nodes and not _this_host(nodes):
         return (f"{path}: not reachable from here: {os.path.dirname(path)} is on a node-local "
                 f"filesystem ({local_type}) and the job ran on {','.join(nodes)}, not on this "

@@ -1,8 +1,8 @@
 """Job logs to the user (#43 item 7): ``cluster.get_logs()``/``cluster.logs()`` per job (the
 files the scheduler wrote) and per worker (its Dask log), ended jobs included; ``hpcgpu logs
 JOB_ID`` for the user's own jobs, never through a link; "not reachable from here" for a
-node-local log directory. On the real local SLURM 22.05 (nodes node1-4 on host vm) and Grid
-Engine 8.1.9.
+node-local log directory. On the real local SLURM 22.05 (nodes node1-4 on host vm), Grid
+Engine 8.1.9 and OpenPBS 23.06.06 (which copies a job's output when the job ends).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from cluster_helpers import FAST
 from conftest import wait_for
-from hpcgpu import SGECluster, SLURMCluster
+from hpcgpu import PBSCluster, SGECluster, SLURMCluster
 from hpcgpu.cluster.logs import job_log_files
 
 PROLOGUE = ["echo said-on-stdout", "echo said-on-stderr >&2"]
@@ -26,33 +26,35 @@ def hpcgpu_logs(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
-def check_logs_of_a_job(cluster, streams: list[str]) -> tuple[str, str]:
-    """Scale to one job, check its logs while it runs and after it ended; (job id, name)."""
+def check_logs_of_a_job(cluster, streams: list[str], spooled: bool = False) -> tuple[str, str]:
+    """Scale to one job, check its logs while it runs and after it ended; (job id, name).
+    ``spooled``: the scheduler copies the job's output to the log directory when it ends."""
     cluster.scale(jobs=1)
     cluster.wait_for_workers(gpus=1, timeout=180)
     job = cluster.jobs[0]
     worker = job.workers[0]
     label = f"job {job.name} ({job.job_id})"
-    wait_for(lambda: "said-on-stderr" in cluster.get_logs(workers=False)[f"{label} {streams[-1]}"],
+    said = "not here until the job ends" if spooled else "said-on-stderr"
+    wait_for(lambda: said in cluster.get_logs(workers=False)[f"{label} {streams[-1]}"],
              timeout=60, what="the job's stderr")
     logs = cluster.get_logs()
     assert list(logs)[:2] == ["Cluster", "Scheduler"]
     assert [k for k in logs if k.startswith(("job ", "worker "))] == [
         *(f"{label} {s}" for s in streams), f"worker {worker}"]
-    assert "said-on-stdout" in logs[f"{label} {streams[0]}"]
+    assert ("not here" if spooled else "said-on-stdout") in logs[f"{label} {streams[0]}"]
     assert "distributed.worker" in logs[f"worker {worker}"]  # its Dask log, from the worker
     assert "Register worker" in logs["Scheduler"]
     stamps = [line[:23] for line in logs["Scheduler"].splitlines() if line[:2] == "20"]
     assert stamps == sorted(stamps)  # oldest first, as in a file
     assert list(cluster.logs(lines=1)) == list(logs)
     # the last N lines: the path line, then N lines of the file
-    assert all(len(cluster.logs(lines=1, workers=False)[f"{label} {s}"].splitlines()) == 2
-               for s in streams)
+    assert spooled or all(len(cluster.logs(lines=1, workers=False)[f"{label} {s}"].splitlines())
+                          == 2 for s in streams)
     cluster.scale(jobs=0)
     wait_for(lambda: cluster.jobs[0].state in ("completed", "cancelled", "failed"),
              timeout=120, what="the job's end")
-    ended = cluster.get_logs(workers=False)
-    assert "said-on-stdout" in ended[f"{label} {streams[0]}"]  # until pruned
+    wait_for(lambda: "said-on-stdout" in cluster.get_logs(workers=False)[f"{label} {streams[0]}"],
+             timeout=60, what="the ended job's stdout")  # kept until pruned
     return job.job_id, job.name
 
 
@@ -80,6 +82,15 @@ def test_sge_job_logs_one_file_for_both_streams(sge, clusters, tmp_path):
     done = hpcgpu_logs(job_id, "--log-directory", str(tmp_path / "logs"))
     assert done.returncode == 0 and "said-on-stderr" in done.stdout, done.stderr
     assert done.stdout.startswith(f"==> {tmp_path / 'logs'}/hpcgpu.o{job_id} <==")
+
+
+@pytest.mark.pbs
+def test_pbs_job_logs_copied_when_the_job_ends(pbs, clusters, tmp_path):
+    cluster = clusters(PBSCluster, **FAST, gpus_per_node=1, job_script_prologue=PROLOGUE)
+    job_id, _ = check_logs_of_a_job(cluster, ["stdout+stderr"], spooled=True)
+    done = hpcgpu_logs(job_id, "--log-directory", str(tmp_path / "logs"))
+    assert done.returncode == 0 and "said-on-stderr" in done.stdout, done.stderr
+    assert done.stdout.startswith(f"==> {tmp_path / 'logs'}/{job_id}.OU <==")
 
 
 def test_the_command_shows_only_your_own_files_never_through_a_link(tmp_path):

@@ -116,6 +116,17 @@ def test_the_real_sge_refuses_an_unknown_queue_listing_those_that_fit(sge, tmp_p
         check_queue("sge", GPUJobShape.create(gpus_per_node=6, queue="all.q"))
 
 
+@pytest.mark.pbs
+def test_the_real_pbs_refuses_an_unknown_queue_listing_those_that_fit(pbs, tmp_path):
+    from hpcgpu import PBSCluster
+
+    with recorded_commands() as seen, pytest.raises(ValueError) as refused:
+        PBSCluster(gpus_per_node=2, queue="gpuq", log_directory=str(tmp_path))
+    assert str(refused.value).startswith("queue='gpuq' is not a queue of this PBS server")
+    assert str(refused.value).endswith("; queues that exist and can run this job: workq")
+    assert "qsub" not in {argv[0] for argv in seen}
+
+
 def test_jobscript_check_names_the_partitions(slurm):
     argv = [sys.executable, "-m", "hpcgpu", "jobscript", "slurm", "--queue", "gpuz", "--check"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
