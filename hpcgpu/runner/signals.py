@@ -21,8 +21,9 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, s
 #: later (30 by default, less at some sites), to the scheduler, workers and script as well.
 SIGTERM_BUDGET = 4.0
 #: Seconds of that budget kept for what follows the script when the scheduler died (the
-#: client, the workers, the interpreter's exit: 0.5 s measured), so that the run has ended
-#: within the budget: nothing is left to wait for, the batch system need not step in.
+#: client, the workers, the interpreter's exit: 0.5 s measured, 0.7 s with both cores
+#: busy): nothing is left to wait for, so the run ends about when the budget is up
+#: (docs/batch.md promises 5 s from the scheduler's death).
 AFTER_SCRIPT = 1.0
 
 
@@ -57,8 +58,8 @@ class Stop:
 
     def check(self, scheduler: Child | None, during: str) -> bool:
         """Whether the run must stop: a signal came, or ``scheduler`` has exited (said once;
-        then the run has ended within :data:`SIGTERM_BUDGET`, the script stopped
-        :data:`AFTER_SCRIPT` s before that)."""
+        then the whole stop has :data:`SIGTERM_BUDGET` s, the script's part of it
+        :data:`AFTER_SCRIPT` s less)."""
         if self.signum is None and self.lost is None:
             self.lost = lost(scheduler, during)
             if self.lost is not None:
