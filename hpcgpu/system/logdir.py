@@ -4,7 +4,7 @@ Job logs used to land in ``./hpcgpu-logs`` of whatever directory the notebook ra
 piled up there. The default is now one directory per user, outside the working directory,
 on the filesystem the nodes share with the login node (the home directory):
 ``$XDG_CACHE_HOME/hpcgpu/logs`` (``~/.cache/hpcgpu/logs``). Job logs in it (``*.out``,
-``*.err``, PBS/SGE ``*.o<id>``/``*.e<id>``) older than ``hpcgpu.log-retention`` (7 days)
+``*.err``, PBS/SGE ``*.o<id>``/``*.e<id>``, PBS ``<id>.OU``/``<id>.ER``) older than ``hpcgpu.log-retention`` (7 days)
 are removed when a cluster starts. A ``log_directory`` you choose is never pruned.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 __all__ = ["default_log_directory", "prune_job_logs", "is_job_log"]
 
-_JOB_LOG = re.compile(r"(\.(out|err)|\.[oe]\d+(\.\d+)?)$")
+_JOB_LOG = re.compile(r"(\.(out|err|OU|ER)|\.[oe]\d+(\.\d+)?)$")  # .OU/.ER: PBS -o dir/
 
 
 def default_log_directory(environ: dict | None = None) -> str:
@@ -39,6 +39,8 @@ def is_job_log(name: str) -> bool:
 
     >>> [is_job_log(n) for n in ("hpcgpu-17.err", "3.out", "hpcgpu.o12", "hpcgpu.e12.3", "key.pem")]
     [True, True, True, True, False]
+    >>> [is_job_log(n) for n in ("37.vm-pbs.OU", "8.server.ER", "12[3].server.OU")]
+    [True, True, True]
     """
     return bool(_JOB_LOG.search(name))
 

@@ -23,6 +23,16 @@ def test_only_old_job_logs_are_pruned(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c-scheduler.json", "key.pem", "new.err"]
 
 
+def test_pbs_job_logs_are_pruned_too(tmp_path):
+    """OpenPBS writes ``-o dir/`` as ``<job id>.OU`` (``.ER`` for dask-jobqueue's CPU jobs)."""
+    now = time.time()
+    for name in ("37.vm-pbs.OU", "8.vm-pbs.ER", "12[3].vm-pbs.OU"):
+        (tmp_path / name).write_text("x")
+        os.utime(tmp_path / name, (now - 8 * 86400, now - 8 * 86400))
+    assert len(prune_job_logs(tmp_path, 7 * 86400, now=now)) == 3
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_default_is_the_user_cache_not_the_working_directory(tmp_path, monkeypatch):
     cache, work = tmp_path / "cache", tmp_path / "work"
     work.mkdir()
