@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -56,12 +57,16 @@ def test_every_keyword_of_every_class_has_a_form():
 
 
 def _construct(cls, name: str, value) -> BaseException:
-    """The error ``cls(name=value)`` raises (and closes a cluster that was built)."""
+    """The error ``cls(name=value)`` raises, having submitted nothing and started no process
+    (and closes a cluster that was built)."""
+    children = {p.pid for p in psutil.Process().children(recursive=True)}
     with recorded_commands() as calls:
         try:
             made = cls(**({name: value} if value is not None else {}))
         except (ValueError, TypeError) as error:
             assert not [c for c in calls if c[0] in ("sbatch", "qsub", "bsub")], calls
+            started = {p.pid for p in psutil.Process().children(recursive=True)} - children
+            assert not started, f"{cls.__name__}({name}={value!r}) started processes {started}"
             return error
     close = getattr(made, "close", None)
     if close is not None:
