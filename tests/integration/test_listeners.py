@@ -114,3 +114,16 @@ def test_cluster_mode_with_the_scheduler_in_a_job_listens_as_the_table_says(slur
 
 def _port_of(address: str) -> int:
     return int(address.rpartition(":")[2])
+
+
+@pytest.mark.slurm
+def test_gpurunner_listeners_are_the_tables(slurm, tmp_path):
+    out = tmp_path / "listeners.json"
+    argv = ["srun", "--nodes=1", "--ntasks=2", "--gpus-per-task=1", "--cpus-per-task=1",
+            "--mem=2G", "--time=5", "--job-name=hpcgpu-listeners", sys.executable,
+            str(ROOT / "tests" / "listeners_batch_script.py"), str(out), "2", "--runner"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(out.read_text())
+    seen, stray = account(found["sockets"], found["info"])
+    check_against_table("GPURunner", seen, stray)
