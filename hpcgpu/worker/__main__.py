@@ -14,7 +14,7 @@ import click
 
 from hpcgpu.jobspec.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_flags
 from hpcgpu.jobspec.dialects.arrays import element_name
-from hpcgpu.runner.processes import start_process
+from hpcgpu.system.spawn import start_process
 from hpcgpu.system.schedfile import address_from_file
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.http import http_argv
