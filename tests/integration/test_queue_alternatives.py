@@ -3,7 +3,8 @@ naming the queues that exist and can run the job's shape (#43 item 3).
 
 Real local SLURM 22.05 (partitions debug*, gpu: 4 nodes x 4 h100) and Grid Engine 8.1.9
 (queue all.q: host vm, gpu=4); PBS on the captured answers of the real OpenPBS 23.06.06
-(tests/data/openpbs-23.06.06-*: queue workq, vnodes pbsnode1-2 with ngpus=4, 8 CPUs, 16gb).
+(tests/data/openpbs-23.06.06-*: queue workq, vnodes pbsnode1-2 with ngpus=4, 8 CPUs, 16gb)
+and the real OpenPBS; LSF on fixtures written from its documented output (no LSF here).
 """
 
 from __future__ import annotations
@@ -80,12 +81,36 @@ def test_pbs_lists_the_queues_that_fit_from_real_answers(captured_pbs):
         check_queue("pbs", GPUJobShape.create(gpus_per_node=8, queue="workq"), dialect)
 
 
+def derived(name: str) -> str:
+    """A fixture written from a documented format, without its first line (which says so)."""
+    return (DATA / name).read_text().split("\n", 1)[1]
+
+
+def test_lsf_lists_its_open_queues_that_fit_on_documented_answers():
+    gpu = derived("lsf-bqueues-l-gpu.txt")
+    normal = gpu.replace("QUEUE: gpu", "QUEUE: normal").replace(" 1     8     12", " 1     1     2")
+    table = {("bqueues", "-w"): derived("lsf-bqueues-w.txt"), ("bqueues", "-l", "gpu"): gpu,
+             ("bqueues", "-l", "normal"): normal,
+             ("lshosts", "-w", "gpu01", "gpu02"): derived("lsf-lshosts-w.txt"),
+             ("lshosts", "-gpu", "gpu01", "gpu02"): derived("lsf-lshosts-gpu.txt")}
+    commands.set_runner(answering(table, (255, "nosuch: No such queue")))
+    try:
+        assert fitting_queues("lsf", GPUJobShape.create(gpus_per_node=2)) == ["gpu", "normal"]
+        with pytest.raises(ValueError) as refused:  # normal: at most 2 tasks (GPUs) a job
+            check_queue("lsf", GPUJobShape.create(gpus_per_node=4, queue="nosuch"))
+    finally:
+        commands.set_runner(None)
+    assert str(refused.value) == ("queue='nosuch' is not an LSF queue (bqueues lists them): use "
+                                  "one of those; queues that exist and can run this job: gpu")
+
+
 def test_a_scheduler_that_cannot_list_adds_nothing():
     commands.set_runner(lambda argv, timeout, input: CommandResult(tuple(argv), 127, "", "nope"))
     try:
         assert fitting_queues("slurm", GPUJobShape.create()) is None
         assert fitting_queues("pbs", GPUJobShape.create()) is None
         assert fitting_queues("lsf", GPUJobShape.create()) is None
+        assert fitting_queues("flux", GPUJobShape.create()) is None
     finally:
         commands.set_runner(None)
 

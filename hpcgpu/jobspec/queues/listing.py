@@ -1,8 +1,8 @@
 """Which queues (partitions) exist and can run a job shape: the alternatives a refusal names.
 
-One listing per scheduler that can list its queues: SLURM reads every partition from one
-``sinfo``; PBS every queue from one ``qstat -Qf -F json`` and one ``pbsnodes``; Grid Engine
-lists its cluster queues (``qconf -sql``) and asks each as the check does. Each queue is then
+One listing per scheduler: SLURM reads every partition from one ``sinfo``; PBS every queue
+from one ``qstat -Qf -F json`` and one ``pbsnodes``; Grid Engine (``qconf -sql``) and LSF
+(``bqueues -w``) list their queues and each is asked as the check asks it. Each queue is then
 judged by the same :func:`~hpcgpu.jobspec.queues.offer.shape_problem` as the one asked for.
 """
 
@@ -15,9 +15,9 @@ from hpcgpu.jobspec.queues.offer import QueryUnavailable, QueueOffer, query, sha
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["MAX_QUEUES_ASKED", "fitting_queues", "slurm_offers", "pbs_offers", "sge_offers",
-           "alternatives_text"]
+           "lsf_offers", "parse_bqueues_w", "alternatives_text"]
 
-#: Grid Engine asks each queue apart (qconf -sq, -se per host): at most this many
+#: Grid Engine and LSF ask each queue apart (qconf -sq/-se, bqueues -l/lshosts): at most this many
 MAX_QUEUES_ASKED = 16
 
 
@@ -59,9 +59,33 @@ def sge_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
     return [sge_offer(replace(shape, queue=name), dialect) for name in names]
 
 
+def parse_bqueues_w(text: str) -> list[str]:
+    r"""Queue names from ``bqueues -w`` (a ``QUEUE_NAME ... STATUS`` header, a row per
+    queue); closed or inactive queues left out.
+
+    >>> parse_bqueues_w("QUEUE_NAME PRIO STATUS MAX\ngpu 40 Open:Active -\n"
+    ...                 "old 30 Closed:Inact -\nnormal 30 Open:Active -\n")
+    ['gpu', 'normal']
+    """
+    names = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] != "QUEUE_NAME" and fields[2] == "Open:Active":
+            names.append(fields[0])
+    return names
+
+
+def lsf_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
+    """Every open queue (``bqueues -w``), each asked as the check asks it."""
+    from hpcgpu.jobspec.queues.lsf import lsf_offer
+
+    names = parse_bqueues_w(query(["bqueues", "-w"]).stdout)[:MAX_QUEUES_ASKED]
+    return [lsf_offer(replace(shape, queue=name), dialect) for name in names]
+
+
 #: scheduler name -> ``offers(shape, dialect) -> [QueueOffer]`` (raises QueryUnavailable)
 LISTINGS: dict[str, Callable[[GPUJobShape, object], list[QueueOffer]]] = {
-    "slurm": slurm_offers, "pbs": pbs_offers, "sge": sge_offers,
+    "slurm": slurm_offers, "pbs": pbs_offers, "sge": sge_offers, "lsf": lsf_offers,
 }
 
 
@@ -71,7 +95,7 @@ def fitting_queues(scheduler: str, shape: GPUJobShape, dialect: object = None) -
 
     Examples
     --------
-    >>> fitting_queues("local", GPUJobShape.create()) is None
+    >>> fitting_queues("flux", GPUJobShape.create()) is None
     True
     """
     listing = LISTINGS.get(scheduler)
