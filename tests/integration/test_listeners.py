@@ -127,3 +127,39 @@ def test_gpurunner_listeners_are_the_tables(slurm, tmp_path):
     found = json.loads(out.read_text())
     seen, stray = account(found["sockets"], found["info"])
     check_against_table("GPURunner", seen, stray)
+
+
+@pytest.mark.slurm
+def test_a_site_that_scrapes_the_workers_asks_once(slurm, clusters):
+    """``worker_http_address`` opens the workers' HTTP servers (and only them) to the network;
+    the one documented option (docs/security.md)."""
+    cluster = clusters(SLURMCluster, gpus_per_node=1, worker_http_address="0.0.0.0:0", **FAST)
+    cluster.scale(gpus=1)
+    cluster.wait_for_workers(gpus=1, timeout=120)
+    with Client(cluster) as client:
+        info = client.scheduler_info(n_workers=-1)
+    jobs = [job.job_id for job in cluster.jobs if job.job_id]
+    pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"SLURM_JOB_ID={job}")])
+    seen, stray = account(listening(pids), info)
+    assert not stray and seen["worker HTTP"] == {("http", "network")}, (seen, stray)
+    assert seen["worker"] == {("tls", "network")}
+
+
+@pytest.mark.slurm
+def test_batch_mode_reads_the_config_key_from_the_jobs_environment(slurm, tmp_path):
+    out = tmp_path / "listeners.json"
+    argv = ["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=1",
+            "--cpus-per-task=1", "--mem=2G", "--time=5", "--job-name=hpcgpu-listeners",
+            f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
+            f"--export=ALL,HPCGPU_PYTHON={sys.executable},"
+            "DASK_HPCGPU__DEFAULTS__WORKER_HTTP_ADDRESS=0.0.0.0:0",
+            str(ROOT / "jobscripts" / "slurm-2x4.sbatch"),
+            str(ROOT / "tests" / "listeners_batch_script.py"), str(out), "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
+    assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
+    found = json.loads(out.read_text())
+    seen, stray = account(found["sockets"], found["info"])
+    assert not stray and seen["worker HTTP"] == {("http", "network")}, (seen, stray)
