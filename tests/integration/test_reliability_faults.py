@@ -64,8 +64,18 @@ def test_wrong_shape_values_fail_before_any_command(slurm, tmp_path, calls, opti
     assert calls == []
 
 
-def test_unknown_partition_surfaces_slurms_own_words(make, calls):
-    cluster = make(gpus_per_node=1, queue="nope")
+def test_unknown_partition_is_refused_before_submitting(make, calls):
+    """sbatch would take the job script and refuse only at scale(); the check says it first,
+    with the partitions that can run the job (#43 item 3)."""
+    with pytest.raises(ValueError, match="queue='nope' is not a partition of this SLURM cluster "
+                                         r"\(sinfo lists them\); partitions that exist and can "
+                                         "run this job: debug, gpu"):
+        make(gpus_per_node=1, queue="nope")
+    assert {argv[0] for argv in calls} == {"sinfo"}
+
+
+def test_a_partition_the_check_cannot_see_surfaces_sbatchs_own_words(make, calls):
+    cluster = make(gpus_per_node=1, job_extra_directives=["--partition=nope"])
     start = time.monotonic()
     cluster.scale(jobs=1)
     with pytest.raises(RuntimeError, match="invalid partition specified: nope"):
@@ -85,7 +95,8 @@ def test_sge_unknown_project_surfaces_its_words(sge, make):
 def test_sge_unknown_queue_is_refused_before_submitting(sge, make, calls):
     """qsub would say 'unknown queue "nope"'; the queue check says it first, with the fix."""
     with pytest.raises(ValueError, match="queue='nope' is not a Grid Engine cluster queue "
-                                         r"\(qconf -sql: all.q\): use one of them"):
+                                         r"\(qconf -sql lists them\); queues that exist and "
+                                         "can run this job: all.q"):
         make(SGECluster, gpus_per_node=1, queue="nope")
     assert "qsub" not in {argv[0] for argv in calls}
 
