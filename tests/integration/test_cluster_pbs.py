@@ -5,6 +5,7 @@ first on PATH (Grid Engine's qsub/qstat/qdel are installed on the same host)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -125,3 +126,15 @@ def test_qdel_by_hand_is_seen_dropped_and_replaced(make):
     cluster.scale(jobs=0)  # stops adapt too
     wait_for(lambda: not pbs_alive(second.job_id), 60, what="the replacement qdel'd")
     assert not cluster.failures
+
+
+def test_grid_engines_qsub_first_on_path_is_named(sge, clusters):
+    """This host has both: with Grid Engine's qsub first (no PBS on PATH), the submission
+    fails at once naming the Grid Engine job it made, which the user can delete."""
+    cluster = clusters(PBSCluster, **{**FAST, "gpus_per_node": 1})
+    cluster.scale(jobs=1)
+    with pytest.raises(RuntimeError, match="the qsub first on PATH is Grid Engine's") as error:
+        cluster.wait_for_workers(gpus=1, timeout=60)
+    number = re.search(r"Grid Engine job (\d+)", str(error.value)).group(1)
+    subprocess.run(["qdel", number], capture_output=True, check=True)  # Grid Engine's qdel
+    assert len(cluster.jobs) == 1 and cluster.jobs[0].state == "failed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -16,6 +17,8 @@ PBS_MEMORY_UNITS = (("tb", 2**40), ("gb", 2**30), ("mb", 2**20), ("kb", 2**10))
 _STATES = {"Q": "pending", "H": "pending", "W": "pending", "T": "pending", "S": "pending",
            "U": "pending", "B": "running", "R": "running", "E": "completing", "X": "completed",
            "F": "completed"}
+#: Grid Engine's qsub answers so: both schedulers name their commands qsub, qstat, qdel.
+_GRID_ENGINE_ANSWER = re.compile(r"^Your job(?:-array)? (\d+)")
 #: PBS Pro's Exit_status for a job deleted by qdel while running (JOB_EXEC_KILL...).
 _KILLED = {-1, 271, 265}
 
@@ -126,6 +129,31 @@ class PBSDialect(Dialect):
             jobs[job_id] = JobStatus(job_id, state, tuple(dict.fromkeys(hosts)),
                                      exit_code=code, reason=comment)
         return jobs
+
+    def parse_job_id(self, output: str) -> str:
+        """The job id qsub printed; Grid Engine's answer (its qsub first on PATH) is refused
+        naming the job it took, since hpcgpu would then poll and cancel with Grid Engine's
+        qstat and qdel.
+
+        Examples
+        --------
+        >>> PBSDialect().parse_job_id("17[].pbs01\\n")
+        '17[].pbs01'
+        >>> PBSDialect().parse_job_id('Your job 77 ("STDIN") has been submitted\\n')
+        Traceback (most recent call last):
+        ...
+        ValueError: the qsub first on PATH is Grid Engine's, not PBS's: it took the job as Grid \
+Engine job 77 (delete it with Grid Engine's qdel 77); put PBS's commands first on PATH \
+(PBS_EXEC/bin of /etc/pbs.conf, often /opt/pbs/bin)
+        """
+        other = _GRID_ENGINE_ANSWER.search(output)
+        if other:
+            number = other.group(1)
+            raise ValueError(
+                f"the qsub first on PATH is Grid Engine's, not PBS's: it took the job as Grid "
+                f"Engine job {number} (delete it with Grid Engine's qdel {number}); put PBS's "
+                "commands first on PATH (PBS_EXEC/bin of /etc/pbs.conf, often /opt/pbs/bin)")
+        return super().parse_job_id(output)
 
     def launcher_for(self, shape: GPUJobShape) -> str:
         """``direct`` for one node, else ``mpiexec``.
