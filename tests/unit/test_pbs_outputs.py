@@ -37,3 +37,11 @@ def test_ended_jobs():
         "cancelled"}
     reason = PBS.parse_status((DATA / "openpbs-23.06.06-qstat-xf-json-ended.json").read_text())
     assert reason["15.vm-pbs"].reason.endswith("on (pbsnode1:ncpus=1) and failed")
+
+
+def test_walltime_exceeded():
+    """``-l walltime=00:00:05`` on ``sleep 60``: the mom kills it (Exit_status -29, JOB_EXEC_KILL_WALLTIME)."""
+    ((job_id, status),) = PBS.parse_status(
+        (DATA / "openpbs-23.06.06-qstat-xf-json-walltime.json").read_text()).items()
+    assert (status.state, status.exit_code) == ("failed", -29)
+    assert "exceeded resource walltime" in status.reason
