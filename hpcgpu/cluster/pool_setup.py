@@ -59,6 +59,9 @@ def job_options_for(kind: str, setup: ClusterSetup, retire: tuple) -> tuple[Reti
         kind, setup.shape.walltime or 0, retire_before, stagger, ahead, signal, requeue)
     if not setup.cpu:
         check_queue(kind, setup.shape, setup.dialect)  # the queue's nodes, where they can be asked
+    else:  # dask-jobqueue's CPU job: the partition and its nodes, where SLURM can say
+        check_cpu_partition(kind, setup.job_options.get("queue"), setup.shape.cores,
+                            setup.shape.memory)
     job_options = dict(setup.job_options, **({} if setup.cpu else retire_job))
     if extra:
         job_options["job_extra_directives"] = [*_extra_directives(setup, job_options), *extra]
@@ -91,9 +94,6 @@ def prepare_pools(kind: str, pools: Any, options: dict, retire: tuple) -> list[P
         own = (None, *retire[1:3], None, retire[4]) if setup.cpu else retire
         try:
             plan, job_options = job_options_for(kind, setup, own)
-            if setup.cpu:  # the partition's nodes, where SLURM can say
-                check_cpu_partition(kind, setup.job_options.get("queue"), setup.shape.cores,
-                                    setup.shape.memory)
         except ValueError as error:
             raise ValueError(f"pools[{name!r}]: {error}") from None
         prepared.append(PreparedPool(name, setup, plan, job_options))

@@ -11,8 +11,8 @@ from hpcgpu.jobspec.queues.offer import (PartitionNode, QueryUnavailable, QueueO
                                  shape_problem)
 from hpcgpu.jobspec.resources import GPUJobShape
 
-__all__ = ["PartitionNode", "parse_sinfo", "slurm_partition_nodes", "slurm_offer",
-           "shape_problem", "check_cpu_partition"]
+__all__ = ["PartitionNode", "parse_sinfo", "sinfo_partitions", "slurm_partition_nodes",
+           "slurm_offer", "shape_problem", "check_cpu_partition"]
 
 #: sinfo's one line per node and partition: name, CPUs, memory (MB), GRES, partition
 SINFO_FORMAT = "%N|%c|%m|%G|%P"
@@ -79,15 +79,37 @@ def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
     return QueueOffer("partition", shape.queue, nodes)
 
 
+def sinfo_partitions(text: str) -> list[str]:
+    r"""The partitions in ``sinfo`` lines (see :func:`parse_sinfo`), the default one first.
+
+    >>> sinfo_partitions("n1|32|1024|(null)|gpu\nn1|32|1024|(null)|debug*\n")
+    ['debug', 'gpu']
+    """
+    names = [line.split("|")[-1].strip() for line in text.splitlines() if line.count("|") == 4]
+    names = sorted(dict.fromkeys(names), key=lambda n: not n.endswith("*"))
+    return list(dict.fromkeys(n.rstrip("*") for n in names))
+
+
 def check_cpu_partition(scheduler: str, queue: str | None, cores: int, memory: int) -> None:
-    """The partition check for a CPU pool's job (SLURM; elsewhere, or where ``sinfo``
-    cannot answer, the scheduler's own check stands)."""
+    """The partition check for a CPU job (SLURM; elsewhere, or where ``sinfo`` cannot
+    answer, the scheduler's own check stands): a partition sinfo does not list is refused,
+    naming those whose nodes can run the job."""
+    from hpcgpu.jobspec.queues.listing import alternatives_text
+
     if scheduler != "slurm":
         return
+    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
     try:
-        nodes = slurm_partition_nodes(queue)
+        text = query(argv, empty=True, shown=3).stdout
     except QueryUnavailable:
         return
-    problem = cpu_shape_problem(cores, memory, QueueOffer("partition", queue, tuple(nodes)))
+    offers = {name: QueueOffer("partition", name, tuple(parse_sinfo(text, name)))
+              for name in sinfo_partitions(text)}
+    if queue and queue not in offers and offers:
+        fits = [n for n, offer in offers.items() if not cpu_shape_problem(cores, memory, offer)]
+        raise ValueError(f"queue={queue!r} is not a partition of this SLURM cluster (sinfo "
+                         f"lists them); {alternatives_text('partition', fits)}")
+    offer = QueueOffer("partition", queue, tuple(parse_sinfo(text, queue)))
+    problem = cpu_shape_problem(cores, memory, offer)
     if problem:
         raise ValueError(problem)

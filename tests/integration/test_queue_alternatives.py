@@ -124,6 +124,20 @@ def test_the_real_slurm_refuses_an_unknown_partition_in_the_constructor(slurm, t
     assert {argv[0] for argv in seen} == {"sinfo"}  # nothing submitted
 
 
+def test_the_real_slurm_refuses_an_unknown_partition_for_cpu_jobs_too(slurm, tmp_path):
+    words = ("queue='nope' is not a partition of this SLURM cluster (sinfo lists them); "
+             "partitions that exist and can run this job: debug, gpu")
+    with recorded_commands() as seen:
+        with pytest.raises(ValueError) as refused:  # dask-jobqueue's CPU job
+            SLURMCluster(cores=2, memory="2GB", queue="nope", log_directory=str(tmp_path))
+        assert str(refused.value) == words
+        pool = dict(gpus_per_node=0, cores_per_node=2, memory_per_node="2GB", queue="nope")
+        with pytest.raises(ValueError) as refused:
+            SLURMCluster(gpus_per_node=1, pools={"cpu": pool}, log_directory=str(tmp_path))
+        assert str(refused.value) == f"pools['cpu']: {words}"
+    assert {argv[0] for argv in seen} == {"sinfo"}
+
+
 def test_the_real_slurm_names_no_partition_where_none_fits(slurm, tmp_path):
     with pytest.raises(ValueError, match="use nodes<=4; no partition here can run this job"):
         SLURMCluster(nodes=5, gpus_per_node=1, queue="gpu", log_directory=str(tmp_path))

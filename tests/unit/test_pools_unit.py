@@ -9,6 +9,8 @@ import pytest
 
 from hpcgpu.cluster.pool_adaptive import pool_demand
 from hpcgpu.cluster.pools import PoolJobKey, pool_options
+from hpcgpu.system import commands
+from hpcgpu.system.commands import CommandResult
 
 GPU = ({"GPU": 1.0, "pool-default": 1.0}, 4)
 CPU = ({"CPU": 8.0, "pool-cpu": 1.0}, 8)
@@ -110,9 +112,14 @@ def test_a_cpu_pool_before_a_gpu_pool_leaves_the_gpu_pools_retirement_alone():
     retire = ("600", None, None, 120, None)
     pools = {"cpu": dict(gpus_per_node=0, cores_per_node=4, memory_per_node="8GB"),
              "big": dict(gpus_per_node=4)}
-    with warnings.catch_warnings():  # where sinfo cannot answer, the check only warns
-        warnings.simplefilter("ignore")
-        cpu, big = prepare_pools("slurm", pools, options, retire)
+    unanswered = CommandResult(("sinfo",), 127, "", "sinfo: command not found")
+    commands.set_runner(lambda argv, timeout, input: unanswered)  # no SLURM: queue unchecked
+    try:
+        with warnings.catch_warnings():  # where sinfo cannot answer, the check only warns
+            warnings.simplefilter("ignore")
+            cpu, big = prepare_pools("slurm", pools, options, retire)
+    finally:
+        commands.set_runner(None)
     assert big.retirement is not None and big.retirement.retire_before == 600.0
     assert "--signal=USR1@120" in big.job_options["job_extra_directives"]
     assert cpu.retirement is None

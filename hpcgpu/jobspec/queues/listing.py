@@ -23,14 +23,12 @@ MAX_QUEUES_ASKED = 16
 
 def slurm_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
     """Every partition, from one ``sinfo`` (the default partition first)."""
-    from hpcgpu.jobspec.partition import SINFO_FORMAT, parse_sinfo
+    from hpcgpu.jobspec.partition import SINFO_FORMAT, parse_sinfo, sinfo_partitions
 
     argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
     text = query(argv, empty=True, shown=3).stdout
-    names = [line.split("|")[-1].strip() for line in text.splitlines() if line.count("|") == 4]
-    names = sorted(dict.fromkeys(names), key=lambda n: not n.endswith("*"))
-    return [QueueOffer("partition", n.rstrip("*"), tuple(parse_sinfo(text, n.rstrip("*"))))
-            for n in dict.fromkeys(names)]
+    return [QueueOffer("partition", name, tuple(parse_sinfo(text, name)))
+            for name in sinfo_partitions(text)]
 
 
 def pbs_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
