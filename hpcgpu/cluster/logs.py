@@ -23,8 +23,17 @@ __all__ = ["DEFAULT_LINES", "job_log_files", "gather_logs"]
 
 def job_log_files(error_log: str, state: str, nodes: tuple[str, ...],
                   lines: int | None = DEFAULT_LINES, scheduler: str = "") -> list[LogFile]:
-    """The job's stdout/stderr files read back (see :func:`hpcgpu.system.joblogs.read_log`);
-    a file not there says why (:func:`hpcgpu.system.joblogs.missing_reason`)."""
+    r"""The job's stdout/stderr files read back (see :func:`hpcgpu.system.joblogs.read_log`);
+    a file not there says why (:func:`hpcgpu.system.joblogs.missing_reason`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp(); _ = open(f"{d}/hpcgpu-7.err", "w").write("a\nb\n")
+    >>> [(f.label, f.text, f.problem) for f in job_log_files(f"{d}/hpcgpu-7.err", "pending", ())]
+    ... # doctest: +ELLIPSIS
+    [('stdout', None, '/.../hpcgpu-7.out: not written yet (the job is pending)'), ('stderr', 'a\nb', None)]
+    """
     directory = os.path.dirname(error_log) or "."
     out = []
     try:
