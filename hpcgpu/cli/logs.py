@@ -21,19 +21,15 @@ def not_found(job_id: str, directory: str, local_type: str | None) -> str:
     Examples
     --------
     >>> print(not_found("42", "/tmp/l", "tmpfs"))
-    no log of job 42 in /tmp/l: not reachable from here: /tmp/l is on a node-local \
-filesystem (tmpfs), so a job that ran on another node wrote its logs on that node; read them \
-there, or give log_directory a directory the nodes share
+    no log of job 42 in /tmp/l: if the job ran on another node, its logs are there: not reachable from here, /tmp/l is on a node-local filesystem (tmpfs) (read them on that node, or give log_directory a directory the nodes share); else the job is still running and the scheduler copies its output here when it ends (PBS; LSF unless LSB_STDOUT_DIRECT=Y), it is not your job, its logs went to another log directory (--log-directory), or they were pruned (hpcgpu.log-retention)
     """
-    if local_type:
-        return (f"no log of job {job_id} in {directory}: not reachable from here: {directory} "
-                f"is on a node-local filesystem ({local_type}), so a job that ran on another "
-                "node wrote its logs on that node; read them there, or give log_directory a "
-                "directory the nodes share")
-    return (f"no log of job {job_id} in {directory}: it is still running and the scheduler "
-            "copies its output here when it ends (PBS; LSF unless LSB_STDOUT_DIRECT=Y), it is "
-            "not your job, its logs went to another log directory (--log-directory), or they "
-            "were pruned (hpcgpu.log-retention)")
+    local = (f"if the job ran on another node, its logs are there: not reachable from here, "
+             f"{directory} is on a node-local filesystem ({local_type}) (read them on that "
+             "node, or give log_directory a directory the nodes share); else ") if local_type else ""
+    return (f"no log of job {job_id} in {directory}: {local}the job is still running and the "
+            "scheduler copies its output here when it ends (PBS; LSF unless "
+            "LSB_STDOUT_DIRECT=Y), it is not your job, its logs went to another log directory "
+            "(--log-directory), or they were pruned (hpcgpu.log-retention)")
 
 
 @click.command()
