@@ -7,8 +7,8 @@ own answer stands. A partition sinfo does not list is refused.
 
 from __future__ import annotations
 
-from hpcgpu.jobspec.queues.offer import (PartitionNode, QueryUnavailable, QueueOffer, cpu_shape_problem, query,
-                                 shape_problem)
+from hpcgpu.jobspec.queues.offer import (PartitionNode, QueryUnavailable, QueueOffer, alternatives_text,
+                                         cpu_shape_problem, query, shape_problem)
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["PartitionNode", "parse_sinfo", "sinfo_partitions", "slurm_partition_nodes",
@@ -94,8 +94,6 @@ def check_cpu_partition(scheduler: str, queue: str | None, cores: int, memory: i
     """The partition check for a CPU job (SLURM; elsewhere, or where ``sinfo`` cannot
     answer, the scheduler's own check stands): a partition sinfo does not list is refused,
     naming those whose nodes can run the job."""
-    from hpcgpu.jobspec.queues.listing import alternatives_text
-
     if scheduler != "slurm":
         return
     argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]

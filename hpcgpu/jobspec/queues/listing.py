@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from hpcgpu.jobspec.queues.offer import QueryUnavailable, QueueOffer, query, shape_problem
+from hpcgpu.jobspec.queues.offer import QueryUnavailable, QueueOffer, alternatives_text, query, shape_problem
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["MAX_QUEUES_ASKED", "fitting_queues", "slurm_offers", "pbs_offers", "sge_offers",
@@ -110,22 +110,3 @@ def fitting_queues(scheduler: str, shape: GPUJobShape, dialect: object = None) -
                 replace(shape, queue=offer.name), offer) is None:
             fits.append(offer.name)
     return fits
-
-
-def alternatives_text(kind: str, fits: list[str] | None) -> str:
-    """The sentence a refusal ends with.
-
-    Examples
-    --------
-    >>> alternatives_text("partition", ["debug", "gpu"])
-    'partitions that exist and can run this job: debug, gpu'
-    >>> alternatives_text("queue", [])
-    'no queue here can run this job as asked'
-    >>> alternatives_text("queue", None)
-    ''
-    """
-    if fits is None:
-        return ""
-    if not fits:
-        return f"no {kind} here can run this job as asked"
-    return f"{kind}s that exist and can run this job: {', '.join(fits)}"

@@ -15,7 +15,7 @@ from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.system import commands
 
 __all__ = ["PartitionNode", "QueueOffer", "QueryUnavailable", "query", "shape_problem", "cpu_shape_problem",
-           "gres_text"]
+           "gres_text", "alternatives_text"]
 
 
 class QueryUnavailable(RuntimeError):
@@ -235,3 +235,22 @@ use gpus_per_node<=4 and more nodes, or another partition with larger nodes
     if not offer.nodes:
         return None
     return _gpu_problem(shape, offer) or _host_problem(shape, offer) or _job_problem(shape, offer)
+
+
+def alternatives_text(kind: str, fits: list[str] | None) -> str:
+    """The sentence a refusal ends with.
+
+    Examples
+    --------
+    >>> alternatives_text("partition", ["debug", "gpu"])
+    'partitions that exist and can run this job: debug, gpu'
+    >>> alternatives_text("queue", [])
+    'no queue here can run this job as asked'
+    >>> alternatives_text("queue", None)
+    ''
+    """
+    if fits is None:
+        return ""
+    if not fits:
+        return f"no {kind} here can run this job as asked"
+    return f"{kind}s that exist and can run this job: {', '.join(fits)}"
