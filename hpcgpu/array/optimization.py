@@ -11,7 +11,7 @@ dependent, the leaves are generated in the graph) and has at most ``width`` leav
 one task, which runs its blocks one after the other and frees each intermediate as soon
 as it is used: the same operations on the same blocks, in about ``1/width`` as many
 tasks. The width follows the cluster (``hpcgpu.array.fuse-width: auto``, the default):
-about 16 tasks per worker thread, at least 16 leaves each (:func:`auto_width`), in graphs
+about 8 tasks per worker thread, at least 16 leaves each (:func:`auto_width`), in graphs
 of at least 256 leaves. A fixed width applies to graphs of at least ``width ** 2`` leaves,
 and ``hpcgpu.array.fuse-width = 0`` turns the pass off.
 
@@ -227,9 +227,9 @@ def auto_width(leaves: int, threads: int, per_thread: int = TASKS_PER_THREAD) ->
     Examples
     --------
     >>> auto_width(2500, 1), auto_width(2500, 2), auto_width(2500, 4), auto_width(2500, 64)
-    (156, 78, 39, 16)
-    >>> auto_width(2500, 4, per_thread=8)
-    78
+    (312, 156, 78, 16)
+    >>> auto_width(2500, 4, per_thread=16)
+    39
     """
     return max(DEFAULT_WIDTH, leaves // max(1, per_thread * threads))
 

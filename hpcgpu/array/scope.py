@@ -23,11 +23,12 @@ __all__ = ["mark_layer", "holds_hpcgpu_array", "Settings", "cluster_threads", "T
 #: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark`)
 _MARKED: set = set()
 
-#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at. With alike
-#: chains batched, a task costs little Python, and smaller tasks get the GPU going sooner:
-#: array-sum on one H200, best of 3 twice: 4 per thread (9 tasks) 0.82 s, 8 (21) 0.71-0.76 s,
-#: 16 (57) 0.71 s (benchmarks/results/history.md, 2026-11-23)
-TASKS_PER_THREAD = 16
+#: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at: fewer, larger
+#: tasks pay less per-task cost, more keep every GPU busy to the end. Array-sum on 4 x H100,
+#: best of 3, every row in one run (benchmarks/results/h100x4/tasks_per_thread.jsonl):
+#: 4 / 8 / 16 per thread took 0.79 / 0.71 / 0.80 s on 1 GPU, 0.55 / 0.54 / 0.62 s on 2 and
+#: 0.45 / 0.42 / 0.70 s on 4
+TASKS_PER_THREAD = 8
 
 #: the key of the mark in a layer's ``collection_annotations``
 _LAYER_MARK = "hpcgpu.array"
