@@ -27,7 +27,7 @@ from hpcgpu.system.logdir import default_log_directory
 from hpcgpu.system.safedir import HeldDirectory, check_private_path
 from hpcgpu.system.userdir import owner_line, prune_stale, user_directory
 
-__all__ = ["JobDirectory", "open_job_directory", "job_gone", "WORK_DIR_FIX"]
+__all__ = ["JobDirectory", "open_job_directory", "job_gone", "job_label", "WORK_DIR_FIX"]
 
 #: What to do about a refused --work-dir.
 WORK_DIR_FIX = ("leave --work-dir out (hpcgpu then uses a private directory under "
@@ -77,14 +77,44 @@ class JobDirectory:
         self.held.close()
 
 
-def job_gone(job: str) -> bool:
-    """Whether the batch job ``job`` (``slurm:42``, ``sge:7``) has ended, as its batch
-    system says; False when it cannot tell (no command, no answer): the directory stays.
+#: the variable that names a job's cluster, per batch system: a home directory shared by
+#: several clusters holds job directories whose job ids mean nothing to this one's queue
+_CLUSTER_VARIABLES = {"slurm": ("SLURM_CLUSTER_NAME",), "sge": ("SGE_CLUSTER_NAME", "SGE_CELL"),
+                      "pbs": ("PBS_SERVER",), "lsf": ("LSF_CLUSTER_NAME",)}
+
+
+def job_label(scheduler: str | None, job_id: str | None, env=os.environ) -> str | None:
+    """What a job directory records of its batch job: ``slurm:42@<cluster>``.
+
+    >>> job_label("slurm", "42", {"SLURM_CLUSTER_NAME": "north"}), job_label("sge", "7", {})
+    ('slurm:42@north', 'sge:7')
+    >>> job_label(None, None) is None
+    True
+    """
+    if not (scheduler and job_id):
+        return None
+    cluster = _cluster_name(scheduler, env)
+    return f"{scheduler}:{job_id}" + (f"@{cluster}" if cluster else "")
+
+
+def _cluster_name(kind: str, env) -> str | None:
+    return next((env[v] for v in _CLUSTER_VARIABLES.get(kind, ()) if env.get(v)), None)
+
+
+def job_gone(job: str, env=os.environ) -> bool:
+    """Whether the batch job ``job`` (``slurm:42@north``, see :func:`job_label`) has ended,
+    as its batch system says; False when it cannot tell (no command, no answer, or a job of
+    another cluster than the one this run is in): the directory stays.
 
     >>> job_gone("pbs:1"), job_gone("nonsense")
     (False, False)
+    >>> job_gone("slurm:42@south", {"SLURM_CLUSTER_NAME": "north"})  # not asked
+    False
     """
     kind, _, job_id = job.partition(":")
+    job_id, _, cluster = job_id.partition("@")
+    if cluster != (_cluster_name(kind, env) or ""):
+        return False  # another cluster's job: this one's queue does not know it
     argv = {"slurm": ["squeue", "-h", "-j", job_id, "-o", "%T", "--states=all"],
             "sge": ["qstat", "-j", job_id]}.get(kind)
     if argv is None or not job_id.isdigit():
@@ -127,7 +157,7 @@ def open_job_directory(work_dir: str | None, scheduler: str | None,
     --------
     >>> import tempfile
     >>> job = open_job_directory(tempfile.mkdtemp(), "slurm", "42")
-    >>> job.path.name.startswith("42-"), (job.path / "owner").read_text().split()[2]
+    >>> job.path.name.startswith("42-"), (job.path / "owner").read_text().split()[2].split("@")[0]
     (True, 'slurm:42')
     >>> job.remove(); job.close()
     """
@@ -135,6 +165,5 @@ def open_job_directory(work_dir: str | None, scheduler: str | None,
     with parent:
         prune_stale(parent.path, job_gone)
         held = parent.make_private(f"{job_id or 'local'}-{secrets.token_hex(4)}")
-    job = f"{scheduler}:{job_id}" if scheduler and job_id else None
-    held.write_private("owner", owner_line(job))
+    held.write_private("owner", owner_line(job_label(scheduler, job_id)))
     return JobDirectory(held, made)

@@ -107,20 +107,27 @@ def ended_job() -> str:
     return job_id
 
 
-def test_a_later_run_prunes_the_directories_of_ended_jobs(slurm, tmp_path):
+def test_a_later_run_prunes_the_directories_of_ended_jobs(slurm, tmp_path, monkeypatch):
     """A run killed with SIGKILL leaves its job directory (on whichever node ran it); the
-    next run removes those whose job SLURM says has ended, and keeps a running job's."""
+    next run removes those whose job SLURM says has ended, and keeps a running job's and
+    another cluster's (a home shared by two clusters: this one's squeue does not know that
+    job id, which is no sign that the job ended)."""
+    cluster = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                             timeout=60).stdout.split("ClusterName")[1].split("=")[1].split()[0]
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", cluster)  # as in the job that runs hpcgpu run
     running = subprocess.run(["sbatch", "--parsable", "--mem=100M", "--time=5", "-o", "/dev/null",
                               "--wrap", "sleep 300"], capture_output=True, text=True, check=True,
                              timeout=60).stdout.strip().split(";")[0]
     try:
         work = tmp_path / "work"
         work.mkdir(mode=0o700)
-        for name, job in (("ended", ended_job()), ("running", running)):
+        for name, job in (("ended", f"{ended_job()}@{cluster}"), ("running", f"{running}@{cluster}"),
+                          ("another-cluster's", "999999@another")):
             (work / name).mkdir()
             (work / name / "owner").write_text(f"another-{socket.gethostname()} 1 slurm:{job}\n")
         job = open_job_directory(str(work), "slurm", "1")
-        assert sorted(p.name for p in work.iterdir()) == sorted(["running", job.path.name])
+        assert sorted(p.name for p in work.iterdir()) == sorted(["running", "another-cluster's", job.path.name])
+        assert (job.path / "owner").read_text().split()[2] == f"slurm:1@{cluster}"
         job.remove()
         job.close()
     finally:
