@@ -19,6 +19,9 @@ from site_faults import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: the schedulers' set-up files: a PBS hook (fakegpu.py imports PBS's own ``pbs`` module), no tests
+collect_ignore = ["schedulers"]
+
 
 def _unavailable(probe: list[str], name: str) -> str | None:
     if platform.system() != "Linux":

@@ -101,7 +101,7 @@ def test_mpi_mode_listeners_are_the_tables(tmp_path):
 def test_cluster_mode_with_the_scheduler_in_a_job_listens_as_the_table_says(slurm, clusters):
     cluster = clusters(SLURMCluster, gpus_per_node=1, scheduler_in_job=True, **FAST)
     cluster.scale(gpus=2)
-    cluster.wait_for_workers(gpus=1, timeout=180)
+    cluster.wait_for_workers(gpus=2, timeout=180)  # every job's worker registered: none still starting
     with Client(cluster) as client:
         info = client.scheduler_info(n_workers=-1)
     jobs = [job.job_id for job in cluster.jobs if job.job_id] + [cluster.scheduler.job.job_id]

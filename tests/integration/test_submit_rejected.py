@@ -14,8 +14,11 @@ pytestmark = pytest.mark.slurm
 SCRIPT = textwrap.dedent("""
     import sys
     from hpcgpu import SLURMCluster
-    cluster = SLURMCluster(gpus_per_node=1, queue="hpcgpu-no-such-partition", log_directory=sys.argv[1],
-                           walltime="00:05:00", scheduler_options={"dashboard_address": "localhost:0"})
+    # an unknown queue= is refused before submission (it is checked against sinfo); a
+    # partition in the extra directives is not, and sbatch rejects the job
+    cluster = SLURMCluster(gpus_per_node=1, job_extra_directives=["--partition=hpcgpu-no-such-partition"],
+                           log_directory=sys.argv[1], walltime="00:05:00",
+                           scheduler_options={"dashboard_address": "localhost:0"})
     cluster.scale(jobs=1)
     try:
         cluster.wait_for_workers(gpus=1, timeout=120)
