@@ -59,7 +59,34 @@ def _client(scheduler: str | None):
 
     with LocalGPUCluster(dashboard_address=None, silence_logs=40) as cluster, Client(cluster) as client:
         client.wait_for_workers(len(cluster.worker_spec), timeout=120)
-        yield client, "LocalGPUCluster" if cluster.gpus else "local CPU cluster"
+        yield client, "LocalGPUCluster" if cluster.gpus else f"local CPU cluster; {why_no_gpu()}"
+
+
+def why_no_gpu(nvml=None, gpus: int | None = None, cupy_found: bool | None = None) -> str:
+    """Why the demo runs on the CPU, in the user's terms (each argument: as found here).
+
+    Examples
+    --------
+    >>> why_no_gpu(nvml=None)
+    'no NVIDIA driver here: NVML not found'
+    >>> why_no_gpu(nvml=object(), gpus=0)
+    'the NVIDIA driver sees no GPU, or CUDA_VISIBLE_DEVICES hides them'
+    >>> why_no_gpu(nvml=object(), gpus=2, cupy_found=False)
+    "2 GPU(s), but CuPy is not installed: pip install 'hpcgpu[cuda12]' (or cuda13)"
+    """
+    import importlib.util
+
+    from hpcgpu.worker.gpuinfo import count_gpus, nvml_library
+
+    nvml = nvml_library() if nvml is None and gpus is None else nvml
+    if nvml is None:
+        return "no NVIDIA driver here: NVML not found"
+    gpus = count_gpus() if gpus is None else gpus
+    if gpus == 0:
+        return "the NVIDIA driver sees no GPU, or CUDA_VISIBLE_DEVICES hides them"
+    if not (importlib.util.find_spec("cupy") is not None if cupy_found is None else cupy_found):
+        return f"{gpus} GPU(s), but CuPy is not installed: pip install 'hpcgpu[cuda12]' (or cuda13)"
+    return f"{gpus} GPU(s), but CuPy cannot use them: hpcgpu doctor says why"
 
 
 def worker_gpus(client) -> list[dict]:

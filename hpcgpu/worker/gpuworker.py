@@ -64,7 +64,8 @@ def prepare_gpu(options: GPUWorkerOptions, gpu: str | None, worker_kwargs: dict)
         _prepare_memory(options, gpu or "0", memory, worker_kwargs, plugins, done)
     if plugins:
         worker_kwargs["plugins"] = list(worker_kwargs.get("plugins") or ()) + plugins
-    logger.info("hpcgpu GPU set-up on %s: %s", gpu, done)
+    if memory is not None:  # a CPU worker has no GPU set-up to report
+        logger.info("hpcgpu GPU set-up on %s: %s", gpu, done)
     return done
 
 

@@ -27,3 +27,14 @@ def test_demo_prints_and_writes_the_table(tmp_path):
     rows = json.loads(out.read_text())
     assert [r["workload"] for r in rows] == ["array-sum"] and rows[0]["backend"] == "numpy"
     assert rows[0]["seconds"] > 0 and "hpcgpu demo" in result.output
+    # on a machine without GPUs it says why it runs on the CPU (#43 item 5)
+    assert "local CPU cluster; no NVIDIA driver here" in " ".join(result.output.split()), result.output
+
+
+def test_a_cpu_worker_logs_no_gpu_set_up(caplog):
+    from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
+    from hpcgpu.worker.gpuworker import prepare_gpu
+
+    with caplog.at_level("INFO", logger="distributed.hpcgpu"):
+        prepare_gpu(GPUWorkerOptions(), None, {})
+    assert "GPU set-up" not in caplog.text
