@@ -22,7 +22,7 @@ from hpcgpu.cluster.scheduler_job import JobScheduler
 from hpcgpu.cluster.start_errors import root_cause, start_error
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.keywords import check_keywords
-from hpcgpu.jobspec.scriptfields import shell_word
+from hpcgpu.jobspec.scriptfields import shell_template
 from hpcgpu.network import client_address, config_context
 from hpcgpu.network.tls import cluster_security
 
@@ -143,7 +143,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
         kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
         if name is not None:  # every worker's --name: unquoted in dask-jobqueue's CPU jobs
-            shell_word("name", name)
+            shell_template("name", name)
         arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
         retire = (retire_before, lifetime_stagger, replace_ahead, signal_before_walltime, requeue)
         # ValueError before anything starts

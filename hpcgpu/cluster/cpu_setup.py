@@ -22,7 +22,7 @@ from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
 from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.worker.http import http_argv
-from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options
+from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options, quoted_value
 from hpcgpu.jobspec.units import parse_walltime
 
 __all__ = ["is_cpu_request", "prepare_any", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
@@ -158,9 +158,10 @@ def _check_cpu_arguments(scheduler: str, options: dict[str, Any], section: str) 
         raise ValueError("retire_before applies to GPU workers: for CPU workers use "
                          "worker_extra_args=['--lifetime', '55m'] as in dask-jobqueue")
     _refuse_scheduler_arguments(scheduler, options)
+    quoted = {name: quoted_value for name in get_dialect(scheduler).quoted_directives}
     check_options({name: options[name] if options.get(name) is not None
                    else dask.config.get(f"{section}.{key}", None)
-                   for name, key in _SCRIPT_FIELDS.items()}, CPU_WORDS)
+                   for name, key in _SCRIPT_FIELDS.items()}, {**CPU_WORDS, **quoted})
 
 
 def _probe_job(scheduler: str, dialect: Any, config_name: str, options: dict[str, Any]) -> Any:

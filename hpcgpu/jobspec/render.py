@@ -15,7 +15,7 @@ import jinja2
 from hpcgpu.jobspec.dialects import Dialect
 from hpcgpu.jobspec.launchers import Launcher
 from hpcgpu.jobspec.resources import GPUJobShape
-from hpcgpu.jobspec.scriptfields import check_script
+from hpcgpu.jobspec.scriptfields import check_script, shell_join
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["JobScript", "render", "worker_job_script", "python_check"]
@@ -190,4 +190,4 @@ def worker_job_script(
     options.setdefault("header", header)
     options["job_script_prologue"] = (tuple(options.get("job_script_prologue", ())) + python_check(python)
                                       + tuple(start_lines))
-    return JobScript(shape, dialect, launcher, shlex.join(worker.argv(python)), **options)
+    return JobScript(shape, dialect, launcher, shell_join(worker.argv(python)), **options)

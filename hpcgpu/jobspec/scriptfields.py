@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from typing import Any
 
 __all__ = ["CPU_WORDS", "DIRECTIVE_CHARACTERS", "check_fields", "check_options", "check_script",
-           "directive_word", "env_name", "shebang", "shell_path", "shell_word", "single_line"]
+           "directive_word", "env_name", "quoted_value", "shebang", "shell_join", "shell_path", "TEMPLATE_OPTIONS",
+           "shell_template", "shell_word", "single_line"]
 
 #: What a value placed in a directive may hold besides letters and digits (any script).
 DIRECTIVE_CHARACTERS = "_.,:@+=/~-"
@@ -45,6 +47,12 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 _NAMES = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\x00": "a NUL byte"}
+#: What a double-quoted directive value may not hold: the characters a scheduler or bash
+#: reads inside double quotes (LSF's ``#BSUB -E``/``-Ep`` run commands).
+_QUOTE_BREAKERS = "\"'\\$`"
+#: A word whose only ``$`` are variable references, and nothing else that bash reads inside
+#: double quotes: it may be written in double quotes, for the job's shell to expand them.
+_TEMPLATE = re.compile(r'(?:[^"\'\\`$\x00-\x1f\x7f]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*')
 
 
 def single_line(field: str, value: Any) -> str:
@@ -85,6 +93,65 @@ def shell_path(field: str, value: Any) -> str:
     shell_word(field, plain, "dask-jobqueue's unquoted worker command (besides $NAME, ${NAME} "
                "and ~/)", value)
     return str(value)
+
+
+def shell_template(field: str, value: Any) -> str:
+    """:func:`shell_word`, where ``$NAME`` and ``${NAME}`` may stand for part of the word
+    (dask-jobqueue's ``name="test-$MY_ENV_VARIABLE"``: the job's shell expands it; hpcgpu
+    writes such words in double quotes, :func:`shell_join`).
+
+    >>> shell_template("name", "test-$MY_ENV_VARIABLE")
+    'test-$MY_ENV_VARIABLE'
+    >>> shell_template("name", "test-$(touch /tmp/p)")
+    Traceback (most recent call last):
+    ...
+    ValueError: name='test-$(touch /tmp/p)' holds '$', which cannot go into dask-jobqueue's \
+unquoted worker command (besides $NAME and ${NAME}): use letters, digits and '_.,:@+=/~-' only
+    """
+    single_line(field, value)
+    shell_word(field, _VARIABLE.sub("v", str(value)),
+               "dask-jobqueue's unquoted worker command (besides $NAME and ${NAME})", value)
+    return str(value)
+
+
+def quoted_value(field: str, value: Any) -> str:
+    """``value`` for a directive that carries it in double quotes (dask-jobqueue's
+    ``#BSUB -P "Dask On LSF"``): spaces may stand, but no quote, backslash, ``$`` or
+    backtick, which would end the quotes or be read inside them.
+
+    >>> quoted_value("project", "Dask On LSF")
+    'Dask On LSF'
+    >>> quoted_value("project", 'x" -Ep "touch /tmp/p')
+    Traceback (most recent call last):
+    ...
+    ValueError: project='x" -Ep "touch /tmp/p' holds '"', which cannot go inside a quoted \
+scheduler directive: leave out quotes, backslashes, '$' and backticks
+    """
+    text = single_line(field, value)
+    bad = next((c for c in text if c in _QUOTE_BREAKERS), None)
+    if bad is not None:
+        raise ValueError(f"{field}={value!r} holds {bad!r}, which cannot go inside a quoted scheduler "
+                         "directive: leave out quotes, backslashes, '$' and backticks")
+    return text
+
+
+#: Worker options whose value dask-jobqueue's users write with ``$NAME`` for the job's shell
+#: to expand (a worker name after ``$SLURM_ARRAY_TASK_ID``, ``local_directory="$TMPDIR"``).
+TEMPLATE_OPTIONS = frozenset({"--name", "--local-directory"})
+
+
+def shell_join(argv) -> str:
+    """A command line for the job's shell: each argument shell-quoted, except the value of a
+    :data:`TEMPLATE_OPTIONS` option whose only ``$`` are ``$NAME``/``${NAME}`` references
+    (and that holds nothing else bash reads inside double quotes): it goes in double
+    quotes, so that the job's shell expands them.
+
+    >>> print(shell_join(["python", "--name", "test-$MY_ENV_VARIABLE", "--x", "$HOME", "--name", "$(id)"]))
+    python --name "test-$MY_ENV_VARIABLE" --x '$HOME' --name '$(id)'
+    """
+    argv = [str(a) for a in argv]
+    return " ".join(f'"{a}"' if i and argv[i - 1] in TEMPLATE_OPTIONS and "$" in a and _TEMPLATE.fullmatch(a)
+                    else shlex.quote(a) for i, a in enumerate(argv))
 
 
 def _word(field: str, value: Any, where: str, shown: Any = None) -> str:

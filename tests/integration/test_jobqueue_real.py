@@ -55,6 +55,20 @@ def test_slurm_cpu_workers(slurm, clusters):
 
 
 @pytest.mark.slurm
+def test_slurm_worker_names_expand_the_jobs_variables(slurm, clusters):
+    """dask-jobqueue's ``test_worker_name_uses_cluster_name``: ``$NAME`` in ``name`` is the
+    job's shell's to expand (a job array's users name workers after its variables)."""
+    cluster = clusters(SLURMCluster, queue="debug", name="test-$MY_ENV_VARIABLE",
+                       job_script_prologue=["MY_ENV_VARIABLE=my-env-variable-value"],
+                       **dict(CPU, processes=1, cores=1))
+    cluster.scale(jobs=2)
+    cluster.wait_for_workers(2, timeout=240)
+    with Client(cluster) as client:
+        names = sorted(str(w["name"]) for w in scheduler_workers(client).values())
+    assert names == ["test-my-env-variable-value-0", "test-my-env-variable-value-1"]
+
+
+@pytest.mark.slurm
 def test_slurm_cpu_adapt_in_whole_jobs(slurm, clusters):
     cluster = clusters(SLURMCluster, queue="debug", **CPU)
     check_adapt(cluster, gpus_per_job=2, max_jobs=2)

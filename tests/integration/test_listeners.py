@@ -25,34 +25,31 @@ def _own_sockets_since(before: set) -> list[dict]:
     return [s for s in listening([os.getpid()]) if (s["ip"], s["port"]) not in before]
 
 
-@pytest.mark.slurm
-def test_cluster_mode_listeners_are_the_tables(slurm, clusters):
+def check_cluster_mode(make_cluster, job_variable: str, timeout: float) -> None:
+    """Two GPU workers of the jobs of ``make_cluster()``: every socket of this process (since
+    before the cluster, whose scheduler listens here) and of the jobs' processes is one the
+    docs table lists."""
     before = {(s["ip"], s["port"]) for s in listening([os.getpid()])}
-    cluster = clusters(SLURMCluster, gpus_per_node=2, **FAST)
+    cluster = make_cluster()
     cluster.scale(gpus=2)
-    cluster.wait_for_workers(gpus=2, timeout=120)
+    cluster.wait_for_workers(gpus=2, timeout=timeout)
     with Client(cluster) as client:
         info = client.scheduler_info(n_workers=-1)
     jobs = [job.job_id for job in cluster.jobs if job.job_id]
-    pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"SLURM_JOB_ID={job}")])
+    pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"{job_variable}={job}")])
     assert pids, f"no process of jobs {jobs} found"
     seen, stray = account(_own_sockets_since(before) + listening(pids), info)
     check_against_table("cluster", seen, stray)
+
+
+@pytest.mark.slurm
+def test_cluster_mode_listeners_are_the_tables(slurm, clusters):
+    check_cluster_mode(lambda: clusters(SLURMCluster, gpus_per_node=2, **FAST), "SLURM_JOB_ID", 120)
 
 
 @pytest.mark.sge
 def test_cluster_mode_on_grid_engine_listens_as_the_table_says(sge, clusters):
-    before = {(s["ip"], s["port"]) for s in listening([os.getpid()])}
-    cluster = clusters(SGECluster, gpus_per_node=2, profile="sge-gpu", **FAST)
-    cluster.scale(gpus=2)
-    cluster.wait_for_workers(gpus=2, timeout=180)
-    with Client(cluster) as client:
-        info = client.scheduler_info(n_workers=-1)
-    jobs = [job.job_id for job in cluster.jobs if job.job_id]
-    pids = with_descendants([pid for job in jobs for pid, _ in processes_with(f"JOB_ID={job}")])
-    assert pids, f"no process of jobs {jobs} found"
-    seen, stray = account(_own_sockets_since(before) + listening(pids), info)
-    check_against_table("cluster", seen, stray)
+    check_cluster_mode(lambda: clusters(SGECluster, gpus_per_node=2, profile="sge-gpu", **FAST), "JOB_ID", 180)
 
 
 @pytest.mark.slurm

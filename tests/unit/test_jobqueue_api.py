@@ -259,6 +259,18 @@ def test_deprecated_project_warns_and_becomes_account(make):
     assert "#SBATCH -A old" in cluster.job_header
 
 
+def test_lsf_project_with_spaces_is_quoted_and_what_would_leave_the_quotes_is_refused(make):
+    """dask-jobqueue's test_lsf: ``project="Dask On LSF"`` goes in double quotes; a quote,
+    backslash, ``$`` or backtick there could end them (``#BSUB -Ep`` runs a command)."""
+    cluster = make(LSFCluster, cores=8, memory="28GB", project="Dask On LSF", security=False)
+    assert '#BSUB -P "Dask On LSF"' in cluster.job_header
+    for bad in ('x" -Ep "touch /tmp/p', "a$b", "a`id`", "a\\b", "it's"):
+        with pytest.raises(ValueError, match="project=.*cannot go inside a quoted scheduler directive"):
+            LSFCluster(cores=8, memory="28GB", project=bad, security=False)
+    with pytest.raises(ValueError, match="project='Dask On PBS' holds ' '"):  # PBS writes it unquoted
+        PBSCluster(cores=8, memory="28GB", project="Dask On PBS", security=False)
+
+
 def test_nothing_written_to_home(tmp_path):
     """Importing hpcgpu (and so dask-jobqueue) and making a CPU cluster from a jobqueue
     section leave a fresh HOME empty; dask-jobqueue alone copies its jobqueue.yaml there."""

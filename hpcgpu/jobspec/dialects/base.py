@@ -81,6 +81,9 @@ class Dialect:
     submit_options: ClassVar[tuple[str, ...]] = ()
     #: Regular expression whose first group is the job id in the submit command's output.
     job_id_pattern: ClassVar[str] = r"(\d+)"
+    #: Options of dask-jobqueue's CPU jobs that its directive lines carry in double quotes, so
+    #: that a value may hold spaces (:func:`~hpcgpu.jobspec.scriptfields.quoted_value`).
+    quoted_directives: ClassVar[frozenset[str]] = frozenset()
 
     limits: NodeLimits = field(default_factory=NodeLimits)
 

@@ -54,6 +54,8 @@ class LSFDialect(Dialect):
     cancel_executable: ClassVar[str] = "bkill"
     default_launcher: ClassVar[str] = "jsrun"
     job_id_pattern: ClassVar[str] = r"Job <(\d+)>"
+    #: dask-jobqueue writes ``#BSUB -P "<project>"``
+    quoted_directives: ClassVar[frozenset[str]] = frozenset({"project"})
 
     memory_unit: str = "MB"
     gpu_mode: str = "exclusive_process"
