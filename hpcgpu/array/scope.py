@@ -20,7 +20,7 @@ from dask.highlevelgraph import HighLevelGraph
 __all__ = ["mark_layer", "holds_hpcgpu_array", "Settings", "cluster_threads", "TASKS_PER_THREAD"]
 
 #: names of the arrays hpcgpu.array made, for graphs that reach the optimiser as plain dicts
-#: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark`)
+#: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark_layer`)
 _MARKED: set = set()
 
 #: fused tasks per thread of the cluster that ``fuse-width: auto`` aims at: fewer, larger
@@ -83,7 +83,7 @@ class Settings:
         ``hpcgpu.array.fused-kernels`` (:func:`~hpcgpu.array.fused.fused_backends`).
     tasks_per_thread : int
         ``hpcgpu.array.tasks-per-thread``: fused tasks per worker thread that ``width="auto"``
-        aims at (:func:`auto_width`).
+        aims at (:func:`~hpcgpu.array.optimization.auto_width`).
 
     Examples
     --------
