@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcgpu.system import spawn
 from hpcgpu.system.logdir import default_log_directory
 from hpcgpu.system.safedir import HeldDirectory, check_private_path
 from hpcgpu.system.userdir import owner_line, prune_stale, user_directory
@@ -120,7 +121,7 @@ def job_gone(job: str, env=os.environ) -> bool:
     if argv is None or not job_id.isdigit():
         return False
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        done = spawn.run(argv, timeout=20)  # dies with this process, as every command hpcgpu starts
     except (OSError, subprocess.TimeoutExpired):
         return False
     if kind == "slurm":
