@@ -52,22 +52,27 @@ def test_cluster_mode_on_grid_engine_listens_as_the_table_says(sge, clusters):
     check_cluster_mode(lambda: clusters(SGECluster, gpus_per_node=2, profile="sge-gpu", **FAST), "JOB_ID", 180)
 
 
-@pytest.mark.slurm
-def test_batch_mode_listeners_are_the_tables(slurm, tmp_path):
+def batch_listeners(tmp_path, gpus: int, export: str = "") -> tuple[dict, list]:
+    """The sockets of an sbatch job of ``jobscripts/slurm-2x4.sbatch`` on ``gpus`` GPUs running
+    ``listeners_batch_script.py`` (``export``: more variables), accounted by role."""
     out = tmp_path / "listeners.json"
-    argv = ["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=2",
+    argv = ["sbatch", "--parsable", "--nodes=1", f"--ntasks-per-node={gpus}", f"--gpus-per-node={gpus}",
             "--cpus-per-task=1", "--mem=2G", "--time=5", "--job-name=hpcgpu-listeners",
             f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
-            f"--export=ALL,HPCGPU_PYTHON={sys.executable}", str(ROOT / "jobscripts" / "slurm-2x4.sbatch"),
-            str(ROOT / "tests" / "listeners_batch_script.py"), str(out), "2"]
+            f"--export=ALL,HPCGPU_PYTHON={sys.executable}{export}", str(ROOT / "jobscripts" / "slurm-2x4.sbatch"),
+            str(ROOT / "tests" / "listeners_batch_script.py"), str(out), str(gpus)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.strip().split(";")[0]
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
     assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
     found = json.loads(out.read_text())
-    seen, stray = account(found["sockets"], found["info"])
-    check_against_table("batch", seen, stray)
+    return account(found["sockets"], found["info"])
+
+
+@pytest.mark.slurm
+def test_batch_mode_listeners_are_the_tables(slurm, tmp_path):
+    check_against_table("batch", *batch_listeners(tmp_path, 2))
 
 
 def test_local_mode_listeners_are_the_tables():
@@ -144,19 +149,5 @@ def test_a_site_that_scrapes_the_workers_asks_once(slurm, clusters):
 
 @pytest.mark.slurm
 def test_batch_mode_reads_the_config_key_from_the_jobs_environment(slurm, tmp_path):
-    out = tmp_path / "listeners.json"
-    argv = ["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=1",
-            "--cpus-per-task=1", "--mem=2G", "--time=5", "--job-name=hpcgpu-listeners",
-            f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
-            f"--export=ALL,HPCGPU_PYTHON={sys.executable},"
-            "DASK_HPCGPU__DEFAULTS__WORKER_HTTP_ADDRESS=0.0.0.0:0",
-            str(ROOT / "jobscripts" / "slurm-2x4.sbatch"),
-            str(ROOT / "tests" / "listeners_batch_script.py"), str(out), "1"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    job_id = done.stdout.strip().split(";")[0]
-    state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
-    assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
-    found = json.loads(out.read_text())
-    seen, stray = account(found["sockets"], found["info"])
+    seen, stray = batch_listeners(tmp_path, 1, ",DASK_HPCGPU__DEFAULTS__WORKER_HTTP_ADDRESS=0.0.0.0:0")
     assert not stray and seen["worker HTTP"] == {("http", "network")}, (seen, stray)
