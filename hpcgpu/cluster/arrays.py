@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,22 +22,13 @@ from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu.system import commands, config
 from hpcgpu.cluster.job import GPUJob
-from hpcgpu.jobspec.dialects.arrays import (FIRST_INDEX, ArrayRequest, array_directives, element_job_id,
-                                    name_template)
+from hpcgpu.schedulers.arrays import ArrayRequest, array_directives, element_job_id, name_template
+from hpcgpu.schedulers.registry import get_scheduler
 
 __all__ = ["ArraySettings", "ArrayElementJob", "ArraySubmission", "JobArrays",
            "consecutive_runs", "parse_site_limit"]
 
 logger = logging.getLogger("hpcgpu.cluster")
-
-#: Where the site's limit on array elements is read, and its pattern (None: not readable).
-_LIMIT_COMMANDS = {
-    "slurm": (["scontrol", "show", "config"], r"^MaxArraySize\s*=\s*(\d+)"),
-    "sge": (["qconf", "-sconf"], r"^max_aj_tasks\s+(\d+)"),
-}
-#: The schedulers' documented defaults where the limit is not read (PBS Pro max_array_size,
-#: LSF MAX_JOB_ARRAY_SIZE).
-_DEFAULT_LIMITS = {"pbs": 10000, "lsf": 1000}
 
 
 @dataclass(frozen=True)
@@ -84,11 +74,7 @@ def parse_site_limit(scheduler: str, output: str) -> int | None:
     >>> parse_site_limit("sge", "max_aj_instances 2000\\nmax_aj_tasks 0"), parse_site_limit("pbs", "")
     (None, None)
     """
-    if scheduler not in _LIMIT_COMMANDS:
-        return None
-    match = re.search(_LIMIT_COMMANDS[scheduler][1], output, re.MULTILINE)
-    value = int(match.group(1)) if match else 0
-    return value or None  # Grid Engine: 0 is no limit
+    return get_scheduler(scheduler).parse_array_limit(output)  # Grid Engine: 0 is no limit
 
 
 def consecutive_runs(names: list[str], longest: int | None) -> list[list[str]]:
@@ -180,7 +166,8 @@ class JobArrays:
         # One array per pool (its own spec and script), of GPU jobs only.
         arrays = [n for n in names if fleet.job_pool(n).spec is spec[n]
                   and not fleet.job_pool(n).cpu]
-        single = (not self.settings.enabled or len(arrays) < 2 or scheduler not in FIRST_INDEX)
+        single = (not self.settings.enabled or len(arrays) < 2
+                  or not get_scheduler(scheduler).has_arrays)
         runs = [[name] for name in names if single or name not in arrays]
         if not single:
             runs += consecutive_runs(arrays, await self.site_limit())
@@ -212,12 +199,12 @@ class JobArrays:
         if self.settings.max_size is not None:
             return self.settings.max_size
         if not self._limit_read:
-            scheduler = self.dialect.name
-            self._limit = _DEFAULT_LIMITS.get(scheduler)
-            if scheduler in _LIMIT_COMMANDS:
-                done = await asyncio.to_thread(commands.run, _LIMIT_COMMANDS[scheduler][0],
+            scheduler = get_scheduler(self.dialect.name)
+            self._limit = scheduler.default_array_limit
+            if scheduler.array_limit_query:
+                done = await asyncio.to_thread(commands.run, list(scheduler.array_limit_query[0]),
                                                timeout=30, check=False)
-                self._limit = parse_site_limit(scheduler, done.stdout)
+                self._limit = scheduler.parse_array_limit(done.stdout)
             self._limit_read = True
             logger.info("at most %s elements per array job", self._limit or "unlimited")
         return self._limit

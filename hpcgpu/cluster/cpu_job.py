@@ -11,7 +11,6 @@ exports.
 
 from __future__ import annotations
 
-import glob
 import inspect
 import os
 import shlex
@@ -23,28 +22,32 @@ import dask.config
 from hpcgpu.system.jobqueue import Job
 from hpcgpu.cluster.job import DialectSubmission, tls_settings
 from hpcgpu.jobspec.dialects import Dialect, get_dialect
+from hpcgpu.schedulers.registry import get_scheduler
 
 __all__ = ["cpu_job_class", "cpu_error_log"]
 
 #: dask-jobqueue after 0.9.0 renders job_script_epilogue itself (dask-jobqueue#677).
 _UPSTREAM_EPILOGUE = "job_script_epilogue" in inspect.signature(Job.__init__).parameters
 #: Lines newer dask-jobqueue adds, added here when the installed one lacks them:
-#: scheduler -> (the line they follow, the line). SLURM's -N 1 is dask-jobqueue#680.
-_NEWER_LINES = {"slurm": ("#SBATCH -n 1", "#SBATCH -N 1")}
-_UPSTREAM = {"slurm": ("dask_jobqueue.slurm", "SLURMJob"), "pbs": ("dask_jobqueue.pbs", "PBSJob"),
-             "lsf": ("dask_jobqueue.lsf", "LSFJob"), "sge": ("dask_jobqueue.sge", "SGEJob")}
+#: the line they follow -> the line. SLURM's -N 1 is dask-jobqueue#680.
+_NEWER_LINES = {"#SBATCH -n 1": "#SBATCH -N 1"}
 
 
 @lru_cache(maxsize=None)
 def cpu_job_class(scheduler: str) -> type:
-    """hpcgpu's CPU job class for ``scheduler``: dask-jobqueue's job plus hpcgpu submission.
+    """hpcgpu's CPU job class for ``scheduler``: dask-jobqueue's job plus hpcgpu submission;
+    ``ValueError`` where dask-jobqueue has none (GPU workers only there).
 
     >>> cpu_job_class("slurm").__name__, cpu_job_class("slurm").config_name
     ('SLURMJob', 'slurm')
     """
     import importlib
 
-    module, name = _UPSTREAM[scheduler]
+    upstream_job = get_scheduler(scheduler).cpu_job
+    if upstream_job is None:
+        raise ValueError(f"scheduler={scheduler!r} runs GPU workers only (dask-jobqueue has no "
+                         "CPU job for it): ask for GPUs with gpus_per_node")
+    module, name = upstream_job
     upstream = getattr(importlib.import_module(module), name)
     # Named as upstream's: its errors name f"{name}".replace("Job", "Cluster").
     return type(name, (CPUJobMixin, upstream),
@@ -71,8 +74,7 @@ class CPUJobMixin(DialectSubmission):
             self.job_script_epilogue = list(job_script_epilogue if job_script_epilogue is not None
                                             else dask.config.get(
                 f"jobqueue.{self.config_name}.job-script-epilogue", None) or [])
-        self.job_header = _with_newer_lines(self.config_name_scheduler(), self.job_header,
-                                            self.job_directives_skip)
+        self.job_header = _with_newer_lines(self.job_header, self.job_directives_skip)
 
     @classmethod
     def config_name_scheduler(cls) -> str:
@@ -90,24 +92,22 @@ class CPUJobMixin(DialectSubmission):
         return script
 
 
-def _with_newer_lines(scheduler: str, header: str, skip: Any) -> str:
-    r"""``header`` with the line newer dask-jobqueue adds, unless present or skipped.
+def _with_newer_lines(header: str, skip: Any) -> str:
+    r"""``header`` with the lines newer dask-jobqueue adds, unless present or skipped.
 
-    >>> print(_with_newer_lines("slurm", "#SBATCH -J w\n#SBATCH -n 1\n#SBATCH -t 10", ()))
+    >>> print(_with_newer_lines("#SBATCH -J w\n#SBATCH -n 1\n#SBATCH -t 10", ()))
     #SBATCH -J w
     #SBATCH -n 1
     #SBATCH -N 1
     #SBATCH -t 10
-    >>> _with_newer_lines("slurm", "#SBATCH -n 1", ["-N 1"])
+    >>> _with_newer_lines("#SBATCH -n 1", ["-N 1"])
     '#SBATCH -n 1'
     """
-    if scheduler not in _NEWER_LINES:
-        return header
-    after, line = _NEWER_LINES[scheduler]
     lines = header.split("\n")
-    if line in lines or after not in lines or any(s in line for s in skip or ()):
-        return header
-    lines.insert(lines.index(after) + 1, line)
+    for after, line in _NEWER_LINES.items():
+        if line in lines or after not in lines or any(s in line for s in skip or ()):
+            continue
+        lines.insert(lines.index(after) + 1, line)
     return "\n".join(lines)
 
 
@@ -127,17 +127,5 @@ def cpu_error_log(scheduler: str, log_directory: str | None, job_name: str | Non
     '/logs/LSFCluster-0-9.err'
     """
     directory = log_directory or os.getcwd()
-    if scheduler == "slurm":
-        if not log_directory:
-            return f"{directory}/slurm-{job_id}.out"
-        path = f"{directory}/{job_name or 'worker'}-{job_id}.err"
-        # %J is <id>.<step> on some SLURM versions.
-        return path if os.path.exists(path) else next(
-            iter(glob.glob(f"{directory}/{job_name or 'worker'}-{job_id}.*err")), path)
-    if scheduler == "lsf":
-        return f"{directory}/{worker_name or 'worker'}-{job_id}.err"
-    if scheduler == "pbs" and log_directory:
-        return f"{directory}/{job_id}.ER"  # -e dir/: <job id>.ER (real OpenPBS)
-    # SGE: -j y puts stderr in the .o file; PBS without a directory: <name>.e<sequence number>.
-    stream = "o" if scheduler == "sge" else "e"
-    return f"{directory}/{job_name}.{stream}{job_id.split('.')[0]}"
+    return get_scheduler(scheduler).cpu_error_log(directory, log_directory, job_name,
+                                                  worker_name, job_id)

@@ -20,6 +20,7 @@ from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.jobspec.resources import GPUJobShape, NodeLimits
 from hpcgpu.jobspec.scriptfields import check_options
 from hpcgpu.jobspec.units import parse_memory
+from hpcgpu.schedulers.registry import get_scheduler
 
 __all__ = ["ClusterSetup", "prepare", "make_log_directory", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
 
@@ -65,8 +66,8 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     ...
     ValueError: unknown option(s) gpus_per_nod: known are nodes, gpus_per_node, cpus_per_gpu, ...
     """
-    get_dialect(scheduler)  # unknown scheduler names fail first
-    opts = config.resolve(scheduler, explicit_none(options))
+    account_key = get_scheduler(scheduler).account_key  # unknown scheduler names fail first
+    opts = config.resolve(scheduler, explicit_none(options), account_key=account_key)
     check_keywords(opts)  # the configuration's values too: their types and bounds
     check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir
     gpu_options, switches = batch_gpu_options({k: opts[k] for k in GPU_KEYWORDS if opts[k] is not None})

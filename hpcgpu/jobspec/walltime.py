@@ -22,6 +22,8 @@ from typing import Any
 
 from dask.utils import parse_timedelta
 
+from hpcgpu.schedulers.registry import get_scheduler
+
 __all__ = ["Retirement", "preemption_directives", "retirement_off"]
 
 
@@ -139,14 +141,4 @@ def preemption_directives(dialect: str, signal_before: int | None, requeue: bool
     >>> preemption_directives("pbs", None, True)
     ['-r y']
     """
-    lines: list[str] = []
-    if signal_before is not None:
-        lines += {
-            "slurm": [f"--signal=USR1@{int(signal_before)}"],
-            "sge": ["-notify"],  # SIGUSR1 before suspension, SIGUSR2 before the kill
-            "lsf": ["-wa USR1", f"-wt {max(1, -(-int(signal_before) // 60))}"],
-            "pbs": [],  # PBS sends SIGTERM, then SIGKILL after kill_delay: nothing to ask for
-        }[dialect]
-    if requeue:
-        lines += {"slurm": ["--requeue"], "sge": ["-r y"], "lsf": ["-r"], "pbs": ["-r y"]}[dialect]
-    return lines
+    return get_scheduler(dialect).preemption_lines(signal_before, requeue)

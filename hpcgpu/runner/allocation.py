@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
 from hpcgpu.jobspec.resources import GPUJobShape
-from hpcgpu.runner.slurm_env import (_count, _ids, _int, _min_cpus, _tres_gpus,  # noqa: F401
-                                     in_salloc_shell as _in_salloc_shell, slurm_gpus as _slurm_gpus,
-                                     slurm_tasks as _slurm_tasks)
+from hpcgpu.schedulers.registry import detect, get_scheduler, schedulers
+from hpcgpu.schedulers.slurm.environment import (_count, _ids, _int, _min_cpus,  # noqa: F401
+                                                 _tres_gpus)
 
-__all__ = ["Allocation", "detect_allocation", "count_nvidia_smi_gpus", "DEFAULT_LAUNCHERS"]
+__all__ = ["Allocation", "detect_allocation", "count_nvidia_smi_gpus"]
 
-#: batch system -> launcher that starts one task per GPU across its nodes
-DEFAULT_LAUNCHERS = {"slurm": "srun", "pbs": "mpiexec", "lsf": "jsrun", "sge": "mpirun", None: "direct"}
+
+def __getattr__(name: str) -> Any:
+    """``DEFAULT_LAUNCHERS``: batch system -> the launcher that starts its tasks across
+    nodes (None: no batch system, ``direct``), read from the registry."""
+    if name == "DEFAULT_LAUNCHERS":
+        return {**{s.name: s.batch_launcher for s in schedulers()}, None: "direct"}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -120,9 +124,9 @@ class Allocation:
     def default_launcher(self) -> str:
         """The batch system's usual launcher; ``direct`` on one node of SGE, PBS (whose sites'
         ``mpiexec`` differ: Open MPI's refuses PALS' ``--ppn``) or no scheduler."""
-        if self.nodes == 1 and self.scheduler in ("sge", "pbs", None):
+        if self.scheduler is None:
             return "direct"
-        return DEFAULT_LAUNCHERS[self.scheduler]
+        return get_scheduler(self.scheduler).launcher_for_allocation(self.nodes)
 
     def shape(self) -> GPUJobShape:
         """The allocation as a :class:`~hpcgpu.jobspec.resources.GPUJobShape`, for the launchers."""
@@ -130,80 +134,20 @@ class Allocation:
                                   cpus_per_gpu=self.cpus_per_gpu)
 
 
-def _unique_lines(path: str | None, column: int = 0) -> list[str]:
-    if not path or not Path(path).is_file():
-        return []
-    hosts: list[str] = []
-    for line in Path(path).read_text().splitlines():
-        parts = line.split()
-        if len(parts) > column and parts[column] not in hosts:
-            hosts.append(parts[column])
-    return hosts
-
-
-def _scheduler_of(env: Mapping[str, str]) -> str | None:
-    if env.get("SLURM_JOB_ID"):
-        return "slurm"
-    if env.get("PBS_JOBID"):
-        return "pbs"
-    if env.get("LSB_JOBID"):
-        return "lsf"
-    if env.get("JOB_ID") and (env.get("SGE_ROOT") or env.get("PE_HOSTFILE") or env.get("SGE_TASK_ID")):
-        return "sge"
-    return None
-
-
-def _hosts_and_cpus(scheduler: str | None, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
-    """(hosts, node count, cores on this node) as the batch system states them."""
-    if scheduler == "slurm":
-        nodes = _int(env.get("SLURM_JOB_NUM_NODES")) or _int(env.get("SLURM_NNODES"))
-        # every node's step gets at most the smallest node's cores
-        cpus = _min_cpus(env.get("SLURM_JOB_CPUS_PER_NODE")) or _int(env.get("SLURM_CPUS_ON_NODE"))
-        return [], nodes, cpus
-    if scheduler == "pbs":
-        hosts = _unique_lines(env.get("PBS_NODEFILE"))
-        return hosts, len(hosts) or None, _int(env.get("NCPUS"))
-    if scheduler == "lsf":
-        pairs = _lsf_slots(env)
-        # CORAL-style sites list the launch node first with one slot: it runs no GPU task.
-        if len(pairs) > 1 and pairs[0][1] == 1 and all(n > 1 for _, n in pairs[1:]):
-            pairs = pairs[1:]
-        hosts = [h for h, _ in pairs]
-        return hosts, len(hosts) or None, pairs[0][1] if pairs else None
-    if scheduler == "sge":
-        hosts = _unique_lines(env.get("PE_HOSTFILE"))
-        return hosts, len(hosts) or 1, _int(env.get("NSLOTS"))
-    return [], 1, None
-
-
-def _lsf_slots(env: Mapping[str, str]) -> list[tuple[str, int]]:
-    """(host, slots) from ``LSB_MCPU_HOSTS``, else ``$LSB_DJOB_HOSTFILE`` (a line per slot)."""
-    words = env.get("LSB_MCPU_HOSTS", "").split()
-    if words:
-        return list(zip(words[::2], (int(n) for n in words[1::2])))
-    path = env.get("LSB_DJOB_HOSTFILE")
-    if not path or not Path(path).is_file():
-        return []
-    lines = [line.split()[0] for line in Path(path).read_text().splitlines() if line.split()]
-    return [(host, lines.count(host)) for host in dict.fromkeys(lines)]
-
-
-def _gpus_from_env(scheduler: str | None, env: Mapping[str, str]) -> int | None:
-    if scheduler == "slurm":
-        count = _slurm_gpus(env)
-        if count or _in_salloc_shell(env):  # salloc's shell runs on the login node: its GPUs are not the job's
-            return count
-    if scheduler == "sge" and _ids(env.get("SGE_HGR_gpu")):
-        return len(_ids(env.get("SGE_HGR_gpu")))
+def _gpus_from_env(env: Mapping[str, str], scheduler: Any) -> int | None:
+    """GPUs per node from the scheduler's variables, else ``CUDA_VISIBLE_DEVICES``; none
+    where the scheduler says they cannot be known here."""
+    count = scheduler.gpus_from_env(env) if scheduler else None
+    if count or (scheduler and scheduler.gpus_unknowable(env)):
+        return count
     return len(_ids(env.get("CUDA_VISIBLE_DEVICES"))) or None
 
 
-def _unknown_gpus(scheduler: str | None, env: Mapping[str, str]) -> str:
+def _unknown_gpus(env: Mapping[str, str], scheduler: Any) -> str:
     fix = "pass --gpus-per-node N (e.g. --gpus-per-node 4)"
-    if scheduler == "slurm" and _in_salloc_shell(env):
-        return ("gpus_per_node is unknown: SLURM sets no GPU count in salloc's shell for --gres "
-                "or --exclusive (it does for --gpus-per-node, --gpus-per-task and --gpus); "
-                f"ask salloc for --gpus-per-node N, or {fix}")
+    reason = scheduler.gpus_unknowable(env) if scheduler else None
+    if reason:
+        return f"{reason}, or {fix}"
     return ("gpus_per_node is unknown: no SLURM GPU variable (SLURM_GPUS_ON_NODE, "
             "SLURM_GPUS_PER_NODE, ...), SGE_HGR_gpu, CUDA_VISIBLE_DEVICES or nvidia-smi here; "
             + fix)
@@ -227,7 +171,7 @@ def detect_allocation(
     """Read the allocation from the batch system's environment.
 
     GPUs per node, first found: ``gpus_per_node``; SLURM's variables
-    (:data:`~hpcgpu.runner.slurm_env.SLURM_GPU_VARIABLES`, as sbatch, salloc and srun set them); SGE's
+    (:data:`~hpcgpu.schedulers.slurm.environment.SLURM_GPU_VARIABLES`, as sbatch, salloc and srun set them); SGE's
     ``SGE_HGR_gpu``; ``CUDA_VISIBLE_DEVICES``; ``nvidia-smi -L`` (not in salloc's shell,
     which runs on the login node).
 
@@ -246,24 +190,23 @@ SLURM_GPUS_PER_NODE, ...), SGE_HGR_gpu, CUDA_VISIBLE_DEVICES or nvidia-smi here;
 --gpus-per-node N (e.g. --gpus-per-node 4)
     """
     env = os.environ if env is None else env
-    scheduler = _scheduler_of(env)
-    job_id = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "lsf": "LSB_JOBID", "sge": "JOB_ID"}
-    hosts, found_nodes, cpus = _hosts_and_cpus(scheduler, env)
+    scheduler = detect(env)
+    hosts, found_nodes, cpus = scheduler.hosts_and_cpus(env) if scheduler else ([], 1, None)
     for name, value in (("nodes", nodes), ("gpus_per_node", gpus_per_node)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ValueError(f"{name}={value!r} must be a whole number of at least 1: "
                              f"{_OPTION_FIX[name]}")
-    gpus = gpus_per_node or _gpus_from_env(scheduler, env)
-    if not gpus and not (scheduler == "slurm" and _in_salloc_shell(env)):
+    gpus = gpus_per_node or _gpus_from_env(env, scheduler)
+    if not gpus and not (scheduler and scheduler.gpus_unknowable(env)):
         gpus = probe_gpus()
     if not gpus:
-        raise ValueError(_unknown_gpus(scheduler, env))
+        raise ValueError(_unknown_gpus(env, scheduler))
     return Allocation(
-        scheduler=scheduler,
-        job_id=env.get(job_id[scheduler]) if scheduler else None,
+        scheduler=scheduler.name if scheduler else None,
+        job_id=env.get(scheduler.job_id_variable) if scheduler else None,
         nodes=nodes or found_nodes or 1,
         gpus_per_node=gpus,
         cpus_per_node=cpus or os.cpu_count() or 1,
         hosts=tuple(hosts),
-        **({} if gpus_per_node or nodes else _slurm_tasks(scheduler, env)),
+        **({} if gpus_per_node or nodes or not scheduler else scheduler.tasks(env)),
     )

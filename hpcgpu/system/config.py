@@ -38,7 +38,6 @@ JOBQUEUE_KEYS: dict[str, str] = {
     "job_script_prologue": "job-script-prologue", "worker_extra_args": "worker-extra-args",
     "scheduler_options": "scheduler-options",
 }
-_ACCOUNT_KEY = {"slurm": "account", "pbs": "account", "lsf": "project", "sge": "project"}
 
 
 def get(key: str, default: Any = None) -> Any:
@@ -74,11 +73,12 @@ def _jobqueue_packaged() -> dict:
     return yaml.safe_load(path.read_text()).get("jobqueue", {}) if path.exists() else {}
 
 
-def _from_jobqueue(scheduler: str) -> dict[str, Any]:
-    """The user's own ``jobqueue.<scheduler>`` values (those not equal to the packaged ones)."""
+def _from_jobqueue(scheduler: str, account_key: str) -> dict[str, Any]:
+    """The user's own ``jobqueue.<scheduler>`` values (those not equal to the packaged ones);
+    ``account_key``: the key that holds the account there (``account`` or ``project``)."""
     mine = dask.config.get(f"jobqueue.{scheduler}", {}) or {}
     packaged = _jobqueue_packaged().get(scheduler, {})
-    keys = dict(JOBQUEUE_KEYS, account=_ACCOUNT_KEY[scheduler])
+    keys = dict(JOBQUEUE_KEYS, account=account_key)
     return {
         option: mine[key] for option, key in keys.items()
         if key in mine and mine[key] is not None and mine[key] != packaged.get(key)
@@ -93,10 +93,11 @@ def _section(key: str) -> dict[str, Any]:
     return {k.replace("-", "_"): v for k, v in values.items() if v is not None}
 
 
-def resolve(scheduler: str, explicit: dict[str, Any]) -> dict[str, Any]:
+def resolve(scheduler: str, explicit: dict[str, Any], account_key: str = "account") -> dict[str, Any]:
     """Return every option in :data:`OPTIONS` for ``scheduler``, highest source first.
 
-    ``explicit`` holds the arguments the user passed (``None`` means "not passed").
+    ``explicit`` holds the arguments the user passed (``None`` means "not passed");
+    ``account_key`` the ``jobqueue.<scheduler>`` key of the account (the scheduler's own).
     Unknown profiles raise ``ValueError`` naming the configured ones.
 
     Examples
@@ -113,7 +114,7 @@ def resolve(scheduler: str, explicit: dict[str, Any]) -> dict[str, Any]:
     per_scheduler = _section(f"hpcgpu.{scheduler}")
     name = explicit.get("profile") or per_scheduler.get("profile")
     profile = _profile(name, scheduler) if name else {}
-    layers = [explicit, profile, per_scheduler, _from_jobqueue(scheduler),
+    layers = [explicit, profile, per_scheduler, _from_jobqueue(scheduler, account_key),
               _section("hpcgpu.defaults")]
     resolved = {}
     for option in OPTIONS:

@@ -8,15 +8,23 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from hpcgpu.jobspec.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
+from hpcgpu.schedulers.registry import schedulers
 
-__all__ = ["Placement", "placement_from_env", "node_placements", "JOB_ID_VARIABLES", "job_id_from_env",
+__all__ = ["Placement", "placement_from_env", "node_placements", "job_id_from_env",
            "visible_devices", "physical_gpu", "shared_gpu_error"]
 
-#: Job id variables of the four schedulers, for the default worker name.
-JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
+
+def __getattr__(name: str) -> Any:
+    """``JOB_ID_VARIABLES``: every registered scheduler's job id variable, for the default
+    worker name (read from the registry)."""
+    if name == "JOB_ID_VARIABLES":
+        return tuple(s.job_id_variable for s in schedulers())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _LOCAL_SIZE_VARIABLES = (
     "HPCGPU_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE",
     "PALS_LOCAL_SIZE", "MPI_LOCALNRANKS", "JSM_NAMESPACE_LOCAL_SIZE",
@@ -176,13 +184,8 @@ def job_id_from_env(env: Mapping[str, str] | None = None, default: str = "") -> 
     ('8.3', '8', '5[2]')
     """
     env = os.environ if env is None else env
-    job_id = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), default)
-    # Grid Engine and LSF give every element of an array the array's id: add the index.
-    if env.get("JOB_ID") == job_id and str(env.get("SGE_TASK_ID", "")).isdigit():
-        return f"{job_id}.{env['SGE_TASK_ID']}"
-    if env.get("LSB_JOBID") == job_id and env.get("LSB_JOBINDEX", "0") not in ("", "0"):
-        return f"{job_id}[{env['LSB_JOBINDEX']}]"
-    return job_id
+    # an array element's own id where the scheduler gives it the array's (Grid Engine, LSF)
+    return next((s.job_id(env) for s in schedulers() if env.get(s.job_id_variable)), default)
 
 
 def visible_devices(env: Mapping[str, str]) -> list[str]:

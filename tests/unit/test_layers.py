@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "hpcgpu"
 LAYERS = {
     "hpcgpu.system": 0,
     "hpcgpu.jobspec": 1,
+    "hpcgpu.schedulers": 1,
     "hpcgpu.network": 1,
     "hpcgpu.array": 2,
     "hpcgpu.dataframe": 2,

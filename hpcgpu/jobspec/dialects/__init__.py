@@ -1,4 +1,6 @@
-"""Scheduler dialects: SLURM, PBS Pro, LSF and Grid Engine.
+"""Scheduler dialects: each scheduler's rendering part, kept under this name for callers.
+
+The dialects live with their schedulers (:mod:`hpcgpu.schedulers`); this module names them.
 
 Examples
 --------
@@ -12,25 +14,38 @@ ValueError: scheduler='torque' is not supported: use one of slurm, pbs, lsf, sge
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from hpcgpu.jobspec.dialects.base import JOB_STATES, TERMINAL_STATES, Dialect, JobStatus
-from hpcgpu.jobspec.dialects.lsf import LSFDialect
-from hpcgpu.jobspec.dialects.pbs import PBSDialect
-from hpcgpu.jobspec.dialects.sge import SGEDialect
-from hpcgpu.jobspec.dialects.slurm import SlurmDialect
+from hpcgpu.schedulers.dialect import JOB_STATES, TERMINAL_STATES, Dialect, JobStatus
+from hpcgpu.schedulers.lsf.dialect import LSFDialect
+from hpcgpu.schedulers.pbs.dialect import PBSDialect
+from hpcgpu.schedulers.registry import get_scheduler, scheduler_names
+from hpcgpu.schedulers.sge.dialect import SGEDialect
+from hpcgpu.schedulers.slurm.dialect import SlurmDialect
 
 __all__ = [
     "DIALECTS", "JOB_STATES", "TERMINAL_STATES", "Dialect", "JobStatus", "LSFDialect", "PBSDialect", "SGEDialect",
     "SlurmDialect", "get_dialect",
 ]
 
-DIALECTS: dict[str, type[Dialect]] = {
-    "slurm": SlurmDialect,
-    "pbs": PBSDialect,
-    "lsf": LSFDialect,
-    "sge": SGEDialect,
-}
+
+class _Dialects(Mapping):
+    """scheduler name -> dialect class, for every registered scheduler."""
+
+    def __getitem__(self, name: str) -> type[Dialect]:
+        if name not in scheduler_names():
+            raise KeyError(name)
+        return get_scheduler(name).dialect_class
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(scheduler_names())
+
+    def __len__(self) -> int:
+        return len(scheduler_names())
+
+
+DIALECTS: Mapping[str, type[Dialect]] = _Dialects()
 
 
 def get_dialect(name: str, **site_options: Any) -> Dialect:
@@ -38,17 +53,4 @@ def get_dialect(name: str, **site_options: Any) -> Dialect:
 
     Unknown options raise ``ValueError`` naming the options the dialect takes.
     """
-    try:
-        cls = DIALECTS[name]
-    except KeyError:
-        raise ValueError(
-            f"scheduler={name!r} is not supported: use one of {', '.join(DIALECTS)}"
-        ) from None
-    try:
-        return cls(**site_options)
-    except TypeError:
-        known = sorted(f for f in cls.__dataclass_fields__)
-        unknown = sorted(set(site_options) - set(known))
-        raise ValueError(
-            f"unknown {name} site option(s) {', '.join(unknown)}: known are {', '.join(known)}"
-        ) from None
+    return get_scheduler(name).dialect(**site_options)
