@@ -112,6 +112,9 @@ def check_scale_up_and_down(cluster, gpus_per_job: int, jobs: int, job_alive) ->
     total = jobs * gpus_per_job
     cluster.scale(gpus=total)
     cluster.wait_for_workers(gpus=total, timeout=120)
+    # every running job shows its nodes as the scheduler gives them (one poll at most)
+    wait_for(lambda: all(j.nodes for j in cluster.jobs if j.state == "running"), 10,
+             what="the running jobs' nodes")
     with Client(cluster) as client:
         placement = gpu_placement(client)
         assert len(placement) == total

@@ -29,6 +29,9 @@ def test_qdel_mid_computation_is_recomputed_and_replaced(cluster, tmp_path):
         kill=lambda job_id: subprocess.run(["qdel", job_id], check=True, capture_output=True))
     assert max(ran.values()) >= 2  # lost with the job, recomputed on its replacement
     assert len(cluster.jobs) >= 2 and cluster.jobs[1].job_id
+    # the replacement's node, as qstat gives it, once it runs (#43 item 5: it showed '-')
+    wait_for(lambda: cluster.jobs[1].state != 'running' or cluster.jobs[1].nodes, 10,
+             what="the replacement job's node")
     assert any(first.name in e and "ended while its workers were connected" in e
                for e in cluster.events), cluster.events
 
