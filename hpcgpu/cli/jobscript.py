@@ -12,7 +12,7 @@ from hpcgpu.system import commands
 from hpcgpu.cluster.setup import ClusterSetup, prepare
 from hpcgpu.jobspec.dialects import DIALECTS, get_dialect
 from hpcgpu.jobspec.gpuflags import given_flags, gpu_flags
-from hpcgpu.jobspec.launchers import LAUNCHERS, get_launcher
+from hpcgpu.launchers import LAUNCHERS, get_launcher
 from hpcgpu.jobspec.queues import check_queue
 from hpcgpu.jobspec.render import render, worker_job_script
 from hpcgpu.jobspec.worker_command import WorkerCommand

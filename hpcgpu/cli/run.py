@@ -9,7 +9,7 @@ import click
 
 from hpcgpu.jobspec.gpuflags import flag_argv, gpu_flags, options_from_flags
 from hpcgpu.jobspec.gpukeywords import SWITCHES, switch_network
-from hpcgpu.jobspec.launchers import LAUNCHERS
+from hpcgpu.launchers import LAUNCHERS
 
 __all__ = ["run"]
 

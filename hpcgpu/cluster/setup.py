@@ -11,7 +11,7 @@ from dask.utils import parse_timedelta
 
 from hpcgpu.system import config
 from hpcgpu.jobspec.dialects import Dialect, get_dialect
-from hpcgpu.jobspec.launchers import Launcher, get_launcher
+from hpcgpu.launchers import Launcher, get_launcher
 from hpcgpu.system.logdir import default_log_directory, prune_job_logs
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options, explicit_none, switch_network

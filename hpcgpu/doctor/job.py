@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hpcgpu.system import commands
 from hpcgpu.jobspec.dialects import get_dialect
-from hpcgpu.jobspec.launchers import get_launcher
+from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, job_environment
 from hpcgpu.system.safedir import check_private_path
 from hpcgpu.system.threadsignals import start_thread

@@ -15,7 +15,7 @@ import click
 
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
-from hpcgpu.jobspec.launchers import get_launcher
+from hpcgpu.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render, worker_job_script
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.worker_command import WorkerCommand

@@ -13,7 +13,7 @@ from functools import lru_cache
 import jinja2
 
 from hpcgpu.jobspec.dialects import Dialect
-from hpcgpu.jobspec.launchers import Launcher
+from hpcgpu.launchers import Launcher
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.scriptfields import check_script, shell_join
 from hpcgpu.jobspec.worker_command import WorkerCommand
@@ -106,7 +106,7 @@ def render(script: JobScript) -> str:
     Examples
     --------
     >>> from hpcgpu.jobspec.dialects import get_dialect
-    >>> from hpcgpu.jobspec.launchers import get_launcher
+    >>> from hpcgpu.launchers import get_launcher
     >>> shape = GPUJobShape.create(gpus_per_node=2, walltime=30)
     >>> print(render(JobScript(shape, get_dialect("slurm"), get_launcher("srun"), "hostname")))
     #!/usr/bin/env bash
@@ -175,7 +175,7 @@ def worker_job_script(
     """A job script that starts one Dask worker per GPU through ``hpcgpu.worker``.
 
     With one launcher task per node (the default) each task is told the GPU count and
-    starts a nanny per GPU itself (:meth:`Launcher.worker <hpcgpu.jobspec.launchers.Launcher.worker>`).
+    starts a nanny per GPU itself (:meth:`Launcher.worker <hpcgpu.launchers.Launcher.worker>`).
     ``python`` is checked after the user's prologue (which may load a module or activate
     an environment) and before ``start_lines`` (``scheduler_in_job``'s scheduler) and the workers.
     """

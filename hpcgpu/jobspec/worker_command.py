@@ -52,7 +52,7 @@ class WorkerCommand:
         walltime, see :class:`hpcgpu.jobspec.walltime.Retirement`).
     gpus_per_node : int, "all" or None
         With one launcher task per node: the GPU workers (one nanny each) this task starts
-        (``all``: one per GPU in its ``CUDA_VISIBLE_DEVICES``); None: the task is one GPU's (set by :meth:`hpcgpu.jobspec.launchers.Launcher.worker`).
+        (``all``: one per GPU in its ``CUDA_VISIBLE_DEVICES``); None: the task is one GPU's (set by :meth:`hpcgpu.launchers.Launcher.worker`).
     launcher : str
         The launcher that started it (informative).
     rmm_pool_size : str or None

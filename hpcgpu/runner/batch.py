@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 
 from hpcgpu.system.closelog import quiet_expected_close
-from hpcgpu.jobspec.launchers import get_launcher
+from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
 from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation

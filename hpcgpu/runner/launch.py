@@ -14,14 +14,13 @@ import os
 import shlex
 from typing import Mapping
 
-from hpcgpu.jobspec.launchers import Launcher
-from hpcgpu.runner.allocation import Allocation, _int
+from hpcgpu.launchers import LAUNCHERS, RANK_VARIABLES, Launcher
+from hpcgpu.launchers.base import ALL_VISIBLE
+from hpcgpu.runner.allocation import Allocation
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
 
-#: ``--gpus-per-node`` value telling a worker task to take every GPU it sees.
-ALL_VISIBLE = "all"
 
 
 def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerCommand,
@@ -30,7 +29,7 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
 
     Examples
     --------
-    >>> from hpcgpu.jobspec.launchers import get_launcher
+    >>> from hpcgpu.launchers import get_launcher
     >>> w = WorkerCommand(scheduler="tls://n1:4000")
     >>> a = Allocation("slurm", "7", nodes=2, gpus_per_node=2, cpus_per_node=8)
     >>> shlex.join(workers_argv(a, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
@@ -53,31 +52,15 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
     """
     shape = allocation.shape()
     launcher.validate(shape)
-    if launcher.name == "srun" and allocation.scheduler == "slurm":
-        prefix, gpus = _srun_step(allocation)
+    step = launcher.allocation_step(allocation)
+    if step is not None:
+        prefix, gpus = step
     else:
         # mpirun & co. start one task per node; where nodes differ each takes what it sees
         prefix = launcher.prefix(shape)
         gpus = allocation.gpus_per_node if allocation.uniform else ALL_VISIBLE
     command = dataclasses.replace(worker, launcher=launcher.name, gpus_per_node=gpus)
     return [*prefix, *launcher_args, *command.argv(python)]
-
-
-def _srun_step(a: Allocation) -> tuple[list[str], int | str | None]:
-    """srun's options for the workers' step, and the worker's ``--gpus-per-node``."""
-    if a.gpus_per_task:
-        argv = ["srun", f"--nodes={a.nodes}", f"--ntasks={a.tasks}",
-                f"--cpus-per-task={a.cpus_per_task or 1}", f"--gpus-per-task={a.gpus_per_task}"]
-        return argv + ["--kill-on-bad-exit=1"], (a.gpus_per_task if a.gpus_per_task > 1 else None)
-    # --ntasks: the job's SLURM_NTASKS would override the per-node count. Cores: what the
-    # smallest node has (asking for more fails: "More processors requested than permitted").
-    argv = ["srun", f"--nodes={a.nodes}", f"--ntasks={a.nodes}", "--ntasks-per-node=1",
-            f"--cpus-per-task={a.cpus_per_node}"]
-    if a.total is None:
-        # a step gets no GPU unless the job asked for them in a form srun inherits
-        # (--exclusive alone does not): ask for the node's GPUs
-        argv.append(f"--gpus-per-node={a.gpus_per_node}")
-    return argv + ["--kill-on-bad-exit=1"], (a.gpus_per_node if a.uniform else ALL_VISIBLE)
 
 
 def launcher_environment(allocation: Allocation, launcher: Launcher,
@@ -88,13 +71,13 @@ def launcher_environment(allocation: Allocation, launcher: Launcher,
 
     Examples
     --------
-    >>> from hpcgpu.jobspec.launchers import get_launcher
+    >>> from hpcgpu.launchers import get_launcher
     >>> t = Allocation("slurm", "7", nodes=1, gpus_per_node=2, cpus_per_node=2,
     ...                gpus_per_task=1, tasks=2)
     >>> launcher_environment(t, get_launcher("mpirun"), {"SLURM_GPUS_PER_TASK": "1", "A": "b"})
     {'A': 'b', 'OMPI_MCA_plm_slurm_args': '--gpus-per-node=2'}
     """
-    if launcher.name == "srun" or not allocation.gpus_per_task:
+    if launcher.allocation_step(allocation) is not None or not allocation.gpus_per_task:
         return env
     if not allocation.uniform:
         raise ValueError(
@@ -102,10 +85,7 @@ def launcher_environment(allocation: Allocation, launcher: Launcher,
             f"GPU counts ({allocation.layout}): use --launcher srun, or ask for "
             "--gpus-per-node instead of --gpus-per-task")
     env = {k: v for k, v in env.items() if k != "SLURM_GPUS_PER_TASK"}
-    if launcher.name == "mpirun" and allocation.scheduler == "slurm":
-        own = env.get("OMPI_MCA_plm_slurm_args", "")
-        env["OMPI_MCA_plm_slurm_args"] = f"{own} --gpus-per-node={allocation.gpus_per_node}".strip()
-    return env
+    return launcher.bound_task_environment(allocation, env)
 
 
 def split_args(text: str | None) -> tuple[str, ...]:
@@ -117,12 +97,6 @@ def split_args(text: str | None) -> tuple[str, ...]:
     ('--oversubscribe', '-x', 'FOO')
     """
     return tuple(shlex.split(text or ""))
-
-
-#: (size variable, launcher) that mark a process started as one task of several.
-_TASK_SIZES = (("SLURM_STEP_NUM_TASKS", "srun"), ("OMPI_COMM_WORLD_SIZE", "mpirun"),
-               ("PMI_SIZE", "mpiexec"), ("PMIX_SIZE", "mpirun"), ("PALS_SIZE", "mpiexec"),
-               ("JSM_NAMESPACE_SIZE", "jsrun"))
 
 
 def started_per_task(env: Mapping[str, str] | None = None) -> str | None:
@@ -139,13 +113,9 @@ def started_per_task(env: Mapping[str, str] | None = None) -> str | None:
     >>> started_per_task({"SLURM_JOB_ID": "5", "SLURM_NTASKS": "8"}) is None  # the batch script
     True
     """
-    from hpcgpu.jobspec.launchers import RANK_VARIABLES
-
     env = os.environ if env is None else env
-    for variable, launcher in _TASK_SIZES:
-        size = _int(env.get(variable))
-        if variable == "SLURM_STEP_NUM_TASKS" and env.get("SLURM_STEP_ID", "batch") in ("batch", "extern"):
-            continue
+    for launcher in LAUNCHERS:
+        size = LAUNCHERS[launcher].task_size(env)
         if size and size > 1:
             rank = next((env[v] for v in RANK_VARIABLES if env.get(v, "").isdigit()), "?")
             return (f"hpcgpu run is task {rank} of {size} started by {launcher}: each copy would "

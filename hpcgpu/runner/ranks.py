@@ -39,7 +39,7 @@ def rank_and_size(env: Mapping[str, str] | None = None) -> tuple[int, int]:
     RuntimeError: no launcher rank here (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, ...): \
 start the script on every rank with srun, mpirun, mpiexec or jsrun
     """
-    from hpcgpu.jobspec.launchers import RANK_VARIABLES
+    from hpcgpu.launchers import RANK_VARIABLES
 
     env = os.environ if env is None else env
     rank = next((int(env[v]) for v in RANK_VARIABLES if env.get(v, "").isdigit()), None)

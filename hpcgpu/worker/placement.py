@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from hpcgpu.jobspec.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
+from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
 from hpcgpu.schedulers.registry import schedulers
 
 __all__ = ["Placement", "placement_from_env", "node_placements", "job_id_from_env",

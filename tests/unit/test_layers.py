@@ -16,6 +16,7 @@ LAYERS = {
     "hpcgpu.system": 0,
     "hpcgpu.jobspec": 1,
     "hpcgpu.schedulers": 1,
+    "hpcgpu.launchers": 1,
     "hpcgpu.network": 1,
     "hpcgpu.array": 2,
     "hpcgpu.dataframe": 2,

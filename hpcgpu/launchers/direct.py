@@ -1,0 +1,24 @@
+"""No launcher: the job's script runs the worker command itself, on one node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hpcgpu.launchers.base import Launcher
+
+__all__ = ["Direct"]
+
+
+@dataclass(frozen=True)
+class Direct(Launcher):
+    """The worker command alone; one node only.
+
+    >>> from hpcgpu.jobspec.resources import GPUJobShape
+    >>> Direct().prefix(GPUJobShape.create(gpus_per_node=4))
+    []
+    """
+
+    name: str = "direct"
+    multi_node: bool = False
+    starts_tasks: ClassVar[bool] = False

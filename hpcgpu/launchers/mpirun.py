@@ -1,0 +1,36 @@
+"""Open MPI's ``mpirun``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from hpcgpu.launchers.base import Launcher
+
+__all__ = ["Mpirun"]
+
+
+@dataclass(frozen=True)
+class Mpirun(Launcher):
+    """``mpirun`` (Open MPI): binding is left to the worker, which takes its cores from the
+    GPU's topology.
+
+    >>> " ".join(Mpirun().task_argv(8, 4, 1, 8))
+    'mpirun -n 8 --map-by ppr:4:node --bind-to none'
+    """
+
+    name: str = "mpirun"
+    rank_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_RANK",)
+    local_rank_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_LOCAL_RANK",)
+    size_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+
+    def task_argv(self, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:
+        return ["mpirun", "-n", str(tasks), "--map-by", f"ppr:{per_host}:node", "--bind-to", "none"]
+
+    def bound_task_environment(self, allocation: Any, env: dict[str, str]) -> dict[str, str]:
+        """Under SLURM, mpirun's daemons are one srun task per node: Open MPI's
+        ``plm_slurm_args`` gives them the node's GPUs, not one each."""
+        if allocation.scheduler == "slurm":
+            own = env.get("OMPI_MCA_plm_slurm_args", "")
+            env["OMPI_MCA_plm_slurm_args"] = f"{own} --gpus-per-node={allocation.gpus_per_node}".strip()
+        return env
