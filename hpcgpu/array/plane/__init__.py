@@ -1,0 +1,114 @@
+"""The collective data plane: rechunk, transpose and matmul as one exchange among workers.
+
+On Dask's task path every block that moves is a task and a message: Python, the
+scheduler and the comm pay per block, so moving data between GPUs runs far below the
+links' bandwidth. Here an operation is one barrier in the graph: each worker that holds
+input hands its blocks to the plane, the scheduler orders the operation on all of them at
+once, and the data crosses in one exchange per pair of workers, through NCCL between the
+GPUs of one host (NVLink where there is one) or over the cluster's own comm (NumPy
+chunks, several hosts). The output blocks come back as ordinary keys on the workers that
+hold them.
+
+``method`` (or ``hpcgpu.array.collective``: ``auto``, ``always``, ``never``) chooses:
+``auto`` takes the plane where data would cross workers (a distributed client with two
+or more workers), the task path elsewhere.
+
+Examples
+--------
+>>> import numpy as np, dask.array as da
+>>> x = da.from_array(np.arange(16.0).reshape(4, 4), chunks=2)
+>>> y = rechunk(x, (4, 1), method="collective")
+>>> bool((y.compute() == x.compute()).all()), y.chunks
+(True, ((4,), (1, 1, 1, 1)))
+>>> bool((matmul(x, x, method="collective").compute() == x.compute() @ x.compute()).all())
+True
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.array.core import normalize_chunks
+
+from hpcgpu.array.plane.graph import collective
+from hpcgpu.array.plane.ops import Matmul, Rechunk, Transpose
+
+__all__ = ["rechunk", "transpose", "matmul", "use_collective"]
+
+logger = logging.getLogger("hpcgpu.array.plane")
+_TASK_METHODS = ("tasks", "p2p")
+
+
+def use_collective(method: str | None = None) -> bool:
+    """Whether an operation takes the plane: ``method="collective"`` or ``"tasks"``
+    forces it; otherwise ``hpcgpu.array.collective`` (``auto``: a distributed client with
+    at least two workers).
+
+    >>> use_collective("tasks"), use_collective("collective")
+    (False, True)
+    """
+    if method in _TASK_METHODS:
+        return False
+    if method == "collective":
+        return True
+    if method is not None:
+        raise ValueError(f"method={method!r}: use 'collective', 'tasks' or 'p2p'")
+    choice = str(dask.config.get("hpcgpu.array.collective", "auto"))
+    if choice in ("always", "never"):
+        return choice == "always"
+    if choice != "auto":
+        raise ValueError(f"hpcgpu.array.collective={choice!r}: use auto, always or never")
+    try:
+        from distributed import default_client
+
+        info = getattr(default_client(), "_scheduler_identity", None) or {}
+    except (ImportError, ValueError):
+        return False
+    return int(info.get("n_workers") or len(info.get("workers") or ())) >= 2
+
+
+def _say(kind: str, plane: bool) -> None:
+    logger.info("%s: %s path", kind, "collective" if plane else "task")
+
+
+def rechunk(x, chunks="auto", threshold=None, block_size_limit=None, balance=False, method=None):
+    """:func:`dask.array.rechunk`, on the plane where :func:`use_collective` says so."""
+    plane = use_collective(method) and not balance and x.npartitions > 1
+    _say("rechunk", plane)
+    if not plane:
+        return da.rechunk(x, chunks, threshold=threshold, block_size_limit=block_size_limit,
+                          balance=balance, method=method if method in _TASK_METHODS else None)
+    if isinstance(chunks, dict):
+        chunks = tuple(chunks.get(i, c) for i, c in enumerate(x.chunks))
+    new = normalize_chunks(chunks, x.shape, limit=block_size_limit, dtype=x.dtype, previous_chunks=x.chunks)
+    if new == x.chunks:
+        return x
+    return collective(Rechunk(x.chunks, new, x.dtype), [x], x._meta)
+
+
+def transpose(x, axes=None, method=None):
+    """:func:`dask.array.transpose`, with the blocks moved on the plane: block ``b`` of
+    the result lies where block ``b`` of ``x`` does, so ``x + x.T`` adds side by side."""
+    axes = tuple(axes) if axes is not None else tuple(range(x.ndim))[::-1]
+    plane = use_collective(method) and x.npartitions > 1
+    _say("transpose", plane)
+    if not plane:
+        return da.transpose(x, axes)
+    return collective(Transpose(x.chunks, axes, x.dtype), [x], x._meta.transpose(axes))
+
+
+def matmul(a, b, method=None):
+    """:func:`dask.array.matmul` of two 2-D arrays; on the plane each worker multiplies a
+    panel of whole rows of ``a`` by all of ``b`` in one BLAS call."""
+    plane = use_collective(method) and a.ndim == b.ndim == 2 and a.npartitions * b.npartitions > 1
+    _say("matmul", plane)
+    if not plane:
+        return da.matmul(a, b)
+    if a.chunks[1] != b.chunks[0]:
+        b = rechunk(b, (a.chunks[1], b.chunks[1]), method=method)
+    dtype = np.result_type(a.dtype, b.dtype)
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+    return collective(Matmul(a.chunks, b.chunks, dtype), [a, b], a._meta)

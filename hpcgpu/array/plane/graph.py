@@ -1,0 +1,147 @@
+"""A collective as a Dask graph: put every input block, one barrier, unpack every output.
+
+``put`` tasks run where Dask has each input block and hand it to the worker's plane (the
+block stays where it is); the barrier asks the scheduler to run the operation on every
+worker that holds input; ``unpack`` tasks, restricted by the scheduler to the worker that
+owns their block, return it as an ordinary key. None of the three is fused with its
+neighbours (``block_fusion``): the scheduler must see them by their own keys.
+
+Without a distributed worker (Dask's threaded or synchronous scheduler) the same graph
+runs the operation in this process, as a group of one.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from dask._task_spec import Task, TaskRef
+from dask.array.core import Array
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from hpcgpu.array.plane.ops import Context
+from hpcgpu.array.plane.plan import block_grid
+from hpcgpu.array.plane.transport import Inbox
+
+__all__ = ["collective", "put", "barrier", "unpack"]
+
+
+class PlaneTask(Task):
+    """A task that Dask's linear fusion leaves alone."""
+
+    __slots__ = ()
+
+    @property
+    def block_fusion(self) -> bool:
+        return True
+
+
+def _worker():
+    try:
+        from distributed import get_worker
+
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
+
+
+class _Alone:
+    """This process as a plane of one: for graphs run without a distributed cluster."""
+
+    address = "local"
+
+    def __init__(self) -> None:
+        from hpcgpu.array.plane.worker_side import PlaneState
+
+        self.state = PlaneState.__new__(PlaneState)
+        self.state.inputs, self.state.outputs, self.state.inbox = {}, {}, Inbox()
+        self.state._lock = threading.Lock()
+
+
+_ALONE = _Alone()
+
+
+class _Nothing:
+    name = "none"
+
+    def exchange(self, sends: dict, expect: dict) -> dict:
+        return {p: [] for p in expect}
+
+
+def _state(worker):
+    from hpcgpu.array.plane.worker_side import state_of
+
+    return state_of(worker) if worker is not None else _ALONE.state
+
+
+def put(token: str, which: int, block: tuple, value) -> list:
+    """Hand one input block to this worker's plane; return where it is."""
+    worker = _worker()
+    _state(worker).put(token, which, tuple(block), value)
+    gpu = type(value).__module__.startswith("cupy")
+    return [which, list(block), worker.address if worker else "local", gpu]
+
+
+def barrier(token: str, spec: dict, unpack_list: list, *markers) -> list:
+    """Run the operation on every worker that holds input; return ``[[block, address]]``."""
+    worker = _worker()
+    holders = [m[:3] for m in markers]
+    if worker is None:
+        return _run_alone(token, spec, holders)
+    from distributed.protocol.pickle import dumps
+    from distributed.utils import sync
+
+    from hpcgpu.array.plane.scheduler_side import PLUGIN_NAME, PlanePlugin
+
+    state = _state(worker)
+    if not getattr(state, "plugin_sent", False):
+        sync(worker.loop, worker.scheduler.register_scheduler_plugin,
+             plugin=dumps(PlanePlugin()), name=PLUGIN_NAME, idempotent=True)
+        state.plugin_sent = True
+    try:
+        return sync(worker.loop, worker.scheduler.hpcgpu_plane, token=token, spec=spec,
+                    holders=holders, unpack=unpack_list, gpu=all(m[3] for m in markers))
+    except Exception as error:  # the scheduler's message, without distributed's wrapping
+        raise RuntimeError(str(error)) from None
+
+
+def _run_alone(token: str, spec: dict, holders: list) -> list:
+    from hpcgpu.array.plane.ops import operation
+    from hpcgpu.array.plane.worker_side import _array_module, unpack_keys
+
+    op, state = operation(spec), _ALONE.state
+    ranked = unpack_keys([[w, b, 0] for w, b, _ in holders])
+    owners = op.owners(ranked, 1)
+    with state._lock:
+        inputs = state.inputs.pop(token, {})
+    xp = _array_module(next(iter(inputs.values()), None))
+    outputs = op.run(Context(0, 1, ranked, owners, inputs, _Nothing(), xp))
+    with state._lock:
+        state.outputs[token] = outputs
+    return [[list(b), "local"] for b in owners]
+
+
+def unpack(token: str, block: tuple, placed: list):
+    """This worker's output block of the operation, as an ordinary key."""
+    from hpcgpu.array.plane.worker_side import PlaneState
+
+    return PlaneState.take_output(_state(_worker()), token, tuple(block))
+
+
+def collective(op, inputs: list, meta) -> Array:
+    """The Dask array that ``op`` (an operation of :mod:`hpcgpu.array.plane.ops`) makes
+    of ``inputs`` (Dask arrays, numbered as the operation numbers them)."""
+    token = tokenize(op.spec(), *(a.name for a in inputs))
+    put_name, bar, out = f"plane-put-{token}", f"plane-barrier-{op.kind}-{token}", f"{op.kind}-plane-{token}"
+    dsk, markers = {}, []
+    for which, a in enumerate(inputs):
+        for b in block_grid(a.chunks):
+            key = (put_name, which) + b
+            dsk[key] = PlaneTask(key, put, token, which, b, TaskRef((a.name,) + b))
+            markers.append(TaskRef(key))
+    blocks = op.out_blocks()
+    dsk[bar] = PlaneTask(bar, barrier, token, op.spec(), [[list(b), [out, *b]] for b in blocks], *markers)
+    for b in blocks:
+        dsk[(out,) + b] = PlaneTask((out,) + b, unpack, token, b, TaskRef(bar))
+    graph = HighLevelGraph.from_collections(out, dsk, dependencies=inputs)
+    return Array(graph, out, op.new, meta=meta)

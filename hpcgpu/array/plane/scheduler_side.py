@@ -1,0 +1,118 @@
+"""The plane on the scheduler: one place that orders every collective.
+
+A collective's barrier task (on some worker) calls ``hpcgpu_plane`` here. The plugin
+
+1. chooses the owner of each output block and restricts the unpacking task of that block
+   to its owner, before the barrier finishes (so the scheduler sends each unpack where its
+   block already is, as distributed's P2P shuffle does);
+2. gives each taking part worker its next sequence number: every worker runs its
+   collectives in the scheduler's order, so two operations in flight can never wait on
+   each other (NCCL blocks until all ranks enter the same call);
+3. asks rank 0 of a new group for an NCCL unique id and hands it to the group over the
+   cluster's own, authenticated comm;
+4. orders the run on every worker at once and returns when all finished; any failure
+   (a worker gone, a timeout) fails the barrier task with the worker's own error.
+
+When a worker leaves, restrictions that point at it are lifted, so the unpack tasks
+run elsewhere and fail loudly, instead of waiting for a worker that will not come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from urllib.parse import urlparse
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from hpcgpu.array.plane.ops import operation
+from hpcgpu.array.plane.worker_side import unpack_keys
+
+__all__ = ["PlanePlugin", "PLUGIN_NAME"]
+
+PLUGIN_NAME = "hpcgpu-plane"
+logger = logging.getLogger("hpcgpu.array.plane")
+_REMEMBERED = 256
+
+
+def _host(address: str) -> str:
+    return urlparse(address).hostname or address
+
+
+class PlanePlugin(SchedulerPlugin):
+    """Sequence numbers, NCCL groups and unpack restrictions of the plane."""
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.seq: dict = collections.defaultdict(int)
+        self.nccl_groups: set = set()
+        self.restricted: collections.OrderedDict = collections.OrderedDict()
+
+    async def start(self, scheduler) -> None:
+        self.scheduler = scheduler
+        scheduler.handlers["hpcgpu_plane"] = self.run
+
+    def remove_worker(self, scheduler, worker, **kwargs) -> None:
+        self.seq.pop(worker, None)
+        self.nccl_groups = {g for g in self.nccl_groups if worker not in g}
+        for keys in self.restricted.values():
+            lift = {k: None for k, w in keys.items() if w == worker and k in scheduler.tasks}
+            if lift:
+                scheduler.set_restrictions(lift)
+
+    async def run(self, token: str, spec: dict, holders: list, unpack: list,
+                  gpu: bool = False) -> list:
+        """Run one collective; return ``[[block, worker address], ...]``."""
+        group = sorted({h[2] for h in holders})
+        ranked = [[w, b, group.index(a)] for w, b, a in holders]
+        op = operation(spec)
+        owners = op.owners(unpack_keys(ranked), len(group))
+        transport = self._transport(group, gpu)
+        nccl_id = None
+        if transport == "nccl" and tuple(group) not in self.nccl_groups:
+            nccl_id = await self.scheduler.rpc(group[0]).hpcgpu_plane_nccl_id()
+            self.nccl_groups.add(tuple(group))
+        self._restrict(token, {tuple(b): tuple(k) if isinstance(k, list) else k for b, k in unpack},
+                       owners, group)
+        seqs = {w: self._next(w) for w in group}
+        msg = dict(token=token, spec=spec, group=group, holders=ranked,
+                   owners=[[b, r] for b, r in owners.items()], transport=transport, nccl_id=nccl_id)
+        calls = {asyncio.ensure_future(self.scheduler.rpc(w).hpcgpu_plane_run(seq=seqs[w], **msg)): w
+                 for w in group}
+        # the first failure fails the operation: a stalled worker must not hold its peers
+        done, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_EXCEPTION)
+        failed = [(calls[f], f.exception()) for f in done if f.exception() is not None]
+        for f in pending:  # their errors, if any come, are the same failure: read, not logged
+            f.add_done_callback(lambda f: f.cancelled() or f.exception())
+        if failed:
+            if transport == "nccl":
+                self.nccl_groups.discard(tuple(group))
+            worker, error = failed[0]
+            raise RuntimeError(f"collective {op.kind} {token} failed on {worker} "
+                               f"({len(failed)} of {len(group)} workers so far): {error}") from error
+        return [[b, group[r]] for b, r in owners.items()]
+
+    def _next(self, worker: str) -> int:
+        self.seq[worker] += 1
+        return self.seq[worker]
+
+    def _transport(self, group: list, gpu: bool) -> str:
+        import dask
+
+        choice = dask.config.get("hpcgpu.array.plane.transport", "auto")
+        if choice != "auto":
+            return choice
+        one_host = len({_host(w) for w in group}) == 1
+        return "nccl" if gpu and one_host else "comm"
+
+    def _restrict(self, token: str, keys: dict, owners: dict, group: list) -> None:
+        wanted = {keys[b]: group[r] for b, r in owners.items() if b in keys}
+        self.restricted[token] = wanted
+        while len(self.restricted) > _REMEMBERED:
+            self.restricted.popitem(last=False)
+        present = {k: w for k, w in wanted.items() if k in self.scheduler.tasks}
+        if present:
+            self.scheduler.set_restrictions(present)

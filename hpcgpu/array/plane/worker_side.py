@@ -1,0 +1,150 @@
+"""The plane on one worker: its input and output blocks, its sequence, its communicators.
+
+Installed on first use by the first plane task a worker runs (:func:`state_of`), which
+adds three handlers to the worker's server:
+
+- ``hpcgpu_plane_run``: the scheduler's order to run one operation, with this worker's
+  sequence number; operations run one at a time, strictly in sequence order, in a thread
+  of their own (never a task thread: a collective must not wait for a free task slot);
+- ``hpcgpu_plane_shards``: a peer's pieces for an operation (the comm transport);
+- ``hpcgpu_plane_nccl_id``: a fresh NCCL unique id, asked of rank 0 of a new group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import dask
+
+from hpcgpu.array.plane.ops import Context, operation
+from hpcgpu.array.plane.transport import CommTransport, Inbox, NcclTransport
+
+__all__ = ["PlaneState", "state_of", "unpack_keys"]
+
+logger = logging.getLogger("hpcgpu.array.plane")
+_LOCK = threading.Lock()
+
+
+def state_of(worker) -> "PlaneState":
+    """The worker's plane state, made (and its handlers installed) on first use."""
+    with _LOCK:
+        state = getattr(worker, "_hpcgpu_plane", None)
+        if state is None:
+            state = worker._hpcgpu_plane = PlaneState(worker)
+            worker.handlers["hpcgpu_plane_run"] = state.run
+            worker.handlers["hpcgpu_plane_shards"] = state.shards
+            worker.handlers["hpcgpu_plane_nccl_id"] = state.nccl_id
+        return state
+
+
+def unpack_keys(msg_holders: list) -> dict:
+    """``{(input, block): rank}`` from the msgpack form ``[[input, block, rank], ...]``."""
+    return {(int(i), tuple(b)): int(r) for i, b, r in msg_holders}
+
+
+class PlaneState:
+    """Blocks, inbox, sequence and communicators of the plane on one worker."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.inputs: dict = {}    # token -> {(input, block): array}
+        self.outputs: dict = {}   # token -> {block: array}
+        self.inbox = Inbox()
+        self.comms: dict = {}     # tuple of worker addresses -> NCCL communicator
+        self.done_seq = 0         # the scheduler numbers this worker's operations 1, 2, ...
+        self._turn = None         # asyncio.Condition, made on the worker's loop
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcgpu-plane")
+        self._lock = threading.Lock()
+
+    def put(self, token: str, which: int, block: tuple, value) -> None:
+        with self._lock:
+            self.inputs.setdefault(token, {})[(which, block)] = value
+
+    def take_output(self, token: str, block: tuple):
+        with self._lock:
+            outputs = self.outputs.get(token, {})
+            if block not in outputs:
+                raise RuntimeError(
+                    f"collective {token}: output block {block} is not on this worker "
+                    "(the worker that held it left, or the block was already taken); "
+                    "compute the result again")
+            value = outputs.pop(block)
+            if not outputs:
+                self.outputs.pop(token, None)
+            return value
+
+    async def shards(self, token: str, src: int, arrays: list) -> None:
+        self.inbox.put(token, int(src), list(arrays))
+
+    def nccl_id(self) -> bytes:
+        from cupy.cuda import nccl
+
+        return bytes(nccl.get_unique_id())
+
+    async def run(self, token: str, seq: int, spec: dict, group: list, holders: list,
+                  owners: list, transport: str, nccl_id: bytes | None = None) -> dict:
+        if self._turn is None:
+            self._turn = asyncio.Condition()
+        async with self._turn:
+            await self._turn.wait_for(lambda: self.done_seq >= seq - 1)
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._pool, self._execute, token, spec, list(group), unpack_keys(holders),
+                {tuple(b): int(r) for b, r in owners}, transport, nccl_id)
+        finally:
+            async with self._turn:
+                self.done_seq = max(self.done_seq, seq)
+                self._turn.notify_all()
+
+    def _execute(self, token, spec, group, holders, owners, transport, nccl_id) -> dict:
+        op = operation(spec)
+        rank = group.index(self.worker.address)
+        with self._lock:
+            inputs = self.inputs.pop(token, {})
+        mine = [k for k, r in holders.items() if r == rank]
+        if any(k not in inputs for k in mine):
+            raise RuntimeError(f"collective {token}: input blocks missing on rank {rank}; "
+                               "compute the result again")
+        timeout = float(dask.config.get("hpcgpu.array.plane.timeout", 10))
+        chan = self._transport(transport, token, group, rank, timeout, nccl_id)
+        xp = _array_module(next(iter(inputs.values()), None))
+        try:
+            outputs = op.run(Context(rank, len(group), holders, owners, inputs, chan, xp))
+        except BaseException:
+            self.inbox.drop(token)
+            if chan.name == "nccl":
+                self.comms.pop(tuple(group), None)
+            raise
+        if chan.name == "nccl":
+            xp.cuda.get_current_stream().synchronize()
+        with self._lock:
+            self.outputs[token] = outputs
+        logger.info("collective %s %s: rank %d of %d, %s path, %d blocks in, %d out",
+                    op.kind, token, rank, len(group), chan.name, len(mine), len(outputs))
+        return {"rank": rank, "blocks": len(outputs)}
+
+    def _transport(self, kind, token, group, rank, timeout, nccl_id):
+        if kind != "nccl":
+            return CommTransport(self.worker, self.inbox, token, group, rank, timeout)
+        comm = self.comms.get(tuple(group))
+        if comm is None:
+            from cupy.cuda import nccl
+
+            os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+            comm = self.comms[tuple(group)] = nccl.NcclCommunicator(len(group), nccl_id, rank)
+        return NcclTransport(comm, rank, timeout)
+
+
+def _array_module(value):
+    if value is not None and type(value).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    import numpy
+
+    return numpy

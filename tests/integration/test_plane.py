@@ -1,0 +1,159 @@
+"""The collective plane on a real distributed cluster (NumPy chunks, the comm transport):
+results equal to the task path, irregular chunks and several dtypes, two operations in
+flight, a stalled or dead worker makes the operation fail loudly within the timeout (and
+computing again works), workers joining between operations, the path said in the log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from hpcgpu.array import plane
+from hpcgpu.array.plane.worker_side import state_of
+
+DTYPES = ["float32", "float64", "complex128", "int64"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with dask.config.set({"hpcgpu.array.plane.timeout": 1}), \
+            LocalCluster(n_workers=3, threads_per_worker=2, processes=False,
+                         dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _data(shape, chunks, dtype, seed=0):
+    x = np.random.default_rng(seed).standard_normal(shape) * 100
+    x = (x + 1j * x[::-1]) if dtype.startswith("complex") else x
+    return x.astype(dtype), da.from_array(x.astype(dtype), chunks=chunks)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rechunk_and_transpose_equal_the_task_path_exactly(client, dtype):
+    xv, x = _data((37, 23), (5, (3, 7, 13)), dtype)
+    y = plane.rechunk(x, ((20, 17), 4), method="collective")
+    assert y.chunks == ((20, 17), (4, 4, 4, 4, 4, 3))
+    assert np.array_equal(y.compute(), xv)
+    assert np.array_equal(plane.transpose(x, method="collective").compute(), xv.T)
+    assert np.array_equal(plane.transpose(x, (1, 0), method="collective").compute(),
+                          plane.transpose(x, method="tasks").compute())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128", "int64"])
+def test_matmul_equals_the_task_path(client, dtype):
+    av, a = _data((30, 21), (7, (5, 16)), dtype, seed=1)
+    bv, b = _data((21, 11), ((5, 16), 4), dtype, seed=2)
+    got = plane.matmul(a, b, method="collective").compute()
+    want = plane.matmul(a, b, method="tasks").compute()
+    assert np.allclose(got, want) and np.allclose(got, av @ bv)
+    if dtype == "int64":
+        assert np.array_equal(got, av @ bv)
+
+
+def test_matmul_rechunks_a_mismatched_inner_axis(client):
+    av, a = _data((12, 10), (4, 3), "float64")
+    bv, b = _data((10, 6), (5, 2), "float64")
+    assert np.allclose(plane.matmul(a, b, method="collective").compute(), av @ bv)
+
+
+def test_two_operations_in_flight_finish(client):
+    xv, x = _data((40, 40), 8, "float64")
+    futures = [client.compute(plane.rechunk(x, (40, 2 + i), method="collective")) for i in range(3)]
+    futures += [client.compute(plane.transpose(x + i, method="collective")) for i in range(3)]
+    results = client.gather(futures)
+    assert all(np.array_equal(r, xv) for r in results[:3])
+    assert all(np.array_equal(r, (xv + i).T) for i, r in enumerate(results[3:]))
+
+
+def test_auto_takes_the_plane_with_two_workers_and_says_so(client, caplog):
+    with caplog.at_level(logging.INFO, logger="hpcgpu.array.plane"):
+        assert plane.use_collective()
+        xv, x = _data((20, 20), 5, "float64")
+        assert np.array_equal(plane.rechunk(x, (20, 1)).compute(), xv)
+    assert "rechunk: collective path" in caplog.text
+    with dask.config.set({"hpcgpu.array.collective": "never"}):
+        assert not plane.use_collective()
+
+
+def test_without_a_cluster_the_graph_runs_as_a_group_of_one():
+    xv, x = _data((20, 18), 6, "float32")
+    y = plane.rechunk(x, (4, 18), method="collective")
+    assert np.array_equal(y.compute(scheduler="threads"), xv)
+    assert np.allclose(plane.matmul(x, x.T, method="collective").compute(scheduler="sync"), xv @ xv.T)
+
+
+def _stall(seconds, dask_worker=None):
+    state = state_of(dask_worker)
+    run = state.run
+
+    async def stalled(**msg):
+        await asyncio.sleep(seconds)
+        return await run(**msg)
+
+    dask_worker.handlers["hpcgpu_plane_run"] = stalled
+    return dask_worker.address
+
+
+def _unstall(dask_worker):
+    dask_worker.handlers["hpcgpu_plane_run"] = state_of(dask_worker).run
+
+
+def test_a_stalled_worker_fails_the_operation_within_the_timeout_then_it_runs_again(client):
+    xv, x = _data((30, 30), 6, "float64")
+    x = x.persist()
+    victim = list(client.scheduler_info()["workers"])[0]
+    client.run(_stall, 5, workers=[victim])
+    try:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="collective rechunk .* failed"):
+            plane.rechunk(x, (30, 1), method="collective").compute()
+        assert time.monotonic() - start < 4.5
+    finally:
+        client.run(_unstall, workers=[victim])
+    time.sleep(5)  # the stalled call wakes, times out alone and gives its turn back
+    assert np.array_equal(plane.rechunk(x, (30, 2), method="collective").compute(), xv)
+
+
+def test_workers_joining_between_operations(client):
+    xv, x = _data((24, 24), 4, "float64")
+    before = plane.rechunk(x, (24, 1), method="collective").compute()
+    cluster = client.cluster
+    cluster.scale(4)
+    client.wait_for_workers(4)
+    try:
+        after = plane.transpose(x, method="collective").compute()
+    finally:
+        cluster.scale(3)
+    assert np.array_equal(before, xv) and np.array_equal(after, xv.T)
+
+
+def _die(dask_worker=None):
+    import os
+
+    async def dead(**msg):
+        os._exit(1)
+
+    state_of(dask_worker)
+    dask_worker.handlers["hpcgpu_plane_run"] = dead
+
+
+def test_a_worker_process_that_dies_mid_collective_fails_loudly_and_a_recompute_works():
+    with dask.config.set({"hpcgpu.array.plane.timeout": 1}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=None) as cluster, Client(cluster) as c:
+        xv = np.arange(900.0).reshape(30, 30)
+        x = da.from_array(xv, chunks=6)
+        c.run(_die, workers=[list(c.scheduler_info()["workers"])[0]])
+        start = time.monotonic()
+        with pytest.raises(Exception, match="collective rechunk .* failed"):
+            plane.rechunk(x, (30, 1), method="collective").compute()
+        assert time.monotonic() - start < 10
+        c.wait_for_workers(2, timeout=30)  # the nanny brings a fresh worker up
+        assert np.array_equal(plane.rechunk(x, (30, 1), method="collective").compute(), xv)
