@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from hpcgpu.schedulers.registry import get_scheduler
 from hpcgpu.system.workers import scheduler_workers
 
 __all__ = ["Session", "LocalTarget", "DaskCudaTarget", "PlainTarget", "ExistingTarget", "JobQueueTarget"]
@@ -198,8 +199,7 @@ class JobQueueTarget:
     def cluster_class(self):
         import hpcgpu.cluster
 
-        name = {"slurm": "SLURM", "pbs": "PBS", "lsf": "LSF", "sge": "SGE"}[self.scheduler] + "Cluster"
-        return getattr(hpcgpu.cluster, name)
+        return getattr(hpcgpu.cluster, get_scheduler(self.scheduler).cluster_class)
 
     def open(self, gpus: int) -> Session:
         extra = {"protocol": self.protocol} if self.protocol else {}

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from hpcgpu.schedulers.registry import scheduler_names
+
 __all__ = ["bench", "parse_gpus", "parse_options", "make_targets"]
 
 REFERENCES = ("dask-cuda", "plain")
@@ -131,7 +133,7 @@ def _progress(record) -> None:
 @click.option("--repeats", default=3, show_default=True, help="Measured runs per point.")
 @click.option("--warmup", default=1, show_default=True, help="Warm-up runs per point (recorded, not aggregated).")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds one run may take before it counts as failed.")
-@click.option("--scheduler", default=None, type=click.Choice(["local", "slurm", "pbs", "lsf", "sge"]),
+@click.option("--scheduler", default=None, type=click.Choice(["local", *scheduler_names()]),
               help="Cluster mode through hpcgpu's Cluster class (default: local, or the batch allocation).")
 @click.option("--scheduler-file", default=None, help="Use a running scheduler (its scheduler file).")
 @click.option("--scheduler-address", default=None, help="Use a running scheduler (its address).")

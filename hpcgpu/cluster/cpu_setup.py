@@ -24,6 +24,7 @@ from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.worker.http import http_argv
 from hpcgpu.jobspec.scriptfields import CPU_WORDS, check_options, quoted_value
 from hpcgpu.jobspec.units import parse_walltime
+from hpcgpu.schedulers.registry import get_scheduler
 
 __all__ = ["is_cpu_request", "prepare_any", "prepare_cpu", "CPU_ONLY", "GPU_ONLY"]
 
@@ -215,7 +216,7 @@ def _seconds(walltime: Any, scheduler: str) -> int | None:
     (5400, 90, None)
     """
     text = str(walltime).strip()
-    if scheduler == "lsf" and re.fullmatch(r"\d+:\d+", text):  # LSF's -W is [HH:]MM
+    if get_scheduler(scheduler).walltime_hours_minutes and re.fullmatch(r"\d+:\d+", text):
         hours, minutes = text.split(":")
         return int(hours) * 3600 + int(minutes) * 60
     try:

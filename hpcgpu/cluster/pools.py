@@ -23,6 +23,7 @@ from hpcgpu.cluster.cpu_setup import CPU_ONLY, GPU_ONLY, prepare_cpu
 from hpcgpu.cluster.job import worker_suffixes
 from hpcgpu.cluster.setup import SHAPE_OPTIONS, ClusterSetup, prepare
 from hpcgpu.jobspec.walltime import Retirement
+from hpcgpu.schedulers.registry import get_scheduler
 
 __all__ = ["DEFAULT_POOL", "POOL_OPTIONS", "Pool", "PoolJobKey", "name_levels", "pool_options",
            "pool_resources", "prepare_pool", "with_resources", "worker_groups"]
@@ -37,8 +38,6 @@ _SHAPE = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_pe
           "gpu_type", "exclusive", "job_name")
 #: The cluster's own, never a pool's.
 _CLUSTER_ONLY = ("scheduler_in_job", "scheduler_options", "dashboard_address")
-#: Where dask-jobqueue's CPU jobs call the account ``project``.
-_PROJECT = ("sge", "lsf")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 
@@ -158,8 +157,9 @@ def _cpu_options(where: str, own: dict, inherited: dict) -> dict:
 def prepare_pool(kind: str, name: str, pool: Any, cluster_options: dict[str, Any]) -> ClusterSetup:
     """The validated setup of pool ``name`` (its errors name the pool); no I/O but mkdir."""
     cpu, options = pool_options(name, pool, cluster_options)
-    if cpu and kind in _PROJECT and "account" in options:  # dask-jobqueue's word there
-        options["project"] = options.pop("account")
+    account_key = get_scheduler(kind).account_key  # dask-jobqueue's word there
+    if cpu and account_key != "account" and "account" in options:
+        options[account_key] = options.pop("account")
     try:
         setup = prepare_cpu(kind, options) if cpu else prepare(kind, options)
     except ValueError as error:

@@ -18,10 +18,12 @@ from hpcgpu.jobspec.resources import GPUJobShape
 if TYPE_CHECKING:
     from hpcgpu.jobspec.worker_command import WorkerCommand
 
-__all__ = ["ALL_VISIBLE", "Launcher", "first_int"]
+__all__ = ["ALL_VISIBLE", "NO_LAUNCHER", "Launcher", "first_int"]
 
 #: ``--gpus-per-node`` value telling a worker task to take every GPU it sees.
 ALL_VISIBLE = "all"
+#: The launcher of a job on one node, or outside any batch system: none, the command itself.
+NO_LAUNCHER = "direct"
 
 
 def first_int(env: Mapping[str, str], names: tuple[str, ...]) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcgpu.launchers.base import Launcher
+from hpcgpu.launchers.base import NO_LAUNCHER, Launcher
 
 __all__ = ["Direct"]
 
@@ -19,6 +19,6 @@ class Direct(Launcher):
     []
     """
 
-    name: str = "direct"
+    name: str = NO_LAUNCHER
     multi_node: bool = False
     starts_tasks: ClassVar[bool] = False

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
 from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.launchers.base import NO_LAUNCHER
 from hpcgpu.schedulers.registry import detect, get_scheduler, schedulers
 from hpcgpu.schedulers.slurm.environment import (_count, _ids, _int, _min_cpus,  # noqa: F401
                                                  _tres_gpus)
@@ -23,7 +24,7 @@ def __getattr__(name: str) -> Any:
     """``DEFAULT_LAUNCHERS``: batch system -> the launcher that starts its tasks across
     nodes (None: no batch system, ``direct``), read from the registry."""
     if name == "DEFAULT_LAUNCHERS":
-        return {**{s.name: s.batch_launcher for s in schedulers()}, None: "direct"}
+        return {**{s.name: s.batch_launcher for s in schedulers()}, None: NO_LAUNCHER}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -125,7 +126,7 @@ class Allocation:
         """The batch system's usual launcher; ``direct`` on one node of SGE, PBS (whose sites'
         ``mpiexec`` differ: Open MPI's refuses PALS' ``--ppn``) or no scheduler."""
         if self.scheduler is None:
-            return "direct"
+            return NO_LAUNCHER
         return get_scheduler(self.scheduler).launcher_for_allocation(self.nodes)
 
     def shape(self) -> GPUJobShape:

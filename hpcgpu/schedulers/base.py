@@ -70,6 +70,10 @@ class Scheduler:
     batch_direct_on_one_node: ClassVar[bool] = False
     #: (module, class) of dask-jobqueue's job for CPU workers; None: no CPU workers.
     cpu_job: ClassVar[tuple[str, str] | None] = None
+    #: Whether a CPU job's ``H:MM`` walltime means hours and minutes (LSF's ``-W``), not M:SS.
+    walltime_hours_minutes: ClassVar[bool] = False
+    #: The name of its cluster class in :mod:`hpcgpu.cluster`.
+    cluster_class: ClassVar[str]
 
     def dialect(self, **site_options: Any) -> Dialect:
         """This scheduler's dialect with the site's options; unknown options raise

@@ -20,11 +20,14 @@ ValueError: scheduler='torque' is not supported: use one of slurm, pbs, lsf, sge
 from __future__ import annotations
 
 import importlib
+import logging
 import importlib.metadata
 from functools import lru_cache
 from typing import Mapping
 
 from hpcgpu.schedulers.base import Scheduler
+
+logger = logging.getLogger("hpcgpu.schedulers")
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "detect", "get_scheduler", "scheduler_names",
            "schedulers"]
@@ -74,8 +77,17 @@ def get_scheduler(name: str) -> Scheduler:
 
 
 def schedulers() -> tuple[Scheduler, ...]:
-    """Every registered scheduler, in the registry's order."""
-    return tuple(get_scheduler(name) for name in _locations())
+    """Every registered scheduler, in the registry's order; a site's that does not load is
+    left out with a warning (``get_scheduler`` of its name raises the reason)."""
+    loaded = []
+    for name, location in _locations().items():
+        try:
+            loaded.append(_load(name, location))
+        except (ImportError, AttributeError, ValueError) as error:
+            if name in BUILTIN:
+                raise
+            logger.warning("scheduler %r of entry point %s left out: %s", name, location, error)
+    return tuple(loaded)
 
 
 def detect(env: Mapping[str, str]) -> Scheduler | None:

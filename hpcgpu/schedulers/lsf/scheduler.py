@@ -43,6 +43,8 @@ class LSF(Scheduler):
     default_array_limit = 1000  # LSF's MAX_JOB_ARRAY_SIZE
     batch_launcher = "jsrun"
     cpu_job = ("dask_jobqueue.lsf", "LSFJob")
+    cluster_class = "LSFCluster"
+    walltime_hours_minutes = True  # -W is [HH:]MM
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
         signal = [] if signal_before is None else [

@@ -31,6 +31,7 @@ class SGE(Scheduler):
     batch_launcher = "mpirun"  # Open MPI reads the PE's hosts
     batch_direct_on_one_node = True
     cpu_job = ("dask_jobqueue.sge", "SGEJob")
+    cluster_class = "SGECluster"
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
         # -notify: SIGUSR1 before suspension, SIGUSR2 before the kill

@@ -33,6 +33,7 @@ class Slurm(Scheduler):
     array_limit_query = (("scontrol", "show", "config"), r"^MaxArraySize\s*=\s*(\d+)")
     batch_launcher = "srun"
     cpu_job = ("dask_jobqueue.slurm", "SLURMJob")
+    cluster_class = "SLURMCluster"
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
         signal = [] if signal_before is None else [f"--signal=USR1@{int(signal_before)}"]

@@ -1,0 +1,101 @@
+"""The scheduler and launcher registries: every built-in scheduler is complete, and a site
+adds its own through an entry point without touching hpcgpu."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import types
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+import hpcgpu.cluster
+import hpcgpu.launchers as launchers
+from hpcgpu.jobspec.dialects import DIALECTS, get_dialect
+from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.launchers.base import Launcher
+from hpcgpu.schedulers import Scheduler, registry
+from hpcgpu.schedulers.slurm.dialect import SlurmDialect
+
+
+@pytest.mark.parametrize("name", list(registry.BUILTIN))
+def test_every_builtin_scheduler_is_complete(name):
+    scheduler = registry.get_scheduler(name)
+    assert scheduler.name == name == scheduler.dialect_class.name
+    assert scheduler.job_id_variable and scheduler.in_job({scheduler.job_id_variable: "7",
+                                                           "SGE_ROOT": "/sge"})
+    assert scheduler.batch_launcher in launchers.LAUNCHERS
+    assert scheduler.dialect_class.default_launcher in launchers.LAUNCHERS
+    assert isinstance(getattr(hpcgpu.cluster, scheduler.cluster_class), type)
+    if scheduler.has_arrays:
+        assert scheduler.array_index_variable
+    lines = scheduler.dialect().directives(GPUJobShape.create(gpus_per_node=2), "logs")
+    assert lines and all(line.startswith(scheduler.dialect_class.prefix + " ") for line in lines)
+
+
+@dataclass(frozen=True)
+class _SiteDialect(SlurmDialect):
+    name: ClassVar[str] = "mysite"
+
+
+class _Site(Scheduler):
+    name = "mysite"
+    dialect_class = _SiteDialect
+    job_id_variable = "MYSITE_JOB"
+    cluster_class = "SLURMCluster"
+
+
+@dataclass(frozen=True)
+class _Wrapper(Launcher):
+    name: str = "mywrap"
+
+    def task_argv(self, tasks, per_host, gpus, cpus):
+        return ["mywrap", str(tasks)]
+
+
+@pytest.fixture
+def site_plugins(monkeypatch):
+    """A site's package with a scheduler and a launcher, registered as entry points."""
+    module = types.ModuleType("mysite_hpcgpu")
+    module.SCHEDULER, module.WRONG, module.LAUNCHER = _Site(), object(), _Wrapper()
+    monkeypatch.setitem(sys.modules, "mysite_hpcgpu", module)
+    points = {
+        registry.ENTRY_POINT_GROUP: [
+            importlib.metadata.EntryPoint("mysite", "mysite_hpcgpu:SCHEDULER", registry.ENTRY_POINT_GROUP),
+            importlib.metadata.EntryPoint("slurm", "mysite_hpcgpu:SCHEDULER", registry.ENTRY_POINT_GROUP),
+            importlib.metadata.EntryPoint("broken", "mysite_hpcgpu:WRONG", registry.ENTRY_POINT_GROUP)],
+        launchers.ENTRY_POINT_GROUP: [
+            importlib.metadata.EntryPoint("mywrap", "mysite_hpcgpu:LAUNCHER", launchers.ENTRY_POINT_GROUP)],
+    }
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: points.get(group, []))
+    for cache in (registry._locations, registry._load, launchers._site_launchers):
+        cache.cache_clear()
+    yield
+    for cache in (registry._locations, registry._load, launchers._site_launchers):
+        cache.cache_clear()
+
+
+def test_a_site_adds_a_scheduler_and_a_launcher_through_entry_points(site_plugins):
+    assert registry.scheduler_names()[:4] == ("slurm", "pbs", "lsf", "sge")
+    assert "mysite" in registry.scheduler_names() and "mysite" in DIALECTS
+    assert registry.get_scheduler("slurm").dialect_class is SlurmDialect  # built-ins stay
+    assert get_dialect("mysite").prefix == "#SBATCH"
+    assert registry.detect({"MYSITE_JOB": "3"}).name == "mysite"
+    with pytest.raises(ValueError, match="is not a Scheduler named 'broken'"):
+        registry.get_scheduler("broken")
+    shape = GPUJobShape.create(nodes=2, gpus_per_node=4)
+    assert launchers.get_launcher("mywrap").prefix(shape) == ["mywrap", "2"]
+    assert "mywrap" in launchers.launcher_names()
+
+
+def test_without_plugins_the_names_are_the_builtin_ones(monkeypatch):
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    registry._locations.cache_clear()
+    try:
+        assert registry.scheduler_names() == tuple(registry.BUILTIN)
+        with pytest.raises(ValueError, match="scheduler='mysite' is not supported"):
+            registry.get_scheduler("mysite")
+    finally:
+        registry._locations.cache_clear()
