@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import dask
 
 from hpcgpu.array.plane.ops import Context, operation
-from hpcgpu.array.plane.transport import CommTransport, Inbox, NcclTransport
+from hpcgpu.array.plane.transport import CommTransport, Inbox, NcclTransport, PlaneTimeout
 
 __all__ = ["PlaneState", "state_of", "unpack_keys"]
 
@@ -93,13 +93,28 @@ class PlaneState:
             await self._turn.wait_for(lambda: self.done_seq >= seq - 1)
         try:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
+            work = loop.run_in_executor(
                 self._pool, self._execute, token, spec, list(group), unpack_keys(holders),
                 {tuple(b): int(r) for b, r in owners}, transport, nccl_id)
+            return await asyncio.wait_for(asyncio.shield(work), _watchdog())
+        except asyncio.TimeoutError:
+            self._give_up(token, group)
+            raise PlaneTimeout(f"collective {token} still running after {_watchdog():g} s on "
+                               f"{self.worker.address}; its thread is abandoned") from None
         finally:
             async with self._turn:
                 self.done_seq = max(self.done_seq, seq)
                 self._turn.notify_all()
+
+    def _give_up(self, token: str, group: list) -> None:
+        """A collective's thread is stuck (a blocking NCCL call whose peer is gone): abort
+        its communicator, and run the next operations in a fresh thread."""
+        comm = self.comms.pop(tuple(group), None)
+        if comm is not None:
+            comm.abort()
+        self.inbox.drop(token)
+        self._pool.shutdown(wait=False)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcgpu-plane")
 
     def _execute(self, token, spec, group, holders, owners, transport, nccl_id) -> dict:
         op = operation(spec)
@@ -133,11 +148,41 @@ class PlaneState:
             return CommTransport(self.worker, self.inbox, token, group, rank, timeout)
         comm = self.comms.get(tuple(group))
         if comm is None:
-            from cupy.cuda import nccl
-
+            # multicast can take a host's shared GPUs down; within one host NCCL's
+            # bootstrap sockets stay on loopback (the scheduler chose NCCL for one host only)
             os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-            comm = self.comms[tuple(group)] = nccl.NcclCommunicator(len(group), nccl_id, rank)
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+            comm = self.comms[tuple(group)] = _form(len(group), nccl_id, rank, timeout)
         return NcclTransport(comm, rank, timeout)
+
+
+def _watchdog() -> float:
+    """Seconds after which a collective's own thread is given up (six no-progress times,
+    at least a minute: a legitimate exchange is far shorter on any GPU link)."""
+    return max(60.0, 6 * float(dask.config.get("hpcgpu.array.plane.timeout", 10)))
+
+
+def _form(ranks: int, nccl_id: bytes, rank: int, timeout: float):
+    """An NCCL communicator, or :class:`PlaneTimeout` when a peer never joins (forming one
+    blocks until every rank has called it: here in a thread of its own, bounded)."""
+    from cupy.cuda import nccl
+
+    box: dict = {}
+
+    def form():
+        try:
+            box["comm"] = nccl.NcclCommunicator(ranks, nccl_id, rank)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller below
+            box["error"] = error
+
+    thread = threading.Thread(target=form, daemon=True, name="hpcgpu-nccl-form")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise PlaneTimeout(f"NCCL group of {ranks} not formed within {timeout:g} s: a peer is missing")
+    if "error" in box:
+        raise box["error"]
+    return box["comm"]
 
 
 def _array_module(value):

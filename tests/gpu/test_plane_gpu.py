@@ -1,0 +1,103 @@
+"""The collective plane on GPUs of one host (marked ``gpu``): NCCL is the path, the data
+stays CuPy, results equal the task path exactly for permutations, matmul matches, and a
+worker that dies mid-exchange fails the operation within the timeout (then it runs again
+on the workers left)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import dask
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+cupy = pytest.importorskip("cupy")
+
+
+def _gpus() -> int:
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    from hpcgpu import LocalGPUCluster
+
+    if _gpus() < 2:
+        pytest.fail("the plane's GPU tests need 2 GPUs or more")
+    with dask.config.set({"hpcgpu.array.plane.timeout": 5}), \
+            LocalGPUCluster(n_workers=min(_gpus(), 4), dashboard_address=None, silence_logs=40) as cl, \
+            Client(cl) as c:
+        yield c
+
+
+def _x(shape, chunks, dtype="float64", seed=0):
+    import hpcgpu.array as ha
+
+    return ha.random.random(size=shape, chunks=chunks, seed=seed).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "int32"])
+def test_rechunk_and_transpose_over_nccl_equal_the_task_path(client, dtype):
+    from hpcgpu.array import plane
+
+    x = _x((3000, 2000), (700, 600), dtype).persist()
+    want = cupy.asnumpy(x.compute())
+    y = plane.rechunk(x, (3000, 250), method="collective")
+    got = y.compute()
+    assert isinstance(got, cupy.ndarray) and np.array_equal(cupy.asnumpy(got), want)
+    t = plane.transpose(x, method="collective").compute()
+    assert np.array_equal(cupy.asnumpy(t), want.T)
+
+
+def test_the_nccl_path_ran(client):
+    from hpcgpu.array import plane
+
+    x = _x((4000, 4000), (1000, 1000)).persist()
+    plane.rechunk(x, (4000, 500), method="collective").compute()
+    logs = client.get_worker_logs()
+    said = [line for lines in logs.values() for _, line in lines if "collective rechunk" in line]
+    assert said and all("nccl path" in line for line in said), said[:3]
+
+
+def test_matmul_over_nccl(client):
+    from hpcgpu.array import plane
+
+    a = _x((4000, 3000), (1000, 1000), seed=1).persist()
+    b = _x((3000, 2000), (1000, 1000), seed=2).persist()
+    got = cupy.asnumpy(plane.matmul(a, b, method="collective").compute())
+    want = cupy.asnumpy(a.compute()) @ cupy.asnumpy(b.compute())
+    assert np.allclose(got, want)
+
+
+def test_a_worker_killed_mid_exchange_fails_within_the_timeout(client):
+    from hpcgpu.array import plane
+    from hpcgpu.array.plane.worker_side import state_of
+
+    x = _x((4000, 4000), (1000, 1000)).persist()
+    victim = sorted(client.scheduler_info()["workers"])[-1]
+
+    def die(dask_worker=None):
+        state = state_of(dask_worker)
+        original = state._execute
+
+        def execute(*args):
+            os._exit(1)
+
+        state._execute = execute
+        return original is not None
+
+    client.run(die, workers=[victim])
+    start = time.monotonic()
+    with pytest.raises(Exception, match="collective rechunk .* failed"):
+        plane.rechunk(x, (4000, 250), method="collective").compute()
+    assert time.monotonic() - start < 10
+    n = len(client.scheduler_info()["workers"])
+    client.wait_for_workers(n, timeout=60)
+    y = _x((2000, 2000), (500, 500), seed=3)
+    assert np.array_equal(cupy.asnumpy(plane.rechunk(y, (2000, 100), method="collective").compute()),
+                          cupy.asnumpy(y.compute()))
