@@ -12,10 +12,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import dask
 import pytest
 
 
 from site_faults import wait_until
+
+#: A job-state move the cluster does not allow raises in the tests (in use: a warning naming
+#: the job); hpcgpu.cluster.job_state.
+dask.config.set({"hpcgpu.cluster.strict-job-states": True})
 
 ROOT = Path(__file__).resolve().parents[1]
 

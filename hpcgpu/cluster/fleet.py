@@ -3,8 +3,13 @@
 distributed's ``SpecCluster`` keeps the desired state as data, ``worker_spec`` (one entry
 per job here), and reconciles the world to it. :class:`JobFleet` owns that desired state:
 which pools there are, which pool each job belongs to, how many jobs each pool should have
-(``targets``), and a :class:`~hpcgpu.cluster.job_table.JobRecord` per job ever submitted. It
-never runs a command: the submitter submits and cancels, the monitor polls.
+(``targets``), and a :class:`~hpcgpu.cluster.job_table.JobRecord` per job ever submitted.
+It is the one writer of the records, of the spec and of the started jobs (the cluster
+overrides SpecCluster's ``scale``, ``scale_down`` and reconciliation, which wrote them): what
+happens to a job comes to it as an event (:mod:`hpcgpu.cluster.job_events`), which
+:meth:`JobFleet.apply` applies, moving the job's state as :mod:`hpcgpu.cluster.job_state`
+allows. It never runs a command: the submitter submits and cancels, the monitor polls, and
+both, with the walltime planner, only read the fleet and hand it events.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import functools
 from typing import Any, Callable
 
 from hpcgpu.cluster.adaptive import job_of_worker
+from hpcgpu.cluster.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
+                                       Retiring, SubmitFailed, Submitted, advance)
 from hpcgpu.cluster.job_table import JobRecord, JobTable
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey
 from hpcgpu.jobspec.worker_command import split_resources
@@ -161,8 +168,8 @@ class JobFleet:
         """Take ``jobs`` out of the spec now (retiring ones too); the targets follow."""
         for job in jobs:
             self.spec.pop(job, None)
-            if job in self.records:
-                self.records[job].retiring = False  # asked for: retire it now
+            if job in self.records and self.records[job].retiring:
+                self.apply(RetireNow(job))  # asked for: retired now, not left to end
         self.targets = {pool: len(self.jobs_of(pool)) for pool in self.pools}
 
     def missing(self) -> dict[str, int]:
@@ -181,36 +188,56 @@ class JobFleet:
         """Every job submitted, as last polled, oldest first."""
         return JobTable(record.info() for record in self.records.values())
 
+    def live(self) -> dict[str, str]:
+        """Job id -> name of the jobs submitted that are not over."""
+        return {r.job_id: name for name, r in self.records.items() if r.job_id and not r.ended}
+
+    def retiring(self) -> set[str]:
+        """Jobs left to retire by themselves (not to be cancelled while the cluster runs)."""
+        return {name for name, r in self.records.items() if r.retiring}
+
+    def apply(self, event: Any) -> Any:
+        """The one way a job's record, the spec and the started jobs change: ``event`` (one of
+        :mod:`hpcgpu.cluster.job_events`) applied. Returns the job that left the started ones
+        (an ended or requeued job: the caller closes or cancels it), else None."""
+        name = event.name
+        self.records[name] = advance(self.records[name], event)
+        if isinstance(event, Submitted):
+            self.submitted[name] = self.jobs[name] = event.job
+        elif isinstance(event, Retiring) and self.spec.pop(name, None) is not None:
+            self.grow(1, self.job_pool(name).name)  # its replacement, in its own pool
+        elif isinstance(event, (SubmitFailed, Ended)) or isinstance(event, Requeued) and not event.keep:
+            self.spec.pop(name, None)  # dask/distributed#9102: a dead job leaves the spec
+            job = self.jobs.pop(name, None)
+            if job is not None and isinstance(event, Ended):
+                job.ended = True  # nothing left to cancel
+            return job
+        return None
+
     def refresh(self, connected: dict[str, set[str]]) -> None:
         """Each job's connected workers (job name -> worker names)."""
-        for name, record in self.records.items():
-            record.connected = connected.get(name, set())
-            record.fully_started |= len(record.connected) >= record.expected
-            if record.connected and record.state in ("submitting", "pending"):
-                record.state = "running"
+        for name in list(self.records):
+            self.apply(Connected(name, frozenset(connected.get(name, ()))))
 
     async def make_jobs(self, address: str, names: list[str]) -> dict[str, Any]:
         """The jobs of the new entries ``names``, each with its record; not submitted."""
         jobs = await self.arrays.make_jobs(address, names, self)
         for name in jobs:
-            pool = self.job_pool(name)
-            self.records[name] = JobRecord(name, pool.workers_per_job,
-                                           pool=pool.name if len(self.pools) > 1 else None)
+            self.new_record(name)
         return jobs
 
-    def started(self, name: str, job: Any) -> None:
-        """Job ``name`` was submitted: it is pending, and cancelled at exit."""
-        record = self.records[name]
-        record.job_id, record.state = job.job_id, "pending"
-        self.submitted[name] = job
-        self.jobs[name] = job
+    def new_record(self, name: str) -> None:
+        """The record of the new job ``name`` of the spec: submitted, its submission under way."""
+        pool = self.job_pool(name)
+        self.records[name] = JobRecord(name, pool.workers_per_job,
+                                       pool=pool.name if len(self.pools) > 1 else None)
 
     def cancelling(self, jobs: set[str]) -> None:
         """``jobs`` are cancelled by the cluster (their end is no failure)."""
-        for job in jobs:
-            if job in self.records:
-                self.records[job].cancelled_by_us = True
+        for job in jobs & self.records.keys():
+            self.apply(Cancelling(job))
 
-    def retiring(self) -> set[str]:
-        """Jobs left to retire by themselves (not to be cancelled while the cluster runs)."""
-        return {name for name, r in self.records.items() if r.retiring and not r.ended}
+    def cancelled(self, jobs: set[str]) -> None:
+        """``jobs`` were cancelled: no longer started jobs."""
+        for job in jobs:
+            self.jobs.pop(job, None)

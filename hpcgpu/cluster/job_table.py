@@ -1,7 +1,8 @@
 """The cluster's table of its batch jobs: state, nodes, connected workers, failures.
 
 :class:`JobInfo` is the frozen row users see; :class:`JobRecord` is the cluster's own
-mutable bookkeeping behind it. Rendering is pure.
+bookkeeping behind it, frozen too: the fleet makes each next record from an event. Rendering
+is pure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+
+from hpcgpu.cluster.job_state import JobState, shown_state
 
 __all__ = ["JobInfo", "JobRecord", "JobTable", "format_table", "html_table", "failure_report",
            "tail"]
@@ -60,33 +63,47 @@ class JobInfo:
         return bool(self.stderr_tail) or self.state == "failed" and not self.workers
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobRecord:
-    """The cluster's bookkeeping for one job (mutable: updated by polls and worker events)."""
+    """The cluster's bookkeeping for one job, as of its last event.
+
+    Frozen: :class:`~hpcgpu.cluster.fleet.JobFleet` alone makes the next one, from an event
+    (:func:`hpcgpu.cluster.job_events.advance`). ``phase`` is where the job is in its life;
+    ``state`` the scheduler's word at the last poll (``running`` once a worker connected),
+    or the end's once over.
+    """
 
     name: str
     expected: int
     job_id: str | None = None
+    phase: JobState = JobState.SUBMITTED
     state: str = "submitting"
     nodes: tuple[str, ...] = ()
     exit_code: int | None = None
     stderr_tail: str = ""
-    connected: set[str] = field(default_factory=set)
+    connected: frozenset = frozenset()
     #: all its workers were connected at once at some point (else an end is a failure to start)
     fully_started: bool = False
     cancelled_by_us: bool = False
-    ended: bool = False
     submitted: float = field(default_factory=time.monotonic)
     started: float | None = None
-    retiring: bool = False
     pool: str | None = None
     #: the scheduler's own words for its state at the last poll (PBS's comment, SLURM's reason)
     reason: str = ""
 
+    @property
+    def ended(self) -> bool:
+        """Over: it will not run again."""
+        return self.phase.terminal
+
+    @property
+    def retiring(self) -> bool:
+        """Near its walltime, replaced already, left to end by itself."""
+        return self.phase is JobState.RETIRING
+
     def info(self) -> JobInfo:
         """A frozen snapshot."""
-        state = "retiring" if self.retiring and self.state == "running" else self.state
-        return JobInfo(self.name, self.job_id, state, self.nodes,
+        return JobInfo(self.name, self.job_id, shown_state(self.phase, self.state), self.nodes,
                        tuple(sorted(self.connected)), self.expected, self.exit_code,
                        self.stderr_tail, self.pool)
 

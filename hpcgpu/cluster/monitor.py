@@ -23,8 +23,9 @@ from hpcgpu.system import commands
 from hpcgpu.cluster.cpu_job import cpu_error_log
 from hpcgpu.cluster.faults import cancel_together, status_failed
 from hpcgpu.cluster.fleet import JobFleet
+from hpcgpu.cluster.job_events import Ended, Requeued, Seen, SubmitFailed
+from hpcgpu.cluster.job_state import JobState
 from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
-from hpcgpu.jobspec.dialects import JobStatus
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["AT_ONCE", "JobMonitor"]
@@ -47,7 +48,8 @@ class JobMonitor:
     Parameters
     ----------
     fleet : JobFleet
-        Whose records it updates, and whose spec it corrects when a job ends.
+        The jobs it polls; what it sees goes to the fleet as events (a job seen, ended,
+        requeued), which the fleet applies to the records, the spec and the started jobs.
     dialect : Dialect
         The scheduler's status, exit-code and log-file words.
     poll_interval : float
@@ -100,9 +102,7 @@ class JobMonitor:
 
     def submit_failed(self, name: str, error: BaseException) -> None:
         """Job ``name`` could not be submitted: its record ends, the spec drops it."""
-        record = self.fleet.records[name]
-        record.state, record.ended = "failed", True
-        self.fleet.spec.pop(name, None)
+        self.fleet.apply(SubmitFailed(name, str(error)))
         self.failures.append(f"submitting job {name} failed: {error}")
         logger.error("submitting job %s failed: %s", name, error)
 
@@ -110,7 +110,7 @@ class JobMonitor:
     async def poll(self) -> bool:
         """One status call for all live jobs; handle the ones that ended. False when
         there was nothing to ask or the scheduler did not answer."""
-        live = {r.job_id: r for r in self.fleet.records.values() if r.job_id and not r.ended}
+        live = self.fleet.live()
         if not live:
             return False
         argv = self.dialect.status_argv(sorted(live))
@@ -131,71 +131,63 @@ class JobMonitor:
             self.status_failures = 0
         statuses = self.dialect.parse_status(result.stdout)
         self.fleet.refresh(self.connected())
-        for job_id, record in live.items():
-            ran = record.started is not None
-            status = self._update(record, statuses.get(job_id))
-            if status is not None and status.finished:
-                await self._job_ended(record)
-            elif ran and record.started is None and not status.nodes:
+        now = time.monotonic()
+        for job_id, name in live.items():
+            before = self.fleet.records[name]
+            seen = Seen.of(before, statuses.get(job_id), now, 2 * self.poll_interval)
+            if seen is None:
+                continue
+            self.fleet.apply(seen)
+            if seen.finished:
+                await self._job_ended(name)
+            elif before.started is not None and seen.state == "pending" and not seen.nodes:
                 # running at the last poll, back in the queue now (a suspended job keeps its nodes)
-                await self._requeued(record, status)
+                await self._requeued(name, seen)
         return True
 
-    def _update(self, record: JobRecord, status: JobStatus | None) -> JobStatus | None:
-        if status is not None:
-            record.state, record.nodes = status.state, status.nodes or record.nodes
-            record.exit_code = status.exit_code
-            record.reason = status.reason if status.reason not in ("None", "") else record.reason
-            if status.state == "running" and record.started is None:
-                record.started = time.monotonic()
-            elif status.state == "pending":
-                record.started = None  # requeued: its walltime starts again
-        elif time.monotonic() - record.submitted > 2 * self.poll_interval:
-            # The scheduler no longer lists it: finished, however it ended.
-            status = JobStatus(record.job_id,
-                               "cancelled" if record.cancelled_by_us else "completed")
-            record.state = status.state
-        return status
-
-    async def _job_ended(self, record: JobRecord) -> None:
-        record.ended = True
-        job = self.fleet.jobs.get(record.name)
-        if job is not None:
-            job.ended = True  # nothing left to cancel
+    async def _job_ended(self, name: str) -> None:
+        record = self.fleet.records[name]
         if record.cancelled_by_us:
-            record.state = "cancelled"
+            self.fleet.apply(Ended(name, JobState.CANCELLED))
             return
-        if record.exit_code is None and (argv := self.dialect.exit_code_argv(record.job_id)):
+        exit_code = record.exit_code
+        if exit_code is None and (argv := self.dialect.exit_code_argv(record.job_id)):
             done = await asyncio.to_thread(commands.run, argv, timeout=30, check=False)
-            record.exit_code = self.dialect.parse_exit_code(done.stdout)
-        if record.exit_code not in (None, 0) and record.state == "completed":
-            record.state = "failed"
-        self._report(record)
+            exit_code = self.dialect.parse_exit_code(done.stdout)
+        record = self.fleet.records[name]
+        log = self.error_log(record)
+        text = tail(log, 5000)  # read once: its tail is shown, its errors are named
+        storm = storm_lines(text)  # workers that connected, then died again and again
+        failed = bool(storm) or record.state == "failed" or (
+            exit_code not in (None, 0) and record.state == "completed")
+        end = JobState.FAILED if failed else (
+            JobState.CANCELLED if record.state == "cancelled" else JobState.ENDED)
+        shown = not record.fully_started or storm  # a job whose second GPU's worker failed too
+        job = self.fleet.apply(Ended(name, end, exit_code, (
+            "\n".join(text.splitlines()[-self.tail_lines:]) or "(empty)") if shown else ""))
+        self._report(self.fleet.records[name], log, text, storm, record.retiring)
+        record = self.fleet.records[name]
         ran = time.monotonic() - (record.started or time.monotonic())
         if record.state == "failed" and not record.fully_started and not record.connected \
                 and ran < AT_ONCE and record.exit_code not in (None, 0):
             self.failed_at_once = True
-        # dask/distributed#9102: drop the dead job from the spec so that plans and
-        # adaptive scaling see it gone, then replace it up to the failure limit.
-        self.fleet.spec.pop(record.name, None)
         if job is not None:
-            self.fleet.jobs.pop(record.name, None)
             await job.close()
         self._replace_ended()
 
-    async def _requeued(self, record: JobRecord, status: JobStatus) -> None:
-        """The scheduler put ``record``'s job back in its queue: its workers are gone."""
-        reason = status.reason if status.reason not in ("", "None") else "none given"
-        what = (f"job {record.name} (id {record.job_id}) was put back in the queue by the "
+    async def _requeued(self, name: str, seen: Seen) -> None:
+        """The scheduler put job ``name`` back in its queue: its workers are gone."""
+        record = self.fleet.records[name]
+        reason = seen.reason if seen.reason not in ("", "None") else "none given"
+        what = (f"job {name} (id {record.job_id}) was put back in the queue by the "
                 f"scheduler after it ran (its node failed or it was preempted; reason: {reason})")
         lost = "tasks and data held only by its workers are recomputed elsewhere"
         if self.keep_requeued:  # asked for: it keeps its place, its workers come back with it
             self._event(f"{what}; requeue=True: its workers start again when it runs; {lost}")
+            self.fleet.apply(Requeued(name, keep=True))
             return
         self._event(f"{what}: cancelled and replaced now, not left waiting; {lost}")
-        record.ended, record.cancelled_by_us, record.state = True, True, "cancelled"
-        self.fleet.spec.pop(record.name, None)  # out of the spec first: capacity counted once
-        job = self.fleet.jobs.pop(record.name, None)
+        job = self.fleet.apply(Requeued(name))  # out of the spec first: capacity counted once
         if job is not None:
             await cancel_together(self.dialect, [job])
         self._replace_ended()
@@ -204,13 +196,10 @@ class JobMonitor:
         self.events.append(message)
         logger.warning("%s", message)
 
-    def _report(self, record: JobRecord) -> None:
-        log = self.error_log(record)
-        text = tail(log, 5000)  # read once: its tail is shown, its errors are named
-        storm = storm_lines(text)  # workers that connected, then died again and again
-        if not record.fully_started or storm:  # a job whose second GPU's worker failed too
-            record.state = "failed" if storm else record.state
-            record.stderr_tail = "\n".join(text.splitlines()[-self.tail_lines:]) or "(empty)"
+    def _report(self, record: JobRecord, log: str, text: str, storm: list[str],
+                retiring: bool) -> None:
+        """Say how job ``record`` ended (``text``: its error log; ``retiring``: it was)."""
+        if not record.fully_started or storm:
             report = failure_report(
                 record.info(), log, storm or exception_lines(text),
                 *(["ended: its workers were restarted again and again"] * bool(storm)))
@@ -218,7 +207,7 @@ class JobMonitor:
                 report += f"\nthe scheduler says: {record.reason}"
             self.failures.append(report)
             logger.error("%s", report)
-        elif record.retiring:
+        elif retiring:
             logger.info("job %s (%s) ended near its walltime: %s", record.name, record.job_id,
                         record.state)
         else:

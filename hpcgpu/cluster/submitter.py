@@ -5,7 +5,8 @@ ones (``workers``). Here, jobs taken out of the spec have their workers retired 
 (their data moves to other workers), then are cancelled with one command; jobs left to
 retire near their walltime are not cancelled while the cluster runs. New entries become
 jobs, several at once as one array (:mod:`hpcgpu.cluster.arrays`), and are submitted
-together; a failed submission is the monitor's to report.
+together; a failed submission is the monitor's to report. What happened to each job goes to
+the fleet as an event; the submitter writes nothing of the fleet's itself.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from hpcgpu.cluster.faults import cancel_together
 from hpcgpu.cluster.fleet import JobFleet
+from hpcgpu.cluster.job_events import Submitted
 
 __all__ = ["JobSubmitter"]
 
@@ -57,9 +59,8 @@ class JobSubmitter:
             if names:
                 await self.retire(names)
             fleet.cancelling(to_close)
-            await cancel_together(self.dialect, [fleet.jobs[job] for job in to_close])
-            for job in to_close:
-                fleet.jobs.pop(job, None)
+            await cancel_together(self.dialect, [fleet.jobs[j] for j in to_close if j in fleet.jobs])
+            fleet.cancelled(to_close)
         await self.open(set(fleet.spec) - set(fleet.jobs))
 
     async def open(self, names: set[str]) -> None:
@@ -76,7 +77,7 @@ class JobSubmitter:
                 self.monitor.submit_failed(name, error)
                 continue
             self.adopt(job)
-            self.fleet.started(name, job)
+            self.fleet.apply(Submitted(name, job))
 
 
 async def _submit(job: Any) -> Any:

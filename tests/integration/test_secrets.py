@@ -19,6 +19,7 @@ import pytest
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import LSFCluster, PBSCluster, SGECluster, SLURMCluster
+from hpcgpu.cluster.job_events import Seen
 from hpcgpu.cluster.private import user_directory
 
 CLASSES = {"slurm": SLURMCluster, "pbs": PBSCluster, "lsf": LSFCluster, "sge": SGECluster}
@@ -183,7 +184,8 @@ def test_walltime_replacement_job_carries_no_key(tmp_path, fake_submit):
         cluster.scale(jobs=1)
         wait_for(lambda: len(submits()) == 1 and cluster.fleet.records, 30, what="the first job")
         (name,) = cluster.worker_spec
-        cluster.fleet.records[name].started = time.monotonic() - 3600  # as if near its walltime
+        # as if seen running an hour ago: near its walltime (on the loop, as the monitor's polls)
+        cluster.loop.add_callback(cluster.fleet.apply, Seen(name, "running", at=time.monotonic() - 3600))
         cluster.loop.add_callback(cluster._replace_expiring)
         wait_for(lambda: len(submits()) == 2, 30, what="the replacement job")
         assert any("nears its walltime" in event for event in cluster.events)

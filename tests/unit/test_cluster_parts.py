@@ -14,6 +14,8 @@ import pytest
 from hpcgpu.cluster import scaling
 from hpcgpu.cluster.arrays import ArraySettings, JobArrays
 from hpcgpu.cluster.fleet import JobFleet
+from hpcgpu.cluster.job_events import Retiring, Seen
+from hpcgpu.cluster.job_state import JobState
 from hpcgpu.cluster.job_table import JobRecord
 from hpcgpu.cluster.monitor import AT_ONCE, JobMonitor
 from hpcgpu.cluster.pools import Pool
@@ -100,7 +102,7 @@ def test_fleet_shrinks_unconnected_newest_first_and_retire_sets_the_targets(tmp_
     assert list(fleet.spec) == ["c-0", "c-3"]  # c-2 and c-1 had no worker connected
     fleet.scale_to(5, "default", dict, lambda: False)  # no more submissions allowed
     assert fleet.targets == {"default": 5} and fleet.missing() == {"default": 3}
-    fleet.records["c-3"] = JobRecord("c-3", 2, retiring=True)
+    fleet.records["c-3"] = JobRecord("c-3", 2, phase=JobState.RETIRING, state="running")
     fleet.retire(["c-3"])
     assert list(fleet.spec) == ["c-0"] and fleet.targets == {"default": 1}
     assert not fleet.records["c-3"].retiring  # asked for: retired now, not left to expire
@@ -110,11 +112,14 @@ def test_fleet_shrinks_unconnected_newest_first_and_retire_sets_the_targets(tmp_
 
 def test_fleet_records_follow_connected_workers(tmp_path):
     fleet = fleet_of(pool(tmp_path))
-    fleet.records["c-0"] = record = JobRecord("c-0", expected=2, state="pending")
+    fleet.records["c-0"] = JobRecord("c-0", expected=2, phase=JobState.PENDING, state="pending")
     fleet.refresh({"c-0": {"c-0-0-0"}})
-    assert record.state == "running" and not record.fully_started
+    record = fleet.records["c-0"]
+    assert record.state == "running" and record.phase is JobState.RUNNING
+    assert not record.fully_started
     fleet.refresh({"c-0": {"c-0-0-0", "c-0-0-1"}})
     fleet.refresh({})
+    record = fleet.records["c-0"]
     assert record.fully_started and record.connected == set()
     assert [j.workers for j in fleet.table()] == [()]
 
@@ -138,7 +143,12 @@ def monitor_of(fleet, **kwargs):
 
 
 def submitted(fleet, name, job_id, **record):
-    fleet.records[name] = JobRecord(name, 2, job_id=job_id, state="pending", **record)
+    """Job ``name`` as if submitted (running if ``started`` is given): the fleet's records
+    written directly, as test scaffolding."""
+    running = record.get("started") is not None
+    fleet.records[name] = JobRecord(
+        name, 2, job_id=job_id, phase=JobState.RUNNING if running else JobState.PENDING,
+        state="running" if running else "pending", **record)
     fleet.jobs[name] = job = FakeJob(name=name)
     job.job_id = job_id
     return job
@@ -222,7 +232,8 @@ def test_walltime_planner_replaces_in_the_jobs_own_pool(tmp_path):
     fleet.grow(1)
     fleet.grow(1, "long")
     for name in fleet.spec:
-        fleet.records[name] = JobRecord(name, 2, job_id="7", started=0.0)
+        fleet.records[name] = JobRecord(name, 2, job_id="7", phase=JobState.RUNNING,
+                                        state="running", started=0.0)
     planner = WalltimePlanner(fleet)
     assert planner.replace_due(now=plan.replace_at - GATHER_WINDOW - 1) == []
     (message,) = planner.replace_due(now=plan.replace_at)
@@ -241,7 +252,8 @@ def test_walltime_replacements_due_within_the_gather_window_go_out_together(tmp_
     fleet.grow(3, "long")
     starts = dict(zip(fleet.spec, (0.0, 2.0, 2 * GATHER_WINDOW + 1.0)))
     for name, started in starts.items():
-        fleet.records[name] = JobRecord(name, 1, job_id="7", started=started)
+        fleet.records[name] = JobRecord(name, 1, job_id="7", phase=JobState.RUNNING,
+                                        state="running", started=started)
     planner = WalltimePlanner(fleet)
     first = planner.replace_due(now=plan.replace_at)
     assert [m.split(" (")[0] for m in first] == ["job c-long-0", "job c-long-1"]
@@ -280,7 +292,8 @@ def test_submitter_retires_workers_then_cancels_with_one_command(tmp_path, comma
     for name, job_id in (("c-0", "50"), ("c-1", "51"), ("c-2", "52")):
         fleet.spec[name] = fleet.pools["default"].spec
         submitted(fleet, name, job_id)
-    fleet.records["c-2"].retiring = True  # left to end by itself near its walltime
+    fleet.apply(Seen("c-2", "running", at=0.0))
+    fleet.apply(Retiring("c-2"))  # left to end by itself near its walltime
     fleet.spec.clear()
     submitter, _, retired, _ = submitter_of(fleet, lambda: {"c-0": {"c-0-0-0", "c-0-0-1"}})
     asyncio.run(submitter.correct(running=True))

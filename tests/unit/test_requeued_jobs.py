@@ -108,6 +108,7 @@ def test_with_requeue_true_a_requeued_job_keeps_its_place(tmp_path, commands):
     assert "reason: BeginTime); requeue=True: its workers start again when it runs" in event
     polled(monitor, commands, HELD)  # reported once
     polled(monitor, commands, RUNNING)  # ran again: its walltime restarts
+    record = fleet.records["c-0"]
     assert len(monitor.events) == 1 and record.started is not None and record.state == "running"
 
 
