@@ -9,10 +9,10 @@ Examples
 --------
 >>> get_scheduler("slurm").dialect_class.prefix
 '#SBATCH'
->>> get_scheduler("torque")
+>>> get_scheduler("torque")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: scheduler='torque' is not supported: use one of slurm, pbs, lsf, sge
+ValueError: scheduler='torque' is not supported: use one of slurm, pbs, lsf, sge...
 >>> detect({"PBS_JOBID": "7.server"}).name, detect({})
 ('pbs', None)
 """

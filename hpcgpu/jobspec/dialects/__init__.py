@@ -6,10 +6,10 @@ Examples
 --------
 >>> get_dialect("slurm").prefix
 '#SBATCH'
->>> get_dialect("torque")
+>>> get_dialect("torque")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: scheduler='torque' is not supported: use one of slurm, pbs, lsf, sge
+ValueError: scheduler='torque' is not supported: use one of slurm, pbs, lsf, sge...
 """
 
 from __future__ import annotations
