@@ -30,7 +30,7 @@ def client():
     if _gpus() < 2:
         pytest.fail("the plane's GPU tests need 2 GPUs or more")
     with dask.config.set({"hpcgpu.array.plane.timeout": 5}), \
-            LocalGPUCluster(n_workers=min(_gpus(), 4), dashboard_address=None, silence_logs=40) as cl, \
+            LocalGPUCluster(n_workers=min(_gpus(), 4), dashboard_address=None) as cl, \
             Client(cl) as c:
         yield c
 

@@ -73,7 +73,7 @@ def test_two_operations_in_flight_finish(client):
 
 
 def test_auto_takes_the_plane_with_two_workers_and_says_so(client, caplog):
-    with caplog.at_level(logging.INFO, logger="hpcgpu.array.plane"):
+    with caplog.at_level(logging.INFO, logger="distributed.hpcgpu.plane"):
         assert plane.use_collective()
         xv, x = _data((20, 20), 5, "float64")
         assert np.array_equal(plane.rechunk(x, (20, 1)).compute(), xv)

@@ -38,7 +38,7 @@ from hpcgpu.array.plane.ops import Matmul, Rechunk, Transpose
 
 __all__ = ["rechunk", "transpose", "matmul", "use_collective"]
 
-logger = logging.getLogger("hpcgpu.array.plane")
+logger = logging.getLogger("distributed.hpcgpu.plane")
 _TASK_METHODS = ("tasks", "p2p")
 
 

@@ -32,12 +32,16 @@ from hpcgpu.array.plane.worker_side import unpack_keys
 __all__ = ["PlanePlugin", "PLUGIN_NAME"]
 
 PLUGIN_NAME = "hpcgpu-plane"
-logger = logging.getLogger("hpcgpu.array.plane")
+logger = logging.getLogger("distributed.hpcgpu.plane")
 _REMEMBERED = 256
 
 
 def _host(address: str) -> str:
-    return urlparse(address).hostname or address
+    """The host of a worker address; unix sockets and in-process comms are this host's."""
+    parsed = urlparse(address)
+    if parsed.scheme in ("unix", "inproc", "local"):
+        return "localhost"
+    return parsed.hostname or address
 
 
 class PlanePlugin(SchedulerPlugin):

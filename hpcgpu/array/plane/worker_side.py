@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import dask
@@ -25,7 +26,7 @@ from hpcgpu.array.plane.transport import CommTransport, Inbox, NcclTransport, Pl
 
 __all__ = ["PlaneState", "state_of", "unpack_keys"]
 
-logger = logging.getLogger("hpcgpu.array.plane")
+logger = logging.getLogger("distributed.hpcgpu.plane")
 _LOCK = threading.Lock()
 
 
@@ -128,6 +129,7 @@ class PlaneState:
         timeout = float(dask.config.get("hpcgpu.array.plane.timeout", 10))
         chan = self._transport(transport, token, group, rank, timeout, nccl_id)
         xp = _array_module(next(iter(inputs.values()), None))
+        start = time.perf_counter()
         try:
             outputs = op.run(Context(rank, len(group), holders, owners, inputs, chan, xp))
         except BaseException:
@@ -139,8 +141,9 @@ class PlaneState:
             xp.cuda.get_current_stream().synchronize()
         with self._lock:
             self.outputs[token] = outputs
-        logger.info("collective %s %s: rank %d of %d, %s path, %d blocks in, %d out",
-                    op.kind, token, rank, len(group), chan.name, len(mine), len(outputs))
+        logger.info("collective %s %s: rank %d of %d, %s path, %d blocks in, %d out, %.3f s",
+                    op.kind, token, rank, len(group), chan.name, len(mine), len(outputs),
+                    time.perf_counter() - start)
         return {"rank": rank, "blocks": len(outputs)}
 
     def _transport(self, kind, token, group, rank, timeout, nccl_id):
