@@ -67,6 +67,7 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     ValueError: unknown option(s) gpus_per_nod: known are nodes, gpus_per_node, cpus_per_gpu, ...
     """
     account_key = get_scheduler(scheduler).account_key  # unknown scheduler names fail first
+    config.ensure_jobqueue_section(scheduler)  # one dask-jobqueue has no section for
     opts = config.resolve(scheduler, explicit_none(options), account_key=account_key)
     check_keywords(opts)  # the configuration's values too: their types and bounds
     check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir

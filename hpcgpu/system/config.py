@@ -17,7 +17,8 @@ from typing import Any
 import dask.config
 import yaml
 
-__all__ = ["OPTIONS", "JOBQUEUE_KEYS", "get", "resolve", "profile_names"]
+__all__ = ["OPTIONS", "JOBQUEUE_KEYS", "ensure_jobqueue_section", "get", "jobqueue_defaults",
+           "resolve", "profile_names"]
 
 _YAML = Path(__file__).with_name("hpcgpu.yaml")
 with _YAML.open() as _file:
@@ -73,11 +74,35 @@ def _jobqueue_packaged() -> dict:
     return yaml.safe_load(path.read_text()).get("jobqueue", {}) if path.exists() else {}
 
 
+def jobqueue_defaults(scheduler: str) -> dict[str, Any]:
+    """dask-jobqueue's packaged ``jobqueue.<scheduler>`` section; for a scheduler it has no
+    section for, the keys all its sections share (their value, or None where they differ).
+
+    >>> shared = jobqueue_defaults("no-such-scheduler")
+    >>> shared["name"], shared["interface"], shared["job-extra-directives"]
+    ('dask-worker', None, None)
+    """
+    packaged = _jobqueue_packaged()
+    if scheduler in packaged or not packaged:
+        return packaged.get(scheduler, {})
+    sections = list(packaged.values())
+    shared = set.intersection(*(set(section) for section in sections))
+    return {key: sections[0][key] if all(s[key] == sections[0][key] for s in sections) else None
+            for key in sorted(shared)}
+
+
+def ensure_jobqueue_section(scheduler: str) -> None:
+    """Register :func:`jobqueue_defaults` as ``jobqueue.<scheduler>``'s defaults where dask's
+    config has no such section: dask-jobqueue's cluster and job read theirs by name."""
+    if dask.config.get(f"jobqueue.{scheduler}", None) is None:
+        dask.config.update_defaults({"jobqueue": {scheduler: jobqueue_defaults(scheduler)}})
+
+
 def _from_jobqueue(scheduler: str, account_key: str) -> dict[str, Any]:
     """The user's own ``jobqueue.<scheduler>`` values (those not equal to the packaged ones);
     ``account_key``: the key that holds the account there (``account`` or ``project``)."""
     mine = dask.config.get(f"jobqueue.{scheduler}", {}) or {}
-    packaged = _jobqueue_packaged().get(scheduler, {})
+    packaged = jobqueue_defaults(scheduler)
     keys = dict(JOBQUEUE_KEYS, account=account_key)
     return {
         option: mine[key] for option, key in keys.items()
