@@ -56,6 +56,7 @@ class PlaneState:
         self.outputs: dict = {}   # token -> {block: array}
         self.inbox = Inbox()
         self.comms: dict = {}     # tuple of worker addresses -> NCCL communicator
+        self.history: list = []  # (kind, token, transport, ranks, seconds) of recent operations
         self.done_seq = 0         # the scheduler numbers this worker's operations 1, 2, ...
         self._turn = None         # asyncio.Condition, made on the worker's loop
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcgpu-plane")
@@ -141,9 +142,10 @@ class PlaneState:
             xp.cuda.get_current_stream().synchronize()
         with self._lock:
             self.outputs[token] = outputs
+        seconds = time.perf_counter() - start
+        self.history = self.history[-99:] + [(op.kind, token, chan.name, len(group), seconds)]
         logger.info("collective %s %s: rank %d of %d, %s path, %d blocks in, %d out, %.3f s",
-                    op.kind, token, rank, len(group), chan.name, len(mine), len(outputs),
-                    time.perf_counter() - start)
+                    op.kind, token, rank, len(group), chan.name, len(mine), len(outputs), seconds)
         return {"rank": rank, "blocks": len(outputs)}
 
     def _transport(self, kind, token, group, rank, timeout, nccl_id):
