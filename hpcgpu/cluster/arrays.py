@@ -171,6 +171,9 @@ class JobArrays:
         runs = [[name] for name in names if single or name not in arrays]
         if not single:
             runs += consecutive_runs(arrays, await self.site_limit())
+        # the spec may have lost entries while the limit was read (the cluster closing at
+        # the end of a script); the next reconciliation makes what is left of a run
+        runs = [run for run in runs if all(name in spec for name in run)]
         jobs: dict[str, GPUJob] = {}
         for run in sorted(runs, key=lambda run: _sort_key(run[0])):
             options = dict(spec[run[0]].get("options", {}))

@@ -21,6 +21,7 @@ from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.cluster.localspec import (gpu_options, nanny_and_worker_class, same_host_protocol,
                                       split_local_kwargs, ucx_protocol)
+from hpcgpu.cluster.shutdown import close_at_exit
 from hpcgpu.network.colocate import CoLocateRoots
 from hpcgpu.network.config import QUIET_PROGRESS
 from hpcgpu.network.preconnect import ConnectOnArrival
@@ -180,6 +181,7 @@ class LocalGPUCluster(SpecCluster):
         self._start_resource_tracker()
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,
                          security=security, **extra, **cluster_extra)
+        close_at_exit(self)  # a script that ends with it open: closed before shutdown
 
     async def _start(self):
         block_here()  # the loop's thread, and the threads it starts: stop signals to the main one

@@ -3,8 +3,11 @@
 ``cluster.close()`` retires the workers and cancels the jobs. Without it, every way a
 process can end still cancels every job the cluster submitted, pending or running:
 
-- the script falls off its end, or dies of an uncaught exception: an ``atexit`` hook
-  (:func:`weakref.finalize`, which runs before distributed's own ``close_clusters``);
+- the script falls off its end, or dies of an uncaught exception: the cluster is closed
+  by a hook of :mod:`threading`'s exit (:func:`close_at_exit`), which runs before ``atexit``
+  and before :mod:`concurrent.futures` refuses work (``asyncio.to_thread`` in the cluster's
+  loop would raise "cannot schedule new futures after interpreter shutdown"), while the
+  worker processes and the loop's thread still run; then the jobs left are cancelled;
 - the cluster is garbage-collected: the same finalizer;
 - ``SIGTERM`` or ``SIGHUP`` with Python's default handler (death): the jobs are cancelled,
   then the process dies of the same signal, as it would have without hpcgpu.
@@ -32,7 +35,7 @@ from distributed.core import Status
 from hpcgpu.system import commands
 from hpcgpu.worker.nannies import stop_through_nannies
 
-__all__ = ["cancel_now", "end_workers", "scheduler_gone", "SCHEDULER_ANSWER", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
+__all__ = ["close_at_exit", "cancel_now", "end_workers", "scheduler_gone", "SCHEDULER_ANSWER", "wait_until_ended", "watch", "HANDLED_SIGNALS", "END_GRACE"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -88,14 +91,26 @@ def watch(cluster: Any, dialect: Any, jobs: dict[str, Any],
     is collected, at interpreter exit, or on a deadly signal, whichever comes first (once).
     ``jobs`` and ``private`` must not refer to ``cluster``."""
     finalizer = weakref.finalize(cluster, _end, dialect, jobs, private)
-    _clusters.add(cluster)
-    if "atexit" not in _installed:
-        # Registered now, after distributed's ``close_clusters``: atexit runs it first.
-        atexit.register(_at_exit)
-        _installed.add("atexit")
+    close_at_exit(cluster)
     _finalizers[:] = [f for f in _finalizers if f.alive] + [finalizer]
     _install_signal_handlers()
     return finalizer
+
+
+def close_at_exit(cluster: Any) -> None:
+    """Close ``cluster`` (a synchronous one, not closed yet) when the script ends without
+    closing it: before the interpreter shuts down, so that it closes as ``cluster.close()``
+    would, without tracebacks."""
+    _clusters.add(cluster)
+    if "atexit" in _installed:
+        return
+    try:
+        # threading's exit hooks run first: the thread pools still take work, the nannies'
+        # processes and the loop's thread still run (atexit comes after all of them)
+        threading._register_atexit(_at_exit)
+    except (AttributeError, RuntimeError):  # another Python, or already shutting down
+        atexit.register(_at_exit)
+    _installed.add("atexit")
 
 
 def _end(dialect: Any, jobs: dict[str, Any], private: Any) -> None:
