@@ -38,6 +38,8 @@ from typing import Iterator
 import dask.config
 from distributed.comm.core import CommClosedError, FatalCommClosedError
 
+from hpcgpu.system import leftovers
+
 __all__ = ["SCHEME", "CONFIG_KEY", "read_key", "write_key_file", "temporary_key", "key_for", "register",
            "client_proof", "server_proof", "UCXAuthBackend"]
 
@@ -99,7 +101,8 @@ def write_key_file(directory: str | os.PathLike) -> Path:
 @contextlib.contextmanager
 def temporary_key(directory: str | os.PathLike | None = None) -> Iterator[Path]:
     """A random key in a new 0700 directory, set as ``hpcgpu.ucx-auth.key-file`` (and in
-    ``os.environ`` for child processes) while the context lasts; removed at exit.
+    ``os.environ`` for child processes) while the context lasts; removed at its end, and
+    also when the process dies first (SIGTERM, SIGKILL: :mod:`hpcgpu.system.leftovers`).
 
     ``directory``: where to make it (on a shared filesystem for workers on other nodes).
     """
@@ -107,6 +110,7 @@ def temporary_key(directory: str | os.PathLike | None = None) -> Iterator[Path]:
     env = "DASK_HPCGPU__UCX_AUTH__KEY_FILE"
     previous = os.environ.get(env)
     try:
+        leftovers.remove_at_end(folder)  # first: a SIGTERM from here on leaves nothing
         path = write_key_file(folder)
         os.environ[env] = str(path)
         with dask.config.set({CONFIG_KEY: str(path)}):
@@ -117,6 +121,7 @@ def temporary_key(directory: str | os.PathLike | None = None) -> Iterator[Path]:
         else:
             os.environ[env] = previous
         shutil.rmtree(folder, ignore_errors=True)
+        leftovers.forget(folder)
 
 
 def key_for(protocol: str | None, directory: str | os.PathLike | None = None):
