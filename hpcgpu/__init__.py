@@ -20,6 +20,7 @@ _EXPORTS = {
     "PBSCluster": "hpcgpu.cluster",
     "LSFCluster": "hpcgpu.cluster",
     "SGECluster": "hpcgpu.cluster",
+    "FluxCluster": "hpcgpu.cluster",
     "LocalGPUCluster": "hpcgpu.cluster.local",
     "GPURunner": "hpcgpu.runner",
     "SLURMRunner": "hpcgpu.runner",  # dask_jobqueue.slurm.SLURMRunner's name (docs/migrating.md)

@@ -18,6 +18,7 @@ _EXPORTS = {
     "PBSCluster": "hpcgpu.cluster.schedulers",
     "LSFCluster": "hpcgpu.cluster.schedulers",
     "SGECluster": "hpcgpu.cluster.schedulers",
+    "FluxCluster": "hpcgpu.cluster.schedulers",
 }
 
 __all__ = list(_EXPORTS)

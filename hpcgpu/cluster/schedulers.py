@@ -1,4 +1,4 @@
-"""The four clusters: :class:`GPUCluster` with its scheduler chosen.
+"""The batch clusters: :class:`GPUCluster` with its scheduler chosen.
 
 ``XCluster.job_cls`` is dask-jobqueue's job class of that scheduler (hpcgpu's subclass), as in
 dask-jobqueue; a GPU cluster's ``cluster.job_cls`` is :class:`~hpcgpu.cluster.job.GPUJob`.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from hpcgpu.cluster.cluster import GPUCluster
 from hpcgpu.cluster.cpu_job import cpu_job_class
 
-__all__ = ["SLURMCluster", "PBSCluster", "LSFCluster", "SGECluster"]
+__all__ = ["SLURMCluster", "PBSCluster", "LSFCluster", "SGECluster", "FluxCluster"]
 
 
 class SLURMCluster(GPUCluster):
@@ -42,3 +42,9 @@ class SGECluster(GPUCluster):
 
     scheduler_name = "sge"
     job_cls = cpu_job_class("sge")
+
+
+class FluxCluster(GPUCluster):
+    """GPU workers on Flux: ``flux batch -N -n -c -g`` instances, ``flux run`` one task per node."""
+
+    scheduler_name = "flux"  # GPU workers only: dask-jobqueue has no Flux job for CPU ones

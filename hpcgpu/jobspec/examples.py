@@ -60,6 +60,8 @@ EXAMPLES: dict[str, tuple[str, dict, str, dict]] = {
         "sge", {"gpu_complex": "gpus", "gpu_consumable": "job", "memory_resource": "mem_free"},
         "direct", dict(nodes=1, gpus_per_node=4, queue="gpu.q"),
     ),
+    "flux-2x4.sh": ("flux", {}, "flux", dict(nodes=2, gpus_per_node=4, memory_per_gpu=None,
+                                             queue="gpu", account="proj123")),
 }
 
 

@@ -37,6 +37,7 @@ from functools import lru_cache
 
 from hpcgpu.launchers.base import Launcher
 from hpcgpu.launchers.direct import Direct
+from hpcgpu.launchers.flux import FluxRun
 from hpcgpu.launchers.jsrun import Jsrun
 from hpcgpu.launchers.mpiexec import Mpiexec
 from hpcgpu.launchers.mpirun import Mpirun
@@ -49,7 +50,7 @@ __all__ = ["ENTRY_POINT_GROUP", "LAUNCHERS", "LOCAL_RANK_VARIABLES", "Launcher",
 ENTRY_POINT_GROUP = "hpcgpu.launchers"
 #: The built-in launchers, by name.
 LAUNCHERS: dict[str, Launcher] = {
-    launcher.name: launcher for launcher in (Srun(), Mpirun(), Mpiexec(), Jsrun(), Direct())
+    launcher.name: launcher for launcher in (Srun(), Mpirun(), Mpiexec(), Jsrun(), Direct(), FluxRun())
 }
 #: Node-local rank variables, in the order the worker looks for them.
 LOCAL_RANK_VARIABLES = tuple(v for launcher in LAUNCHERS.values() for v in launcher.local_rank_variables)
@@ -88,13 +89,13 @@ def get_launcher(name: str, gpu_binding: str = "gpus-per-task",
     >>> get_launcher("aprun")
     Traceback (most recent call last):
     ...
-    ValueError: launcher='aprun' is not supported: use one of srun, mpirun, mpiexec, jsrun, direct
+    ValueError: launcher='aprun' is not supported: use one of srun, mpirun, mpiexec, jsrun, direct, flux
     >>> get_launcher("srun", gpu_binding="gpu-bind").one_task_per
     'gpu'
     >>> get_launcher("direct", one_task_per="gpu")
     Traceback (most recent call last):
     ...
-    ValueError: one_task_per='gpu' needs a launcher that starts tasks (srun, mpirun, mpiexec, jsrun), not 'direct'
+    ValueError: one_task_per='gpu' needs a launcher that starts tasks (srun, mpirun, mpiexec, jsrun, flux), not 'direct'
     """
     known = {**LAUNCHERS, **(_site_launchers() if name not in LAUNCHERS else {})}
     if name not in known:

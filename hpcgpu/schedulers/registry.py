@@ -40,6 +40,7 @@ BUILTIN: dict[str, str] = {
     "pbs": "hpcgpu.schedulers.pbs:SCHEDULER",
     "lsf": "hpcgpu.schedulers.lsf:SCHEDULER",
     "sge": "hpcgpu.schedulers.sge:SCHEDULER",
+    "flux": "hpcgpu.schedulers.flux:SCHEDULER",
 }
 
 
