@@ -206,7 +206,8 @@ class JobFleet:
             self.submitted[name] = self.jobs[name] = event.job
         elif isinstance(event, Retiring) and self.spec.pop(name, None) is not None:
             self.grow(1, self.job_pool(name).name)  # its replacement, in its own pool
-        elif isinstance(event, (SubmitFailed, Ended)) or isinstance(event, Requeued) and not event.keep:
+        elif isinstance(event, (SubmitFailed, Ended)) or (
+                isinstance(event, Requeued) and not event.keep):
             self.spec.pop(name, None)  # dask/distributed#9102: a dead job leaves the spec
             job = self.jobs.pop(name, None)
             if job is not None and isinstance(event, Ended):
@@ -216,8 +217,10 @@ class JobFleet:
 
     def refresh(self, connected: dict[str, set[str]]) -> None:
         """Each job's connected workers (job name -> worker names)."""
-        for name in list(self.records):
-            self.apply(Connected(name, frozenset(connected.get(name, ()))))
+        for name, record in list(self.records.items()):
+            workers = frozenset(connected.get(name, ()))
+            if workers != record.connected or record.state in ("submitting", "pending"):
+                self.apply(Connected(name, workers))  # others: nothing would change
 
     async def make_jobs(self, address: str, names: list[str]) -> dict[str, Any]:
         """The jobs of the new entries ``names``, each with its record; not submitted."""
