@@ -31,6 +31,10 @@ __all__ = ["run"]
               help="Seconds to wait for --min-workers.")
 @click.option("--tls/--no-tls", default=True, show_default=True,
               help="Encrypt and authenticate with a job-private temporary certificate.")
+@click.option("--key-files/--no-key-files", default=True, show_default=True,
+              help="Write the certificate and key to the job directory (0600) for the "
+                   "scheduler, workers and script; --no-key-files: no file, they get them in "
+                   "their environment (--launcher direct or srun, which pass it to every task).")
 @click.option("--protocol", default=None,
               help="ucx (UCX for scheduler, workers and script; UCX carries no TLS), ucx+auth "
                    "(UCX whose connections prove a job-private key), or without TLS: tcp (default).")
@@ -79,7 +83,7 @@ def run(script: str, args: tuple[str, ...], **kw) -> None:
             script=script, args=args, launcher=kw["launcher"],
             launcher_args=split_args(kw["launcher_args"]), nodes=kw["nodes"],
             gpus_per_node=kw["gpus_per_node"], min_workers=kw["min_workers"],
-            timeout=kw["timeout"], tls=kw["tls"], protocol=protocol,
+            timeout=kw["timeout"], tls=kw["tls"], key_files=kw["key_files"], protocol=protocol,
             interface=kw["interface"], transports=transports, fallback=kw["fallback"],
             dashboard_address=kw["dashboard_address"] or None,
             nthreads=kw["nthreads"], memory_limit=kw["memory_limit"],

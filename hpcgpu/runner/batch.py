@@ -41,7 +41,7 @@ from hpcgpu.runner.options import BatchOptions, network
 from hpcgpu.runner.processes import Child, start_child
 from hpcgpu.runner.scheduler import SchedulerOptions, start_scheduler
 from hpcgpu.runner.jobdir import JobDirectory, open_job_directory
-from hpcgpu.runner.security import TLSFiles, write_tls
+from hpcgpu.runner.security import TLSFiles, check_in_environment, temporary_tls, write_tls
 from hpcgpu.runner.signals import STOP_SIGNALS, Stop
 from hpcgpu.system.threadsignals import born_blocked
 from hpcgpu.worker.nannies import stop_through_nannies
@@ -73,9 +73,11 @@ def _say(message: str) -> None:
     print(f"hpcgpu run: {message}", file=sys.stderr, flush=True)
 
 
-def _role_env(net: NetworkSettings, role: str) -> dict[str, str]:
-    """This environment plus the role's UCX settings (``DASK_DISTRIBUTED_UCXX__*``, ``UCX_*``)."""
-    return {**os.environ, **dict(job_environment(net, role))}
+def _role_env(s: "_Session", role: str) -> dict[str, str]:
+    """This environment plus the role's UCX settings (``DASK_DISTRIBUTED_UCXX__*``, ``UCX_*``),
+    and with ``--no-key-files`` the certificate itself (:class:`TLSFiles` of PEM texts)."""
+    in_memory = s.own_tls.environment() if s.own_tls is not None and s.tls is None else {}
+    return {**os.environ, **dict(job_environment(s.network, role)), **in_memory}
 
 
 @dataclass
@@ -99,10 +101,12 @@ class _Session:
 
 def _start_cluster(s: _Session) -> None:
     o, net = s.options, s.network
-    if net.protocol == "tls":
+    if net.protocol == "tls" and o.key_files:
         s.tls, s.own_tls = write_tls(s.directory.held)
+    elif net.protocol == "tls":  # --no-key-files: PEM text in every role's environment
+        s.own_tls = temporary_tls()
     sched_options = SchedulerOptions(net.protocol, net.scheduler_interface, o.dashboard_address)
-    s.scheduler, info = start_scheduler(o.python, sched_options, s.tls, _role_env(net, "scheduler"))
+    s.scheduler, info = start_scheduler(o.python, sched_options, s.tls, _role_env(s, "scheduler"))
     s.address = info["address"]
     # for the script (HPCGPU_SCHEDULER_FILE); written by this process, read by none of hpcgpu's
     s.directory.write_private("scheduler.json", json.dumps(info))
@@ -117,7 +121,7 @@ def _start_cluster(s: _Session) -> None:
     )
     launcher = get_launcher(o.launcher or s.allocation.default_launcher)
     argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
-    env = launcher_environment(s.allocation, launcher, _role_env(net, "worker"))
+    env = launcher_environment(s.allocation, launcher, _role_env(s, "worker"))
     s.workers = start_child("workers", argv, env=env, keep_tail=WORKER_TAIL_LINES)
     _say(f"{s.allocation.total_gpus} worker(s), {s.allocation.layout}, through "
          f"{launcher.name} (pid {s.workers.pid})")
@@ -152,7 +156,7 @@ def _wait_for_workers(s: _Session, client) -> bool:
 
 def _run_script(s: _Session) -> int:
     o = s.options
-    env = {**_role_env(s.network, "client"), "DASK_SCHEDULER_ADDRESS": s.address,
+    env = {**_role_env(s, "client"), "DASK_SCHEDULER_ADDRESS": s.address,
            "HPCGPU_SCHEDULER_FILE": str(s.directory.path / "scheduler.json"),
            "HPCGPU_N_WORKERS": str(s.allocation.total_gpus)}
     if s.tls is not None:
@@ -233,6 +237,8 @@ def run_batch(options: BatchOptions) -> int:
     allocation = detect_allocation(nodes=options.nodes, gpus_per_node=options.gpus_per_node)
     launcher = get_launcher(options.launcher or allocation.default_launcher)
     launcher.validate(allocation.shape())
+    if options.tls and not options.key_files:
+        check_in_environment(launcher.name, dict(os.environ))
     launcher_environment(allocation, launcher, {})  # a layout it cannot start fails here
     net = network(options)  # before anything starts: UCX missing fails here
     if options.min_workers is not None and not 1 <= options.min_workers <= allocation.total_gpus:

@@ -60,6 +60,7 @@ class BatchOptions:
     min_workers: int | None = None
     timeout: float = 300.0
     tls: bool = True
+    key_files: bool = True  # False: the certificate in the environment, no file (direct, srun)
     protocol: str | None = None
     interface: str | None = None
     transports: str | None = None

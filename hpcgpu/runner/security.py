@@ -19,8 +19,12 @@ from distributed.security import Security
 
 from ..network.tls import temporary_security
 
-__all__ = ["TLSFiles", "make_private_directory", "temporary_tls", "write_tls",
-           "write_tls_files"]
+__all__ = ["TLSFiles", "ENVIRONMENT_LAUNCHERS", "check_in_environment", "make_private_directory",
+           "temporary_tls", "write_tls", "write_tls_files"]
+
+#: Launchers that start every task with ``hpcgpu run``'s whole environment: with
+#: ``--no-key-files`` the certificate and key travel there (PEM text), not in files.
+ENVIRONMENT_LAUNCHERS = ("direct", "srun")
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,31 @@ class TLSFiles:
             prefix + "TLS__SCHEDULER__CERT": self.cert,
             prefix + "TLS__SCHEDULER__KEY": self.key,
         }
+
+
+def check_in_environment(launcher: str, env: dict[str, str]) -> None:
+    """Refuse ``--no-key-files`` where the launcher may not carry the environment to the tasks.
+
+    Examples
+    --------
+    >>> check_in_environment("srun", {"SLURM_EXPORT_ENV": "ALL,A=1"})
+    >>> check_in_environment("srun", {"SLURM_EXPORT_ENV": "NONE"})
+    Traceback (most recent call last):
+    ...
+    ValueError: --no-key-files: srun passes no environment here (SLURM_EXPORT_ENV=NONE, from sbatch --export): the workers would not get the certificate; leave out --no-key-files (key files, 0600 in the job's 0700 directory), or submit with --export=ALL
+    """
+    if launcher not in ENVIRONMENT_LAUNCHERS:
+        raise ValueError(
+            f"--no-key-files: launcher {launcher!r} may not give every task hpcgpu run's "
+            f"environment, where the certificate goes instead of a file; it works with "
+            f"--launcher {' or '.join(ENVIRONMENT_LAUNCHERS)}, or leave out --no-key-files")
+    export = env.get("SLURM_EXPORT_ENV", "ALL")
+    if launcher == "srun" and export.split(",")[0].upper() != "ALL":
+        raise ValueError(
+            f"--no-key-files: srun passes no environment here (SLURM_EXPORT_ENV={export}, from "
+            "sbatch --export): the workers would not get the certificate; leave out "
+            "--no-key-files (key files, 0600 in the job's 0700 directory), or submit with "
+            "--export=ALL")
 
 
 def make_private_directory(path: str | os.PathLike) -> Path:

@@ -84,3 +84,43 @@ def test_no_key_left_when_the_workers_cannot_start(tmp_path):
     assert done.returncode == 1, done.stderr[-3000:]
     assert "hpcgpu run: error:" in done.stderr, done.stderr[-3000:]
     assert list(work.iterdir()) == [], done.stderr[-3000:]
+
+
+#: connects (distributed.Client() from the environment hpcgpu run gives it), computes, and
+#: lists every file of the job directory that holds a key or certificate: none may
+NO_FILES_SCRIPT = """
+import pathlib, sys
+from distributed import Client
+with Client(timeout="60s") as client:
+    assert client.submit(sum, [1, 2]).result(timeout=60) == 3
+    found = [str(p) for p in pathlib.Path(sys.argv[1]).rglob("*") if p.is_file()
+             and (p.suffix == ".pem" or "-----BEGIN" in p.read_text(errors="replace"))]
+print("key files:", found, flush=True)
+sys.exit(3 if found else 0)
+"""
+
+
+def test_no_key_files_the_certificate_never_touches_a_disk(tmp_path):
+    """``--no-key-files`` (#38: "where the launcher allows, no key file at all"): the
+    scheduler, the workers and the script's client get the PEM texts in their environment;
+    the job directory holds no key while they compute."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = tmp_path / "no_files.py"
+    script.write_text(NO_FILES_SCRIPT)
+    done = subprocess.run(run_argv(work, "--no-key-files", "--launcher", "direct", str(script), str(work)),
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES="0"), capture_output=True,
+                          text=True, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "key files: []" in done.stdout
+    assert "scheduler tls://" in done.stderr
+    assert list(work.iterdir()) == []
+
+
+def test_no_key_files_is_refused_where_the_launcher_may_drop_the_environment(tmp_path):
+    done = subprocess.run(run_argv(tmp_path, "--no-key-files", "--launcher", "mpirun", str(CHECK)),
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES="0"), capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "--no-key-files: launcher 'mpirun' may not give every task" in done.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before the job directory was made
