@@ -69,12 +69,13 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     account_key = get_scheduler(scheduler).account_key  # unknown scheduler names fail first
     config.ensure_jobqueue_section(scheduler)  # one dask-jobqueue has no section for
     opts = config.resolve(scheduler, explicit_none(options), account_key=account_key)
-    check_keywords(opts)  # the configuration's values too: their types and bounds
-    check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir
-    gpu_options, switches = batch_gpu_options({k: opts[k] for k in GPU_KEYWORDS if opts[k] is not None})
+    with config.naming_the_source(scheduler, explicit_none(options), account_key):
+        check_keywords(opts)  # the configuration's values too: their types and bounds
+        check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir
+        gpu_options, switches = batch_gpu_options({k: opts[k] for k in GPU_KEYWORDS if opts[k] is not None})
+        limits = _limits(opts["limits"] or {})
+        shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
     opts["protocol"], opts["transports"] = switch_network(opts["protocol"], opts["transports"], switches)
-    limits = _limits(opts["limits"] or {})
-    shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
     launcher = get_launcher(opts["launcher"] or dialect.launcher_for(shape),
                             one_task_per=opts["one_task_per"])

@@ -10,6 +10,8 @@ packaged defaults, so its ``walltime: 00:30:00`` does not silently win) >
 from __future__ import annotations
 
 import importlib.util
+import re
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import dask.config
 import yaml
 
 __all__ = ["OPTIONS", "JOBQUEUE_KEYS", "ensure_jobqueue_section", "get", "jobqueue_defaults",
-           "resolve", "profile_names"]
+           "resolve", "profile_names", "origin", "naming_the_source"]
 
 _YAML = Path(__file__).with_name("hpcgpu.yaml")
 with _YAML.open() as _file:
@@ -136,11 +138,7 @@ def resolve(scheduler: str, explicit: dict[str, Any], account_key: str = "accoun
     {'gpu_directive': 'gres'}
     """
     explicit = {k: v for k, v in explicit.items() if v is not None}
-    per_scheduler = _section(f"hpcgpu.{scheduler}")
-    name = explicit.get("profile") or per_scheduler.get("profile")
-    profile = _profile(name, scheduler) if name else {}
-    layers = [explicit, profile, per_scheduler, _from_jobqueue(scheduler, account_key),
-              _section("hpcgpu.defaults")]
+    layers = [values for _, values in _layers(scheduler, explicit, account_key)]
     resolved = {}
     for option in OPTIONS:
         resolved[option] = next((layer[option] for layer in layers if option in layer), None)
@@ -148,6 +146,61 @@ def resolve(scheduler: str, explicit: dict[str, Any], account_key: str = "accoun
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)}: known are {', '.join(OPTIONS)}")
     return resolved
+
+
+def _layers(scheduler: str, explicit: dict[str, Any],
+            account_key: str) -> list[tuple[str, dict[str, Any]]]:
+    """The sources of :func:`resolve`, highest first, each with its words for messages
+    (``{}`` stands for the option's key)."""
+    per_scheduler = _section(f"hpcgpu.{scheduler}")
+    name = explicit.get("profile") or per_scheduler.get("profile")
+    return [("", explicit),
+            (f"profile {name!r} (hpcgpu.profiles.{name}.{{}})", _profile(name, scheduler) if name else {}),
+            (f"hpcgpu.{scheduler}.{{}}", per_scheduler),
+            (f"jobqueue.{scheduler}.{{}}", _from_jobqueue(scheduler, account_key)),
+            ("hpcgpu.defaults.{}", _section("hpcgpu.defaults"))]
+
+
+def origin(scheduler: str, explicit: dict[str, Any], option: str,
+           account_key: str = "account") -> str:
+    """Where :func:`resolve` took ``option`` from, in a message's words ("" for an argument).
+
+    >>> with dask.config.set({"hpcgpu.profiles.mine": {"walltime": "forever"}}):
+    ...     origin("slurm", {"profile": "mine"}, "walltime")
+    "profile 'mine' (hpcgpu.profiles.mine.walltime) of your dask config"
+    >>> origin("slurm", {"walltime": "1:00:00"}, "walltime")
+    ''
+    """
+    explicit = {k: v for k, v in explicit.items() if v is not None}
+    for words, values in _layers(scheduler, explicit, account_key):
+        if option in values:
+            key = option.replace("_", "-") if words.startswith(("hpcgpu", "profile")) else option
+            return words.format(key) + " of your dask config" if words else ""
+    return ""
+
+
+@contextmanager
+def naming_the_source(scheduler: str, explicit: dict[str, Any], account_key: str = "account"):
+    """Inside it, a ``ValueError`` whose message starts with ``option=`` says where a value
+    that was not an argument came from (a profile, ``hpcgpu.<scheduler>.*``, ...): the
+    user's ``~/.config/dask/*.yaml`` or ``DASK_*`` variables, not the call they wrote.
+
+    >>> with dask.config.set({"hpcgpu.slurm.nodes": 0}):
+    ...     with naming_the_source("slurm", {}):
+    ...         raise ValueError("nodes=0 must be at least 1")
+    Traceback (most recent call last):
+    ...
+    ValueError: nodes=0 must be at least 1 (the value comes from hpcgpu.slurm.nodes of your dask config: ~/.config/dask/*.yaml or DASK_* variables)
+    """
+    try:
+        yield
+    except ValueError as error:
+        match = re.match(r"(\w+)=", str(error))
+        where = origin(scheduler, explicit, match.group(1), account_key) if match else ""
+        if not where:
+            raise
+        raise ValueError(f"{error} (the value comes from {where}: ~/.config/dask/*.yaml or "
+                         "DASK_* variables)") from None
 
 
 def _profile(name: str, scheduler: str) -> dict[str, Any]:

@@ -55,6 +55,25 @@ def test_a_bad_value_from_the_environment_is_refused_with_its_name(tmp_path):
     assert done.returncode == 2 and "log_directory" in done.stderr and not done.stdout
 
 
+def test_a_refused_value_of_the_users_config_file_says_where_it_came_from(tmp_path):
+    """~/.config/dask/hpcgpu.yaml (here DASK_CONFIG): a profile's value and a scheduler
+    section's value are refused naming the key they came from; an argument's as before."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "hpcgpu.yaml").write_text(yaml.safe_dump({"hpcgpu": {
+        "profiles": {"mysite": {"scheduler": "slurm", "walltime": "forever"}},
+        "sge": {"gpus-per-node": 0}}}))
+    done = _jobscript(tmp_path, "slurm", "--profile", "mysite", DASK_CONFIG=str(config))
+    assert done.returncode == 2 and not done.stdout
+    assert "walltime='forever'" in done.stderr
+    assert "profile 'mysite' (hpcgpu.profiles.mysite.walltime) of your dask config" in done.stderr
+    done = _jobscript(tmp_path, "sge", DASK_CONFIG=str(config))
+    assert "from hpcgpu.sge.gpus-per-node of your dask config" in done.stderr, done.stderr
+    with pytest.raises(ValueError) as refused:
+        prepare("slurm", {"walltime": "forever"})
+    assert "comes from" not in str(refused.value)
+
+
 @pytest.mark.parametrize("scheduler", ["slurm", "pbs", "lsf", "sge"])
 def test_directives_are_the_python_apis(scheduler, tmp_path):
     done = _jobscript(tmp_path, scheduler, "--gpus-per-node", "2", "--log-directory",
