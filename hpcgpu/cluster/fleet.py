@@ -20,6 +20,7 @@ from typing import Any, Callable
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
                                        Retiring, SubmitFailed, Submitted, advance)
+from hpcgpu.cluster.job_kinds import kind_of
 from hpcgpu.cluster.job_table import JobRecord, JobTable
 from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey
 from hpcgpu.jobspec.worker_command import split_resources
@@ -112,12 +113,11 @@ class JobFleet:
         """What each worker of pool ``name`` advertises (``GPU=1``, ``CPU=<threads>``...)."""
         pool = self.pools[name]
         given, _ = split_resources(pool.spec["options"].get("worker_extra_args") or ())
-        return {**({} if pool.cpu else {"GPU": 1.0}), **given}
+        return {**kind_of(pool.shape).resources(), **given}
 
     def threads(self, name: str) -> int:
         """Threads of one worker of pool ``name``."""
-        pool = self.pools[name]
-        return pool.shape.worker_process_threads if pool.cpu else pool.shape.cpus_per_gpu
+        return kind_of(self.pools[name].shape).threads(self.pools[name].shape)
 
     def job_script(self, pool: str | None = None, address: str | None = None) -> str:
         """The script one job of ``pool`` submits to scheduler ``address`` (default: a

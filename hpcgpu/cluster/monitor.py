@@ -20,10 +20,10 @@ import time
 from typing import Any, Callable
 
 from hpcgpu.system import commands
-from hpcgpu.cluster.cpu_job import cpu_error_log
 from hpcgpu.cluster.faults import cancel_together, status_failed
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_events import Ended, Requeued, Seen, SubmitFailed
+from hpcgpu.cluster.job_kinds import kind_of
 from hpcgpu.cluster.job_state import JobState
 from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
@@ -218,10 +218,7 @@ class JobMonitor:
     def error_log(self, record: JobRecord) -> str:
         """The file its directives send the job's standard error to."""
         setup = self.fleet.job_pool(record.name).setup
-        if setup.cpu:
-            return cpu_error_log(self.dialect.name, setup.log_directory, setup.shape.job_name,
-                                 record.name, record.job_id)
-        return self.dialect.error_log(setup.shape.job_name, record.job_id, setup.log_directory)
+        return kind_of(setup.shape).error_log(self.dialect, setup, record.name, record.job_id)
 
     def _replace_ended(self) -> None:
         missing = self.fleet.missing()

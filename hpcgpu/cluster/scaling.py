@@ -8,21 +8,18 @@ decide when.
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
 from typing import Any
 
 from dask.utils import parse_bytes
 
 from hpcgpu.cluster.adaptive import GPUAdaptive
+from hpcgpu.cluster.job_kinds import kind_of
 from hpcgpu.cluster.pool_adaptive import PoolAdaptive
 from hpcgpu.cluster.pools import DEFAULT_POOL
 from hpcgpu.jobspec.keywords import MAX_WORKERS, whole_number
 
 __all__ = ["ADAPT_BOUNDS", "adapt_bounds", "adaptive", "job_bounds", "jobs_for", "jobs_to_scale"]
-
-logger = logging.getLogger("hpcgpu.cluster")
 
 #: adapt's bounds, for the default pool and for each named pool.
 ADAPT_BOUNDS = ("minimum_gpus", "maximum_gpus", "minimum_jobs", "maximum_jobs", "minimum",
@@ -46,23 +43,15 @@ def jobs_to_scale(pool: Any, n: int | None = None, jobs: int = 0, memory: Any = 
     ValueError: gpus=-1 must be a whole number >= 0
     """
     workers = n if gpus is None else gpus
-    per_job = pool.workers_per_job
-    if gpus is not None and pool.cpu:
-        raise ValueError(f"scale(gpus={gpus}, pool={pool.name!r}): that pool has CPU "
-                         "workers only: use jobs= or n= (workers)")
+    kind = kind_of(pool.shape)
+    if gpus is not None:
+        kind.check_gpus(pool, gpus)
     if workers is not None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             what = "n" if gpus is None else "gpus"
             raise ValueError(f"{what}={workers!r} must be a whole number >= 0")
         whole_number("n" if gpus is None else "gpus", workers, 0, MAX_WORKERS)
-        jobs = math.ceil(workers / per_job)
-        if jobs * per_job != workers and not pool.cpu:
-            message = (
-                f"scale(gpus={workers}) rounds up to {jobs} job(s) = "
-                f"{jobs * per_job} GPUs ({per_job} per job)"
-            )
-            logger.warning(message)
-            warnings.warn(message, stacklevel=3)
+        jobs = kind.jobs_for_workers(pool, workers)  # GPU jobs warn when they round up
     # bounded: each job is a spec entry made now (scale(jobs=10**30) would never return)
     return whole_number("jobs", max(jobs, jobs_for(pool.shape, cores=cores, memory=memory)),
                         0, MAX_WORKERS)

@@ -327,6 +327,29 @@ def test_scaling_adaptive_picks_the_pool_policy_and_checks_its_bounds(tmp_path):
         scaling.adaptive({"default": pools["default"]}, {}, {"big": {}})
 
 
+def test_job_kinds_gpu_and_cpu_pools_answer_the_same_questions(tmp_path):
+    """One protocol, two implementations (hpcgpu.cluster.job_kinds): what a worker advertises,
+    its threads, its job's error log, and scale(gpus=)."""
+    from hpcgpu.cluster.cpu_setup import prepare_cpu
+
+    cpu_setup = prepare_cpu("slurm", {"cores": 8, "processes": 4, "memory": "28GB",
+                                      "log_directory": str(tmp_path), "job_name": "w"})
+    fleet = fleet_of(pool(tmp_path, cpus_per_gpu=3, job_name="g"),
+                     Pool("cpu", cpu_setup, None, {"cls": FakeJob, "options": {}}))
+    assert (fleet.resources("default"), fleet.threads("default")) == ({"GPU": 1.0}, 3)
+    assert (fleet.resources("cpu"), fleet.threads("cpu")) == ({}, 2)
+    fleet.grow(1)
+    fleet.grow(1, "cpu")
+    monitor, _ = monitor_of(fleet)
+    logs = [monitor.error_log(JobRecord(name, 1, job_id="7")) for name in fleet.spec]
+    assert logs == [f"{tmp_path}/g-7.err", f"{tmp_path}/w-7.err"]
+    with pytest.raises(ValueError, match=r"scale\(gpus=4, pool='cpu'\): that pool has CPU "):
+        scaling.jobs_to_scale(fleet.pools["cpu"], gpus=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # CPU workers round up to whole jobs silently
+        assert scaling.jobs_to_scale(fleet.pools["cpu"], n=5) == 2
+
+
 # ---------------------------------------------------------------------- arrays
 def test_arrays_make_consecutive_new_jobs_one_submission(tmp_path, commands):
     from hpcgpu.cluster.arrays import ArrayElementJob
