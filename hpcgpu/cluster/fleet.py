@@ -71,7 +71,7 @@ class JobFleet:
         #: A worker's job name (:meth:`key_jobs` sets it for the pools).
         self.job_key: Callable[[Any], str] = job_of_worker
         self._name_of = name_of
-        self._next = 0
+        self._next: dict[str, int] = {}  # per pool: each pool's jobs count from 0
 
     # ------------------------------------------------------------------ pools
     def add_pool(self, pool: Pool) -> None:
@@ -130,12 +130,20 @@ class JobFleet:
     def new_entry(self, pool: str = DEFAULT_POOL) -> dict:
         """The next job's spec entry, under a name never used before (a replaced job's
         workers must not take the names of the dead ones): ``<cluster>-<n>``, or
-        ``<cluster>-<pool>-<n>`` for a named pool."""
+        ``<cluster>-<pool>-<n>`` for a named pool, each pool counting from 0.
+
+        >>> from types import SimpleNamespace as Pool
+        >>> fleet = JobFleet(lambda n: f"c-{n}")
+        >>> fleet.pools = {"default": Pool(spec={}), "cpu": Pool(spec={})}
+        >>> fleet.grow(2); fleet.grow(1, "cpu")
+        >>> list(fleet.spec)
+        ['c-0', 'c-1', 'c-cpu-0']
+        """
         prefix = "" if pool == DEFAULT_POOL else f"{pool}-"
-        name = self._name_of(f"{prefix}{self._next}")
-        while name in self.spec or name in self.records:
-            self._next += 1
-            name = self._name_of(f"{prefix}{self._next}")
+        number = self._next.get(pool, 0)
+        while (name := self._name_of(f"{prefix}{number}")) in self.spec or name in self.records:
+            number += 1
+        self._next[pool] = number
         self.pool_of.setdefault(name, pool)
         return {name: self.pools[pool].spec}
 

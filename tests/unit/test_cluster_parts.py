@@ -82,8 +82,8 @@ def test_fleet_names_are_never_reused_and_pools_keep_their_jobs(tmp_path):
     fleet = fleet_of(pool(tmp_path), pool(tmp_path, "big", gpus_per_node=4))
     fleet.grow(2)
     fleet.grow(1, "big")
-    assert list(fleet.spec) == ["c-0", "c-1", "c-big-1"]
-    assert fleet.jobs_of("big") == ["c-big-1"] and fleet.job_pool("c-big-1").name == "big"
+    assert list(fleet.spec) == ["c-0", "c-1", "c-big-0"]  # each pool counts from 0 (docs/pools.md)
+    assert fleet.jobs_of("big") == ["c-big-0"] and fleet.job_pool("c-big-0").name == "big"
     fleet.records["c-1"] = JobRecord("c-1", 2)
     del fleet.spec["c-1"]  # ended: its name stays taken (its workers' names too)
     fleet.grow(1)
