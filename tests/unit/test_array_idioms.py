@@ -22,7 +22,8 @@ SUBMODULES = ["random", "linalg", "fft", "ma", "stats", "overlap", "image", "guf
               "lib", "lib.stride_tricks", "creation"]
 #: names whose hpcgpu object is not Dask's, on purpose (hpcgpu's faster path or a subclass)
 OWN = {"": {"ones", "zeros", "full", "empty", "arange", "from_array", "random", "linalg", "fft", "ma",
-            "stats", "overlap", "image", "gufunc", "utils", "lib", "optimization", "creation"},
+            "stats", "overlap", "image", "gufunc", "utils", "lib", "optimization", "creation",
+            "rechunk", "transpose", "matmul"},
        "random": {"normal", "standard_normal", "uniform", "random", "random_sample", "seed",
                   "RandomState", "Generator", "default_rng"},
        "linalg": {"qr", "svd"}, "lib": {"stride_tricks"},
