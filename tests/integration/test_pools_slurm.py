@@ -41,7 +41,8 @@ where = lambda _x=None: str(get_worker().name)  # noqa: E731
 
 
 def test_gpu_and_cpu_pools_scaled_together_run_annotated_tasks_on_the_right_pool(make):
-    cluster = make(pools={"cpu": CPU_POOL, "big": dict(gpus_per_node=1, gpu_type="h100")})
+    cluster = make(pools={"cpu": dict(CPU_POOL, job_name="load"),
+                          "big": dict(gpus_per_node=1, gpu_type="h100")})
     assert "--partition=gpu" in cluster.job_script()
     assert "#SBATCH -p debug" in cluster.job_script(pool="cpu")
     assert "--gpus-per-node=h100:1" in cluster.job_script(pool="big")
@@ -55,8 +56,11 @@ def test_gpu_and_cpu_pools_scaled_together_run_annotated_tasks_on_the_right_pool
     for job in cluster.jobs:
         jobs.setdefault(job.pool, []).append(job)
     assert {p: len(j) for p, j in jobs.items()} == {"default": 1, "cpu": 1, "big": 2}
-    assert jobs["cpu"][0].name.startswith("SLURMCluster-cpu-")
-    assert all(j.name.startswith("SLURMCluster-big-") and "_" in j.job_id for j in jobs["big"])
+    # each pool numbers its jobs from 0 (docs/pools.md); the CPU pool's job_name is its own
+    assert [j.name for j in jobs["cpu"]] == ["SLURMCluster-cpu-0"]
+    assert sorted(j.name for j in jobs["big"]) == ["SLURMCluster-big-0", "SLURMCluster-big-1"]
+    assert all("_" in j.job_id for j in jobs["big"])
+    assert squeue_state(jobs["cpu"][0].job_id, "%j") == "load"
     assert squeue_state(jobs["cpu"][0].job_id, "%P") == "debug"
     assert squeue_state(jobs["default"][0].job_id, "%P") == "gpu"
     assert "pool" in repr(cluster.jobs).splitlines()[0] and "<th>pool</th>" in cluster._repr_html_()
