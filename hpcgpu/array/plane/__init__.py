@@ -10,8 +10,8 @@ chunks, several hosts). The output blocks come back as ordinary keys on the work
 hold them.
 
 ``method`` (or ``hpcgpu.array.collective``: ``auto``, ``always``, ``never``) chooses:
-``auto`` takes the plane where data would cross workers (a distributed client with two
-or more workers), the task path elsewhere.
+``auto`` takes the plane where it pays (:data:`AUTO_MIN_WORKERS`), the task path
+elsewhere.
 
 Examples
 --------
@@ -36,16 +36,22 @@ from dask.array.core import normalize_chunks
 from hpcgpu.array.plane.graph import collective
 from hpcgpu.array.plane.ops import Matmul, Rechunk, Transpose
 
-__all__ = ["rechunk", "transpose", "matmul", "use_collective"]
+__all__ = ["rechunk", "transpose", "matmul", "use_collective", "AUTO_MIN_WORKERS"]
 
 logger = logging.getLogger("distributed.hpcgpu.plane")
 _TASK_METHODS = ("tasks", "p2p")
+#: under ``auto``, the workers a distributed client needs for an operation to take the
+#: plane, where it pays as measured on GPUs (docs/performance.md): matmul on any cluster
+#: (one BLAS call per worker beats a task per block product even on one GPU), rechunk from
+#: two workers; transpose stays on Dask's task path (Dask transposes each block where it
+#: lies; the plane's own transpose, forced, places blocks beside their mirror).
+AUTO_MIN_WORKERS = {"matmul": 1, "rechunk": 2, "transpose": None}
 
 
-def use_collective(method: str | None = None) -> bool:
-    """Whether an operation takes the plane: ``method="collective"`` or ``"tasks"``
-    forces it; otherwise ``hpcgpu.array.collective`` (``auto``: a distributed client with
-    at least two workers).
+def use_collective(method: str | None = None, kind: str = "rechunk") -> bool:
+    """Whether an operation of ``kind`` takes the plane: ``method="collective"`` or
+    ``"tasks"`` forces it; otherwise ``hpcgpu.array.collective`` (``auto``: a distributed
+    client with :data:`AUTO_MIN_WORKERS` workers).
 
     >>> use_collective("tasks"), use_collective("collective")
     (False, True)
@@ -61,13 +67,15 @@ def use_collective(method: str | None = None) -> bool:
         return choice == "always"
     if choice != "auto":
         raise ValueError(f"hpcgpu.array.collective={choice!r}: use auto, always or never")
+    if AUTO_MIN_WORKERS[kind] is None:
+        return False
     try:
         from distributed import default_client
 
         info = getattr(default_client(), "_scheduler_identity", None) or {}
     except (ImportError, ValueError):
         return False
-    return int(info.get("n_workers") or len(info.get("workers") or ())) >= 2
+    return int(info.get("n_workers") or len(info.get("workers") or ())) >= AUTO_MIN_WORKERS[kind]
 
 
 def _say(kind: str, plane: bool) -> None:
@@ -93,7 +101,7 @@ def transpose(x, axes=None, method=None):
     """:func:`dask.array.transpose`, with the blocks moved on the plane: block ``b`` of
     the result lies where block ``b`` of ``x`` does, so ``x + x.T`` adds side by side."""
     axes = tuple(axes) if axes is not None else tuple(range(x.ndim))[::-1]
-    plane = use_collective(method) and x.npartitions > 1
+    plane = use_collective(method, "transpose") and x.npartitions > 1
     _say("transpose", plane)
     if not plane:
         return da.transpose(x, axes)
@@ -103,7 +111,7 @@ def transpose(x, axes=None, method=None):
 def matmul(a, b, method=None):
     """:func:`dask.array.matmul` of two 2-D arrays; on the plane each worker multiplies a
     panel of whole rows of ``a`` by all of ``b`` in one BLAS call."""
-    plane = use_collective(method) and a.ndim == b.ndim == 2 and a.npartitions * b.npartitions > 1
+    plane = use_collective(method, "matmul") and a.ndim == b.ndim == 2 and a.npartitions * b.npartitions > 1
     _say("matmul", plane)
     if not plane:
         return da.matmul(a, b)

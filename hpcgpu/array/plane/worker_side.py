@@ -133,10 +133,17 @@ class PlaneState:
         start = time.perf_counter()
         try:
             outputs = op.run(Context(rank, len(group), holders, owners, inputs, chan, xp))
-        except BaseException:
+        except BaseException as error:
             self.inbox.drop(token)
             if chan.name == "nccl":
                 self.comms.pop(tuple(group), None)
+            if isinstance(error, MemoryError) or "OutOfMemory" in type(error).__name__:
+                held = sum(getattr(v, "nbytes", 0) for v in inputs.values())
+                raise MemoryError(
+                    f"collective {op.kind} {token}: out of memory on rank {rank} while staging "
+                    f"(its input blocks hold {held / 2**30:.2f} GiB; the plane adds send and receive "
+                    "buffers of about the same size, and matmul all of b on every worker): use more "
+                    f"workers, a larger memory pool, or method='tasks' ({error})") from error
             raise
         if chan.name == "nccl":
             xp.cuda.get_current_stream().synchronize()
