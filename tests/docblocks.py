@@ -4,7 +4,9 @@ The convention (written for users of the docs in docs/testing.md):
 
 - Every fenced block has a language: ``python``, ``bash`` (also ``sh``/``shell``),
   ``yaml``, or ``text`` for output and synopses that are not meant to be run.
-- Blocks run as written. A block that cannot run on a CPU machine with the local SLURM and
+- Blocks run as written: a Python block is saved as ``block.py`` and run with
+  ``python block.py``, as a reader would paste it into a file (so a block that starts
+  ``LocalGPUCluster`` needs ``if __name__ == "__main__":``, for the workers' spawn). A block that cannot run on a CPU machine with the local SLURM and
   Grid Engine is marked, on the line(s) right above its fence, with
   ``<!-- not-run: the reason -->``: it is then only checked (Python compiled and its
   ``hpcgpu`` imports resolved; shell through ``bash -n``, every ``hpcgpu`` /
@@ -22,7 +24,8 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Block", "ROOT", "pages", "blocks_of", "indented_code", "commands", "LANGUAGES"]
+__all__ = ["Block", "ROOT", "pages", "blocks_of", "indented_code", "commands", "LANGUAGES",
+           "how_checked", "inventory"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,3 +150,31 @@ def commands(script: str) -> list[list[str]]:
         if current:
             out.append(current)
     return out
+
+
+#: what the test does with a block of each language that is not marked ``not-run``
+_RUN = {"python": "ran: python block.py", "bash": "ran: bash -euo pipefail",
+        "yaml": "parsed as YAML", "text": "not run: output or a synopsis (text)"}
+
+
+def how_checked(block: Block) -> str:
+    r"""What the docs test does with ``block``, and why when it does not run it.
+
+    >>> how_checked(Block("p.md", 3, "python", "x = 1\n"))
+    'ran: python block.py'
+    >>> how_checked(Block("p.md", 9, "sh", "hpcgpu --help\n", not_run="needs a GPU"))
+    'checked only (bash -n, commands parsed): needs a GPU'
+    """
+    language = LANGUAGES.get(block.language, block.language)
+    if block.not_run:
+        how = {"python": "compiled, hpcgpu imports resolved",
+               "bash": "bash -n, commands parsed"}.get(language, "not run")
+        return f"checked only ({how}): {block.not_run}"
+    return _RUN.get(language, f"unknown language {block.language!r}")
+
+
+def inventory(blocks: list[Block]) -> list[str]:
+    """One line per block, ``page:line  language  how``: the report the docs test prints."""
+    width = max((len(b.id) for b in blocks), default=0)
+    return [f"{b.id:<{width}}  {LANGUAGES.get(b.language, b.language):<6}  {how_checked(b)}"
+            for b in blocks]

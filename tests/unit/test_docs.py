@@ -1,11 +1,13 @@
 """Every code block of README.md and docs/*.md works as written (docs/testing.md).
 
-Python blocks run in a fresh interpreter (CPU workers where the block says GPU; the real
-local SLURM and Grid Engine where it names them); shell blocks run with bash; YAML parses.
+Python blocks run as scripts, as written (``python block.py`` in an empty directory: CPU
+workers where the block says GPU; the real local SLURM and Grid Engine where it names
+them), and end without a traceback; shell blocks run with bash; YAML parses.
 Blocks marked ``<!-- not-run: reason -->`` (a GPU, a real site, an install) are checked
 without running: Python compiled and its hpcgpu imports resolved, shell through
 ``bash -n``, each hpcgpu command parsed by click, and the repository files it names exist.
-New pages are picked up by the glob in :func:`docblocks.pages`.
+New pages are picked up by the glob in :func:`docblocks.pages`. At the end of the run the
+terminal lists every block: ran, parsed, or only checked and why (tests/unit/conftest.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import click
 import pytest
 import yaml
 
-from docblocks import LANGUAGES, ROOT, Block, blocks_of, commands, indented_code, pages
+from docblocks import LANGUAGES, ROOT, Block, blocks_of, commands, how_checked, indented_code, pages
 
 BLOCKS = [block for page in pages() for block in blocks_of(page)]
 TIMEOUT = 300  # one block; the cluster walkthroughs start real jobs on a busy 2-core machine
@@ -41,6 +43,14 @@ def test_every_block_says_its_language_and_markers_are_known():
     bad += [f"{b.id}: not-run needs a reason" for b in BLOCKS if b.not_run == ""]
     assert not bad, ("give every fenced block one of the languages " + ", ".join(sorted(LANGUAGES))
                      + " and only the markers of docs/testing.md:\n" + "\n".join(bad))
+
+
+def test_every_block_is_run_or_says_why():
+    """No block is silently ignored: each one runs, parses, is output (text), or is checked
+    only for a reason its marker gives."""
+    unknown = [b.id for b in BLOCKS if how_checked(b).startswith("unknown")]
+    assert not unknown
+    assert sum(how_checked(b).startswith("ran") for b in BLOCKS) >= 20
 
 
 def test_no_indented_code_blocks():
@@ -83,12 +93,17 @@ def test_python_block(block: Block, request, tmp_path):
         return
     text = block.runnable_text()
     _needs_schedulers(request, text)
-    script = tmp_path / "block.py"
-    script.write_text(text)
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "docs_driver.py"), str(script)],
-                          cwd=tmp_path, env=_environment(tmp_path), capture_output=True,
-                          text=True, timeout=TIMEOUT)
+    done = _run_as_script(text, tmp_path)
     assert done.returncode == 0, f"{block.id} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    # a block that ends with its cluster open: closed at exit, cleanly (no traceback)
+    assert "Traceback" not in done.stderr, f"{block.id} ended with a traceback:\n{done.stderr[-4000:]}"
+
+
+def _run_as_script(text: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The block saved as ``block.py`` and run with ``python block.py``, as a reader would."""
+    (tmp_path / "block.py").write_text(text)
+    return subprocess.run([sys.executable, "block.py"], cwd=tmp_path, env=_environment(tmp_path),
+                          capture_output=True, text=True, timeout=TIMEOUT)
 
 
 # ------------------------------------------------------------------ shell
@@ -198,13 +213,9 @@ def test_the_checks_fail_on_broken_blocks(tmp_path):
         _check_python_without_running(Block("x", 1, "python", "from hpcgpu.nope import x\n", "GPU"))
 
 
-def test_a_failing_python_block_fails_and_its_cluster_is_closed(tmp_path):
-    script = tmp_path / "block.py"
-    script.write_text("from distributed import LocalCluster\n"
-                      "cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)\n"
-                      "open('address', 'w').write(cluster.scheduler_address)\n"
-                      "raise ValueError('the block is wrong')\n")
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "docs_driver.py"), str(script)],
-                          cwd=tmp_path, env=_environment(tmp_path), capture_output=True,
-                          text=True, timeout=TIMEOUT)
+def test_a_failing_python_block_fails(tmp_path):
+    done = _run_as_script("from distributed import LocalCluster\n"
+                          "cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)\n"
+                          "raise ValueError('the block is wrong')\n", tmp_path)
     assert done.returncode == 1 and "ValueError: the block is wrong" in done.stderr
+
