@@ -17,7 +17,7 @@ from hpcgpu.cluster.job_state import JobState, move
 from hpcgpu.cluster.job_table import JobRecord
 
 __all__ = ["Cancelling", "Connected", "Ended", "Requeued", "RetireNow", "Retiring", "Seen",
-           "SubmitFailed", "Submitted", "advance"]
+           "SubmitFailed", "Submitted", "advance", "end_of"]
 
 _QUIET = ("", "None")  # SLURM's reason when it has none
 
@@ -163,6 +163,20 @@ class Ended:
         return self.state.value, {
             "state": self.state.word, "stderr_tail": self.stderr_tail or record.stderr_tail,
             "exit_code": record.exit_code if self.exit_code is None else self.exit_code}
+
+
+def end_of(reported: str, exit_code: int | None, storm: bool) -> JobState:
+    """How a job ended: the scheduler's last word ``reported`` (``completed``, ``failed`` or
+    ``cancelled``), its exit code, and whether its workers died again and again (``storm``).
+
+    >>> end_of("completed", 0, False), end_of("completed", 3, False), end_of("cancelled", 1, False)
+    (<JobState.ENDED: 'ended'>, <JobState.FAILED: 'failed'>, <JobState.CANCELLED: 'cancelled'>)
+    >>> end_of("cancelled", None, True)
+    <JobState.FAILED: 'failed'>
+    """
+    if storm or reported == "failed" or (exit_code not in (None, 0) and reported == "completed"):
+        return JobState.FAILED
+    return JobState.CANCELLED if reported == "cancelled" else JobState.ENDED
 
 
 def advance(record: JobRecord, event: Any) -> JobRecord:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from hpcgpu.system import commands
 from hpcgpu.cluster.faults import cancel_together, status_failed
 from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.job_events import Ended, Requeued, Seen, SubmitFailed
+from hpcgpu.cluster.job_events import Ended, Requeued, Seen, SubmitFailed, end_of
 from hpcgpu.cluster.job_kinds import kind_of
 from hpcgpu.cluster.job_state import JobState
 from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
@@ -158,10 +158,7 @@ class JobMonitor:
         log = self.error_log(record)
         text = tail(log, 5000)  # read once: its tail is shown, its errors are named
         storm = storm_lines(text)  # workers that connected, then died again and again
-        failed = bool(storm) or record.state == "failed" or (
-            exit_code not in (None, 0) and record.state == "completed")
-        end = JobState.FAILED if failed else (
-            JobState.CANCELLED if record.state == "cancelled" else JobState.ENDED)
+        end = end_of(record.state, exit_code, bool(storm))
         shown = not record.fully_started or storm  # a job whose second GPU's worker failed too
         job = self.fleet.apply(Ended(name, end, exit_code, (
             "\n".join(text.splitlines()[-self.tail_lines:]) or "(empty)") if shown else ""))
