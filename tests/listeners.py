@@ -22,6 +22,8 @@ LOOPBACK = {"127.0.0.1", "::1"}
 #: leak into the tasks it starts, as an inherited descriptor)
 LAUNCHERS = {"srun": "SLURM", "slurmstepd": "SLURM", "mpirun": "MPI", "prterun": "MPI",
              "prted": "MPI", "orted": "MPI", "mpiexec": "MPI"}
+#: listeners that are not hpcgpu's or Dask's: the batch system's, MPI's, UCX's own transport
+OWNERS = {*LAUNCHERS.values(), "UCX transport"}
 
 
 def listening(pids) -> list[dict]:
@@ -42,17 +44,19 @@ def listening(pids) -> list[dict]:
             name, sockets = process.name(), process.net_connections(kind="inet")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        mpi = bool(sockets) and _has_mpi(process)
-        found += [{"pid": pid, "name": name, "ip": s.laddr.ip, "port": s.laddr.port, "mpi": mpi}
+        mpi = bool(sockets) and _has_library(process, "libmpi")
+        ucx = bool(sockets) and _has_library(process, "libuct")
+        found += [{"pid": pid, "name": name, "ip": s.laddr.ip, "port": s.laddr.port, "mpi": mpi, "ucx": ucx}
                   for s in sockets if s.status == psutil.CONN_LISTEN]
     return found
 
 
-def _has_mpi(process: psutil.Process) -> bool:
-    """Whether ``process`` has the MPI library loaded (mpi4py's ranks: Open MPI's TCP
-    transport listens in each of them)."""
+def _has_library(process: psutil.Process, library: str) -> bool:
+    """Whether ``process`` has ``library`` loaded: ``libmpi`` (mpi4py's ranks: Open MPI's
+    TCP transport listens in each of them), ``libuct`` (UCX's TCP transport listens on each
+    interface it uses, in each process of a UCX cluster)."""
     try:
-        return any("libmpi" in m.path for m in process.memory_maps())
+        return any(library in m.path for m in process.memory_maps())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
@@ -105,7 +109,7 @@ def account(sockets: list[dict], info: dict, extra_scheduler_ports=()) -> tuple[
             by_port[port] = (role, scheme)
     for port in extra_scheduler_ports:
         by_port.setdefault(port, ("scheduler", "tls"))
-    seen.update({owner: set() for owner in LAUNCHERS.values()})
+    seen.update({owner: set() for owner in OWNERS})
     for sock in sockets:  # a socket SLURM or MPI holds, in its own process or inherited
         if sock.get("name") in LAUNCHERS:
             by_port.setdefault(sock["port"], (LAUNCHERS[sock["name"]], "launcher"))
@@ -113,6 +117,8 @@ def account(sockets: list[dict], info: dict, extra_scheduler_ports=()) -> tuple[
     for sock in sockets:
         if sock["port"] not in by_port and sock.get("mpi"):  # a Dask role's port wins
             by_port[sock["port"]] = ("MPI", "launcher")
+        if sock["port"] not in by_port and sock.get("ucx"):
+            by_port[sock["port"]] = ("UCX transport", "launcher")
         if sock["port"] not in by_port:
             stray.append(sock)
             continue
@@ -124,7 +130,7 @@ def account(sockets: list[dict], info: dict, extra_scheduler_ports=()) -> tuple[
 def table(path: Path = SECURITY) -> dict[tuple[str, str], tuple[str, str]]:
     """docs/security.md's listener table: (mode, listener) -> (address word, protection word),
     each the first word of its cell (``loopback``/``network``/``unix``/``any``;
-    ``TLS``/``unix``/``none``)."""
+    ``TLS``/``unix``/``ucx+auth``/``none``)."""
     text = path.read_text()
     section = text.split("\n## Every listener", 1)[1].split("\n## ", 1)[0]
     rows = {}
@@ -143,8 +149,8 @@ def check_against_table(mode: str, seen: dict, stray: list) -> None:
     assert rows, f"docs/security.md lists no listener of mode {mode!r}"
     assert not stray, f"{mode}: listeners that no role accounts for: {stray}"
     for role, found in seen.items():
-        if role in LAUNCHERS.values() and not found:
-            continue  # modes without SLURM or MPI
+        if role in OWNERS and not found:
+            continue  # modes without SLURM, MPI or UCX
         assert role in rows, f"{mode}: {role} listens ({found}) but the table has no row for it"
         address, protection = rows[role]
         assert found, f"{mode}: the table lists {role} but nothing of it listens"
@@ -155,7 +161,9 @@ def check_against_table(mode: str, seen: dict, stray: list) -> None:
                 assert scheme == "tls", f"{mode}: {role} speaks {scheme}, the table says TLS"
             elif protection == "unix":
                 assert scheme == "unix", f"{mode}: {role} speaks {scheme}, the table says unix"
+            elif protection == "ucx+auth":
+                assert scheme == "ucx+auth", f"{mode}: {role} speaks {scheme}, the table says ucx+auth"
             elif protection == "none":
                 assert where == "loopback", f"{mode}: {role} has no protection yet listens on {where}"
     for role in rows:
-        assert role in seen and (seen[role] or role in LAUNCHERS.values()), f"{mode}: the table lists {role}, which this check does not know"
+        assert role in seen and (seen[role] or role in OWNERS), f"{mode}: the table lists {role}, which this check does not know"

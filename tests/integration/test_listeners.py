@@ -19,6 +19,7 @@ from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import LocalGPUCluster, SGECluster, SLURMCluster
 from listeners import account, check_against_table, listening, with_descendants
+from ucx_marks import needs_ucx
 
 
 def _own_sockets_since(before: set) -> list[dict]:
@@ -83,6 +84,20 @@ def test_local_mode_listeners_are_the_tables():
         children = with_descendants([os.getpid()]) - {os.getpid()}
         seen, stray = account(_own_sockets_since(before) + listening(children), info)
     check_against_table("local", seen, stray)
+
+
+@needs_ucx
+def test_local_mode_over_ucx_auth_listens_as_the_table_says(tmp_path):
+    """UCX's rows: distributed-ucxx's listeners (the key's proof on each connection) and UCX's
+    own TCP transport, which listens on each interface in every process."""
+    out = tmp_path / "listeners.json"
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "listeners_ucx_script.py"), str(out)],
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(out.read_text())
+    seen, stray = account(found["sockets"], found["info"])
+    assert seen["UCX transport"], found["sockets"]  # the transport's own listeners were seen
+    check_against_table("local ucx+auth", seen, stray)
 
 
 @pytest.mark.mpi
