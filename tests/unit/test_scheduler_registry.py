@@ -68,7 +68,8 @@ def site_plugins(monkeypatch):
         launchers.ENTRY_POINT_GROUP: [
             importlib.metadata.EntryPoint("mywrap", "mysite_hpcgpu:LAUNCHER", launchers.ENTRY_POINT_GROUP)],
     }
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: points.get(group, []))
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda **select: points.get(select.get("group"), []))
     for cache in (registry._locations, registry._load, launchers._site_launchers):
         cache.cache_clear()
     yield
@@ -90,7 +91,7 @@ def test_a_site_adds_a_scheduler_and_a_launcher_through_entry_points(site_plugin
 
 
 def test_without_plugins_the_names_are_the_builtin_ones(monkeypatch):
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **select: [])
     registry._locations.cache_clear()
     try:
         assert registry.scheduler_names() == tuple(registry.BUILTIN)
