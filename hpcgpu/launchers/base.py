@@ -71,6 +71,9 @@ class Launcher:
     size_variables: ClassVar[tuple[str, ...]] = ()
     #: Whether it starts tasks at all (``direct`` runs the worker command itself).
     starts_tasks: ClassVar[bool] = True
+    #: Whether every task gets the starting process's whole environment (where
+    #: :meth:`environment_refused` does not say otherwise).
+    passes_environment: ClassVar[bool] = False
 
     def validate(self, shape: GPUJobShape,
                  multi_node: tuple[str, ...] = ("srun", "mpirun", "mpiexec", "jsrun")) -> None:
@@ -104,6 +107,10 @@ class Launcher:
     def task_size(self, env: Mapping[str, str]) -> int | None:
         """How many tasks this launcher started, where ``env`` is one of them."""
         return first_int(env, self.size_variables)
+
+    def environment_refused(self, env: Mapping[str, str]) -> str | None:
+        """Why, in ``env``, this launcher would not pass its environment to the tasks."""
+        return None
 
     def allocation_step(self, allocation: Any) -> tuple[list[str], Any] | None:
         """(prefix, the worker's ``--gpus-per-node``) that fit ``allocation`` exactly, where

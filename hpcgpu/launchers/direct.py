@@ -22,3 +22,4 @@ class Direct(Launcher):
     name: str = NO_LAUNCHER
     multi_node: bool = False
     starts_tasks: ClassVar[bool] = False
+    passes_environment: ClassVar[bool] = True  # the tasks are this process's children

@@ -24,6 +24,14 @@ class Srun(Launcher):
     rank_variables: ClassVar[tuple[str, ...]] = ("SLURM_PROCID",)
     local_rank_variables: ClassVar[tuple[str, ...]] = ("SLURM_LOCALID",)
     size_variables: ClassVar[tuple[str, ...]] = ("SLURM_STEP_NUM_TASKS",)
+    passes_environment: ClassVar[bool] = True
+
+    def environment_refused(self, env: Mapping[str, str]) -> str | None:
+        """sbatch --export=NONE (or a list) leaves srun's tasks without the environment."""
+        export = env.get("SLURM_EXPORT_ENV", "ALL")
+        if export.split(",")[0].upper() == "ALL":
+            return None
+        return f"srun passes no environment here (SLURM_EXPORT_ENV={export}, from sbatch --export)"
 
     def prefix(self, shape: GPUJobShape) -> list[str]:
         self.validate(shape)

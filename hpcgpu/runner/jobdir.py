@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcgpu.schedulers.registry import get_scheduler, scheduler_names
 from hpcgpu.system import spawn
 from hpcgpu.system.logdir import default_log_directory
 from hpcgpu.system.safedir import HeldDirectory, check_private_path
@@ -34,9 +35,6 @@ __all__ = ["JobDirectory", "open_job_directory", "job_gone", "job_label", "WORK_
 WORK_DIR_FIX = ("leave --work-dir out (hpcgpu then uses a private directory under "
                 "~/.cache/hpcgpu/logs), or use a directory only you can write "
                 "(mkdir -m 700 ~/hpcgpu-work; --work-dir ~/hpcgpu-work)")
-#: SLURM states of a job that has ended (``squeue -o %T``).
-_SLURM_ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
-                "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
 
 
 @dataclass
@@ -78,12 +76,6 @@ class JobDirectory:
         self.held.close()
 
 
-#: the variable that names a job's cluster, per batch system: a home directory shared by
-#: several clusters holds job directories whose job ids mean nothing to this one's queue
-_CLUSTER_VARIABLES = {"slurm": ("SLURM_CLUSTER_NAME",), "sge": ("SGE_CLUSTER_NAME", "SGE_CELL"),
-                      "pbs": ("PBS_SERVER",), "lsf": ("LSF_CLUSTER_NAME",)}
-
-
 def job_label(scheduler: str | None, job_id: str | None, env=os.environ) -> str | None:
     """What a job directory records of its batch job: ``slurm:42@<cluster>``.
 
@@ -99,7 +91,9 @@ def job_label(scheduler: str | None, job_id: str | None, env=os.environ) -> str 
 
 
 def _cluster_name(kind: str, env) -> str | None:
-    return next((env[v] for v in _CLUSTER_VARIABLES.get(kind, ()) if env.get(v)), None)
+    # a home directory shared by several clusters holds job directories whose job ids mean
+    # nothing to this one's queue: the job's label names its cluster
+    return get_scheduler(kind).cluster_name(env) if kind in scheduler_names() else None
 
 
 def job_gone(job: str, env=os.environ) -> bool:
@@ -114,21 +108,17 @@ def job_gone(job: str, env=os.environ) -> bool:
     """
     kind, _, job_id = job.partition(":")
     job_id, _, cluster = job_id.partition("@")
-    if cluster != (_cluster_name(kind, env) or ""):
+    if kind not in scheduler_names() or cluster != (_cluster_name(kind, env) or ""):
         return False  # another cluster's job: this one's queue does not know it
-    argv = {"slurm": ["squeue", "-h", "-j", job_id, "-o", "%T", "--states=all"],
-            "sge": ["qstat", "-j", job_id]}.get(kind)
-    if argv is None or not job_id.isdigit():
+    scheduler = get_scheduler(kind)
+    argv = scheduler.ended_argv(job_id)
+    if argv is None:
         return False
     try:
         done = spawn.run(argv, timeout=20)  # dies with this process, as every command hpcgpu starts
     except (OSError, subprocess.TimeoutExpired):
         return False
-    if kind == "slurm":
-        if done.returncode != 0:
-            return "Invalid job id" in done.stderr
-        return set(done.stdout.split()) <= _SLURM_ENDED  # nothing listed: gone from the queue
-    return done.returncode != 0 and "do not exist" in done.stderr
+    return scheduler.ended(done.returncode, done.stdout, done.stderr)
 
 
 def _work_parent(work_dir: str | None) -> tuple[HeldDirectory, Path | None]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from distributed.security import Security
 
+from ..launchers import LAUNCHERS
 from ..network.tls import temporary_security
 
 __all__ = ["TLSFiles", "ENVIRONMENT_LAUNCHERS", "check_in_environment", "make_private_directory",
@@ -24,7 +25,8 @@ __all__ = ["TLSFiles", "ENVIRONMENT_LAUNCHERS", "check_in_environment", "make_pr
 
 #: Launchers that start every task with ``hpcgpu run``'s whole environment: with
 #: ``--no-key-files`` the certificate and key travel there (PEM text), not in files.
-ENVIRONMENT_LAUNCHERS = ("direct", "srun")
+ENVIRONMENT_LAUNCHERS = tuple(name for name, launcher in LAUNCHERS.items()
+                              if launcher.passes_environment)
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,10 @@ def check_in_environment(launcher: str, env: dict[str, str]) -> None:
             f"--no-key-files: launcher {launcher!r} may not give every task hpcgpu run's "
             f"environment, where the certificate goes instead of a file; it works with "
             f"--launcher {' or '.join(ENVIRONMENT_LAUNCHERS)}, or leave out --no-key-files")
-    export = env.get("SLURM_EXPORT_ENV", "ALL")
-    if launcher == "srun" and export.split(",")[0].upper() != "ALL":
+    refused = LAUNCHERS[launcher].environment_refused(env)
+    if refused:
         raise ValueError(
-            f"--no-key-files: srun passes no environment here (SLURM_EXPORT_ENV={export}, from "
-            "sbatch --export): the workers would not get the certificate; leave out "
+            f"--no-key-files: {refused}: the workers would not get the certificate; leave out "
             "--no-key-files (key files, 0600 in the job's 0700 directory), or submit with "
             "--export=ALL")
 

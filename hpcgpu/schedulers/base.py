@@ -74,6 +74,8 @@ class Scheduler:
     walltime_hours_minutes: ClassVar[bool] = False
     #: The name of its cluster class in :mod:`hpcgpu.cluster`.
     cluster_class: ClassVar[str]
+    #: Variables that name the cluster a job runs in (several clusters may share a home).
+    cluster_variables: ClassVar[tuple[str, ...]] = ()
 
     def dialect(self, **site_options: Any) -> Dialect:
         """This scheduler's dialect with the site's options; unknown options raise
@@ -149,6 +151,18 @@ class Scheduler:
     def tasks(self, env: Mapping[str, str]) -> dict[str, int]:
         """Task layout fields of the allocation where GPUs are bound to tasks."""
         return {}
+
+    def cluster_name(self, env: Mapping[str, str]) -> str | None:
+        """The cluster this process's jobs run in, where the scheduler names it."""
+        return next((env[v] for v in self.cluster_variables if env.get(v)), None)
+
+    def ended_argv(self, job_id: str) -> list[str] | None:
+        """A command whose answer tells whether job ``job_id`` has ended (None: none)."""
+        return None
+
+    def ended(self, returncode: int, stdout: str, stderr: str) -> bool:
+        """Whether :meth:`ended_argv`'s answer says the job has ended."""
+        return False
 
     def launcher_for_allocation(self, nodes: int) -> str:
         """The launcher ``hpcgpu run`` uses in a job of ``nodes`` nodes."""

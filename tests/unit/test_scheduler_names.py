@@ -33,7 +33,6 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     "jobspec/queues/__init__.py": (_ALL, "queue queries, one module per scheduler"),
     "jobspec/queues/listing.py": (_ALL, "queue listings, one module per scheduler"),
     "jobspec/partition.py": (("slurm",), "sinfo's partition check"),
-    "runner/jobdir.py": (_ALL, "cluster-name variables and 'has the job ended' queries"),
     "system/joblogs.py": (("lsf", "pbs"), "schedulers that spool output (layer 0: below schedulers)"),
 }
 

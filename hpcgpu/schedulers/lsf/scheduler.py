@@ -44,6 +44,7 @@ class LSF(Scheduler):
     batch_launcher = "jsrun"
     cpu_job = ("dask_jobqueue.lsf", "LSFJob")
     cluster_class = "LSFCluster"
+    cluster_variables = ("LSF_CLUSTER_NAME",)
     walltime_hours_minutes = True  # -W is [HH:]MM
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:

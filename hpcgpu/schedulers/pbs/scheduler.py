@@ -31,6 +31,7 @@ class PBS(Scheduler):
     batch_direct_on_one_node = True  # sites' mpiexec differ (PALS --ppn, Open MPI refuses it)
     cpu_job = ("dask_jobqueue.pbs", "PBSJob")
     cluster_class = "PBSCluster"
+    cluster_variables = ("PBS_SERVER",)
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
         # PBS sends SIGTERM, then SIGKILL after kill_delay: no signal to ask for

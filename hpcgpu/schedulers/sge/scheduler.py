@@ -32,6 +32,7 @@ class SGE(Scheduler):
     batch_direct_on_one_node = True
     cpu_job = ("dask_jobqueue.sge", "SGEJob")
     cluster_class = "SGECluster"
+    cluster_variables = ("SGE_CLUSTER_NAME", "SGE_CELL")
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
         # -notify: SIGUSR1 before suspension, SIGUSR2 before the kill
@@ -70,6 +71,12 @@ class SGE(Scheduler):
         ids = [v for v in env.get("SGE_HGR_gpu", "").replace(",", " ").split()
                if v and v != "NoDevFiles"]
         return len(ids) or None
+
+    def ended_argv(self, job_id: str) -> list[str] | None:
+        return ["qstat", "-j", job_id] if job_id.isdigit() else None
+
+    def ended(self, returncode: int, stdout: str, stderr: str) -> bool:
+        return returncode != 0 and "do not exist" in stderr
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:

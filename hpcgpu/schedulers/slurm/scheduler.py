@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEDULER", "Slurm"]
 
+#: SLURM states of a job that has ended (``squeue -o %T``).
+_ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+          "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+
 
 class Slurm(Scheduler):
     """SLURM: ``sbatch`` jobs, ``srun`` across nodes, ``--array``, ``--signal``.
@@ -34,6 +38,7 @@ class Slurm(Scheduler):
     batch_launcher = "srun"
     cpu_job = ("dask_jobqueue.slurm", "SLURMJob")
     cluster_class = "SLURMCluster"
+    cluster_variables = ("SLURM_CLUSTER_NAME",)
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
         signal = [] if signal_before is None else [f"--signal=USR1@{int(signal_before)}"]
@@ -73,6 +78,14 @@ class Slurm(Scheduler):
 
     def tasks(self, env: Mapping[str, str]) -> dict[str, int]:
         return slurm_tasks(self.name, env)
+
+    def ended_argv(self, job_id: str) -> list[str] | None:
+        return ["squeue", "-h", "-j", job_id, "-o", "%T", "--states=all"] if job_id.isdigit() else None
+
+    def ended(self, returncode: int, stdout: str, stderr: str) -> bool:
+        if returncode != 0:
+            return "Invalid job id" in stderr
+        return set(stdout.split()) <= _ENDED  # nothing listed: gone from the queue
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:
