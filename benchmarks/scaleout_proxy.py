@@ -23,7 +23,7 @@ the same cluster; with ``placement`` ``dask`` (distributed's own) and ``colocate
 interleaved over worker counts and cases; the table gives medians.
 
     python benchmarks/scaleout_proxy.py --out benchmarks/results/cpu   # record
-    python benchmarks/scaleout_proxy.py --smoke --out /tmp/proxy       # seconds, CI
+    python benchmarks/scaleout_proxy.py --smoke --out /tmp/proxy       # seconds: every case once, tiny
 
 Writes ``scaleout_proxy.json`` and ``scaleout_proxy.md`` under ``--out`` and prints the table.
 """
@@ -70,6 +70,18 @@ def sizes(scale: float) -> dict[str, dict]:
         "groupby": {"days": 30, "freq": f"{max(1, round(1 / scale))}s"},
         "array-sum": {"shape": (s(50000),) * 2, "chunk": s(1000)},
     }
+
+
+#: ``--smoke``: every workload at 2 x 2 chunks or so (groupby: two days at 1 min), so that
+#: each case takes a fraction of a second; it checks that every case runs, not the shapes.
+SMOKE_SIZES = {
+    "transpose-sum": {"n": 400, "chunk": 200},
+    "rechunk": {"shape": (400, 400), "chunk": 200},
+    "matmul": {"shape": (400, 400), "chunk": 200},
+    "svd": {"shape": (2000, 20), "chunk": 500},
+    "groupby": {"days": 2, "freq": "60s"},
+    "array-sum": {"shape": (400, 400), "chunk": 200},
+}
 
 
 def cases(workloads: list[str], libraries: list[str], workers: int, exclude=()) -> list[dict]:
@@ -181,6 +193,8 @@ def measure(args, save=None) -> dict:
     """Bandwidth per transport, then ``--warmup`` + ``--repeats`` rounds, each over every
     transport, worker count and case; ``save(data)`` after each counted round."""
     params, warm = sizes(args.scale), sizes(args.scale / 10)  # warm-up: first-call costs, not the size
+    if args.smoke:
+        params = warm = SMOKE_SIZES
     data = {"params": {k: params[k] for k in args.workloads}, "bandwidth": {}, "runs": []}
     with ExitStack() as stack:
         clusters = {t: start_clusters(stack, t, args.workers) for t in args.transports}
@@ -245,7 +259,7 @@ def _parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     split = lambda v: [x for x in v.split(",") if x]  # noqa: E731
     parser.add_argument("--workers", type=lambda v: [int(x) for x in split(v)], default=[1, 2, 4])
-    parser.add_argument("--transports", type=split, default=["tls", "tcp"])
+    parser.add_argument("--transports", type=split, default=None, help="default: tls,tcp (--smoke: tcp)")
     parser.add_argument("--workloads", type=split,
                         default=["transpose-sum", "rechunk", "matmul", "svd", "groupby", "array-sum"])
     parser.add_argument("--libraries", type=split, default=["hpcgpu", "dask"])
@@ -254,10 +268,13 @@ def _parse(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first at a tenth of the scale, not counted")
     parser.add_argument("--link-mb", type=float, default=32.0, help="chunk size of the bandwidth measurement")
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 and 2 workers, one repeat")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every case once at tiny sizes, 1 and 2 workers, TCP: seconds")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--from-json", type=Path, default=None, help="re-render a record's table, run nothing")
     args = parser.parse_args(argv)
+    if args.transports is None:
+        args.transports = ["tcp"] if args.smoke else ["tls", "tcp"]
     if args.smoke:
         args.scale, args.repeats, args.warmup, args.link_mb = 0.01, 1, 0, 4.0
         args.workers = [w for w in args.workers if w <= 2]
