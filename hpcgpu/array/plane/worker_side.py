@@ -112,8 +112,8 @@ class PlaneState:
         """A collective's thread is stuck (a blocking NCCL call whose peer is gone): abort
         its communicator, and run the next operations in a fresh thread."""
         comm = self.comms.pop(tuple(group), None)
-        if comm is not None:
-            comm.abort()
+        if comm is not None:  # never on the event loop: an abort may itself wait on the GPU
+            threading.Thread(target=comm.abort, daemon=True, name="hpcgpu-nccl-abort").start()
         self.inbox.drop(token)
         self._pool.shutdown(wait=False)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcgpu-plane")
