@@ -177,3 +177,18 @@ def pytest_collection_modifyitems(config, items):
     # would be the run's tail; then the integration tests (long waits on schedulers), and the
     # unit tests, short, fill the workers' ends.
     items.sort(key=lambda item: (groups[item.nodeid] is None, item.path.parent.name == "unit"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """After tests/unit/test_docs.py ran blocks: every code block of README.md and docs/ and
+    what the docs test did with it (ran, parsed, or only checked, and why). Here, in the root
+    conftest, so that the summary is printed by pytest-xdist's controller too."""
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    if not any("test_docs.py::test_python_block" in getattr(r, "nodeid", "") for r in reports):
+        return
+    from docblocks import blocks_of, inventory, pages
+
+    blocks = [block for page in pages() for block in blocks_of(page)]
+    terminalreporter.section("code blocks of README.md and docs/: ran, parsed, or checked only (why)")
+    for line in inventory(blocks):
+        terminalreporter.write_line(line)

@@ -7,7 +7,7 @@ Blocks marked ``<!-- not-run: reason -->`` (a GPU, a real site, an install) are 
 without running: Python compiled and its hpcgpu imports resolved, shell through
 ``bash -n``, each hpcgpu command parsed by click, and the repository files it names exist.
 New pages are picked up by the glob in :func:`docblocks.pages`. At the end of the run the
-terminal lists every block: ran, parsed, or only checked and why (tests/unit/conftest.py).
+terminal lists every block: ran, parsed, or only checked and why (tests/conftest.py).
 """
 
 from __future__ import annotations
