@@ -16,9 +16,14 @@ from distributed.utils import Log, Logs
 
 from hpcgpu.system.joblogs import (DEFAULT_LINES, LogFile, log_streams, missing_reason,
                                    node_local_type, read_log)
+from hpcgpu.schedulers.registry import get_scheduler, scheduler_names
 from hpcgpu.system.safedir import HeldDirectory
 
 __all__ = ["DEFAULT_LINES", "job_log_files", "gather_logs"]
+
+
+def _spooled_by(scheduler: str) -> str:
+    return get_scheduler(scheduler).output_spooled_by if scheduler in scheduler_names() else ""
 
 
 def job_log_files(error_log: str, state: str, nodes: tuple[str, ...],
@@ -46,7 +51,8 @@ def job_log_files(error_log: str, state: str, nodes: tuple[str, ...],
             try:
                 out.append(LogFile(label, path, read_log(held, os.path.basename(path), lines)))
             except FileNotFoundError:
-                why = missing_reason(path, state, nodes, node_local_type(directory), scheduler)
+                why = missing_reason(path, state, nodes, node_local_type(directory),
+                                     _spooled_by(scheduler))
                 out.append(LogFile(label, path, None, why))
             except OSError as error:
                 out.append(LogFile(label, path, None, str(error)))

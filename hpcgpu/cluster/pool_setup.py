@@ -16,8 +16,8 @@ from hpcgpu.cluster.job import GPUJob
 from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, pool_resources, prepare_pool,
                                   with_resources, worker_groups)
 from hpcgpu.cluster.setup import ClusterSetup
-from hpcgpu.jobspec.partition import check_cpu_partition
 from hpcgpu.jobspec.queues import check_queue
+from hpcgpu.schedulers.registry import get_scheduler
 from hpcgpu.jobspec.walltime import Retirement, preemption_directives, retirement_off
 
 __all__ = ["PreparedPool", "job_options_for", "named_pool", "prepare_cluster", "prepare_pools",
@@ -59,9 +59,9 @@ def job_options_for(kind: str, setup: ClusterSetup, retire: tuple) -> tuple[Reti
         kind, setup.shape.walltime or 0, retire_before, stagger, ahead, signal, requeue)
     if not setup.cpu:
         check_queue(kind, setup.shape, setup.dialect)  # the queue's nodes, where they can be asked
-    else:  # dask-jobqueue's CPU job: the partition and its nodes, where SLURM can say
-        check_cpu_partition(kind, setup.job_options.get("queue"), setup.shape.cores,
-                            setup.shape.memory)
+    else:  # dask-jobqueue's CPU job: the partition and its nodes, where the scheduler can say
+        get_scheduler(kind).check_cpu_queue(setup.job_options.get("queue"), setup.shape.cores,
+                                            setup.shape.memory)
     job_options = dict(setup.job_options, **({} if setup.cpu else retire_job))
     if extra:
         job_options["job_extra_directives"] = [*_extra_directives(setup, job_options), *extra]

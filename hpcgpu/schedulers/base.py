@@ -74,6 +74,9 @@ class Scheduler:
     walltime_hours_minutes: ClassVar[bool] = False
     #: The name of its cluster class in :mod:`hpcgpu.cluster`.
     cluster_class: ClassVar[str]
+    #: The scheduler in words where it keeps a running job's output on the job's node and
+    #: copies it to the log directory at the end ("" where the output is written in place).
+    output_spooled_by: ClassVar[str] = ""
     #: Variables that name the cluster a job runs in (several clusters may share a home).
     cluster_variables: ClassVar[tuple[str, ...]] = ()
 
@@ -151,6 +154,20 @@ class Scheduler:
     def tasks(self, env: Mapping[str, str]) -> dict[str, int]:
         """Task layout fields of the allocation where GPUs are bound to tasks."""
         return {}
+
+    # -- queues: what the nodes behind a queue offer, before submitting ------------------------
+    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
+        """A :class:`~hpcgpu.jobspec.queues.offer.QueueOffer` of ``shape.queue``'s nodes
+        (None: this scheduler cannot be asked); raises ``QueryUnavailable`` where asking failed."""
+        return None
+
+    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
+        """Every queue's offer, for the alternatives a refusal names (None: not listed)."""
+        return None
+
+    def check_cpu_queue(self, queue: str | None, cores: int, memory: int) -> None:
+        """Refuse a CPU job (``cores``, ``memory`` bytes) its queue cannot run, where this
+        scheduler can tell; nothing elsewhere."""
 
     def cluster_name(self, env: Mapping[str, str]) -> str | None:
         """The cluster this process's jobs run in, where the scheduler names it."""

@@ -200,20 +200,17 @@ def _this_host(nodes: tuple[str, ...]) -> bool:
     return bool(nodes) and all(n in names or n.split(".")[0] in names for n in nodes)
 
 
-#: Schedulers that keep a running job's output on its node and copy it to the log directory
-#: when the job ends (PBS always; LSF unless the site sets LSB_STDOUT_DIRECT=Y).
-SPOOLING = {"pbs": "PBS", "lsf": "LSF (unless the site sets LSB_STDOUT_DIRECT=Y)"}
-
-
 def missing_reason(path: str, state: str, nodes: tuple[str, ...] = (),
-                   local_type: str | None = None, scheduler: str = "") -> str:
-    """Why a job's log file is not there, in words a user can act on.
+                   local_type: str | None = None, spooled_by: str = "") -> str:
+    """Why a job's log file is not there, in words a user can act on; ``spooled_by``: the
+    scheduler, in words, where it keeps a running job's output on the job's node
+    (``Scheduler.output_spooled_by``).
 
     Examples
     --------
     >>> missing_reason("/l/j-1.out", "pending")
     '/l/j-1.out: not written yet (the job is pending)'
-    >>> print(missing_reason("/l/7.pbs01.OU", "running", ("n1",), None, "pbs"))
+    >>> print(missing_reason("/l/7.pbs01.OU", "running", ("n1",), None, "PBS"))
     /l/7.pbs01.OU: not here until the job ends: PBS keeps a running job's output on its first node (n1) and copies it here when the job ends
     >>> print(missing_reason("/scratch/j-1.out", "running", ("node7",), "xfs"))
     /scratch/j-1.out: not reachable from here: /scratch is on a node-local filesystem (xfs) and \
@@ -223,8 +220,8 @@ home)
     """
     if state in ("submitting", "pending"):
         return f"{path}: not written yet (the job is {state})"
-    if scheduler in SPOOLING and state in ("running", "retiring", "completing", "unknown"):
-        return (f"{path}: not here until the job ends: {SPOOLING[scheduler]} keeps a running "
+    if spooled_by and state in ("running", "retiring", "completing", "unknown"):
+        return (f"{path}: not here until the job ends: {spooled_by} keeps a running "
                 f"job's output on its first node ({nodes[0] if nodes else 'of the job'}) and "
                 "copies it here when the job ends")
     if local_type and nodes and not _this_host(nodes):

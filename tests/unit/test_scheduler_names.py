@@ -29,11 +29,6 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     "cluster/job.py": (("slurm",), "dask-jobqueue's fallback config_name of GPUJob"),
     "doctor/checks.py": (("mpirun",), "the mpirun executable of the MPI install, not the launcher"),
     "network/probes.py": (("mpirun",), "the mpirun executable of the MPI install, not the launcher"),
-    # still tables keyed by name, to move into the schedulers next (#42):
-    "jobspec/queues/__init__.py": (_ALL, "queue queries, one module per scheduler"),
-    "jobspec/queues/listing.py": (_ALL, "queue listings, one module per scheduler"),
-    "jobspec/partition.py": (("slurm",), "sinfo's partition check"),
-    "system/joblogs.py": (("lsf", "pbs"), "schedulers that spool output (layer 0: below schedulers)"),
 }
 
 

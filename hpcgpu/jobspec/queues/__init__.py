@@ -1,6 +1,6 @@
 """Before submitting: does the job shape fit what the queue's nodes offer?
 
-One query per scheduler reads what the nodes behind the queue have into a
+One query per scheduler (``Scheduler.queue_offer``) reads what the nodes behind the queue have into a
 :class:`~hpcgpu.jobspec.queues.offer.QueueOffer` (SLURM ``sinfo``; Grid Engine ``qconf``; PBS Pro
 ``qstat -Qf``/``pbsnodes``; LSF ``bqueues``/``lshosts``), and one check
 (:func:`~hpcgpu.jobspec.queues.offer.shape_problem`) refuses what cannot run there, naming the field
@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Callable
 
 from hpcgpu.jobspec.queues.listing import alternatives_text, fitting_queues
-from hpcgpu.jobspec.queues.lsf import lsf_offer
 from hpcgpu.jobspec.queues.offer import PartitionNode, QueryUnavailable, QueueOffer, shape_problem
-from hpcgpu.jobspec.queues.pbs import pbs_offer
-from hpcgpu.jobspec.queues.sge import sge_offer
 from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.schedulers.registry import get_scheduler, scheduler_names
 
-__all__ = ["QUERIES", "QueueCheckWarning", "check_queue", "queue_offer", "PartitionNode",
+__all__ = ["QueueCheckWarning", "check_queue", "queue_offer", "PartitionNode",
            "QueueOffer", "QueryUnavailable", "shape_problem"]
 
 logger = logging.getLogger(__name__)
@@ -32,27 +29,16 @@ class QueueCheckWarning(UserWarning):
     """The queue's nodes could not be asked: the request is submitted unchecked."""
 
 
-def _slurm(shape: GPUJobShape, dialect: object) -> QueueOffer:
-    from hpcgpu.jobspec.partition import slurm_offer
-
-    return slurm_offer(shape, dialect)
-
-
-#: scheduler name -> ``query(shape, dialect) -> QueueOffer`` (raises QueryUnavailable)
-QUERIES: dict[str, Callable[[GPUJobShape, object], QueueOffer]] = {
-    "slurm": _slurm, "sge": sge_offer, "pbs": pbs_offer, "lsf": lsf_offer,
-}
 _warned: set[tuple[str, str]] = set()
 
 
 def queue_offer(scheduler: str, shape: GPUJobShape, dialect: object = None) -> QueueOffer | None:
     """What ``shape.queue`` offers on ``scheduler``; None (warned once per scheduler and
     queue) where it cannot be asked."""
-    query = QUERIES.get(scheduler)
-    if query is None:
+    if scheduler not in scheduler_names():
         return None
-    try:
-        return query(shape, dialect)
+    try:  # None: this scheduler cannot be asked
+        return get_scheduler(scheduler).queue_offer(shape, dialect)
     except (QueryUnavailable, ValueError, KeyError, TypeError) as exc:
         key = (scheduler, shape.queue or "")
         if key not in _warned:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from hpcgpu.schedulers.base import Scheduler, int_or_none, unique_lines
 from hpcgpu.schedulers.pbs.dialect import PBSDialect
@@ -32,6 +32,7 @@ class PBS(Scheduler):
     cpu_job = ("dask_jobqueue.pbs", "PBSJob")
     cluster_class = "PBSCluster"
     cluster_variables = ("PBS_SERVER",)
+    output_spooled_by = "PBS"
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
         # PBS sends SIGTERM, then SIGKILL after kill_delay: no signal to ask for
@@ -54,6 +55,16 @@ class PBS(Scheduler):
     def hosts_and_cpus(self, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
         hosts = unique_lines(env.get("PBS_NODEFILE"))
         return hosts, len(hosts) or None, int_or_none(env.get("NCPUS"))
+
+    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
+        from hpcgpu.schedulers.pbs.queues import pbs_offer
+
+        return pbs_offer(shape, dialect)
+
+    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
+        from hpcgpu.schedulers.pbs.queues import pbs_offers
+
+        return pbs_offers(shape, dialect)
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:

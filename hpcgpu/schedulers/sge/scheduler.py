@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from hpcgpu.schedulers.base import Scheduler, int_or_none, unique_lines
 from hpcgpu.schedulers.sge.dialect import SGEDialect
@@ -77,6 +77,16 @@ class SGE(Scheduler):
 
     def ended(self, returncode: int, stdout: str, stderr: str) -> bool:
         return returncode != 0 and "do not exist" in stderr
+
+    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
+        from hpcgpu.schedulers.sge.queues import sge_offer
+
+        return sge_offer(shape, dialect)
+
+    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
+        from hpcgpu.schedulers.sge.queues import sge_offers
+
+        return sge_offers(shape, dialect)
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from hpcgpu.schedulers.base import Scheduler
 from hpcgpu.schedulers.slurm.dialect import SlurmDialect
@@ -86,6 +86,21 @@ class Slurm(Scheduler):
         if returncode != 0:
             return "Invalid job id" in stderr
         return set(stdout.split()) <= _ENDED  # nothing listed: gone from the queue
+
+    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
+        from hpcgpu.schedulers.slurm.partitions import slurm_offer
+
+        return slurm_offer(shape, dialect)
+
+    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
+        from hpcgpu.schedulers.slurm.partitions import slurm_offers
+
+        return slurm_offers(shape, dialect)
+
+    def check_cpu_queue(self, queue: str | None, cores: int, memory: int) -> None:
+        from hpcgpu.schedulers.slurm.partitions import check_cpu_partition
+
+        check_cpu_partition(queue, cores, memory)
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:
