@@ -1,5 +1,5 @@
 """Batch schedulers: one :class:`Scheduler` per scheduler, owning everything looked up by
-its name, in one folder each (``slurm/``, ``pbs/``, ``lsf/``, ``sge/``); one registry
+its name, in one folder each (``slurm/``, ``pbs/``, ``lsf/``, ``sge/``, ``flux/``); one registry
 (:mod:`.registry`, entry point group ``hpcgpu.schedulers`` for a site's own)."""
 
 from hpcgpu.schedulers.base import Scheduler
