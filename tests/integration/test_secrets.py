@@ -182,7 +182,9 @@ def test_walltime_replacement_job_carries_no_key(tmp_path, fake_submit):
     try:
         submits = lambda: [c for c in fake_submit if c[0][0] == "sbatch"]  # noqa: E731
         cluster.scale(jobs=1)
-        wait_for(lambda: len(submits()) == 1 and cluster.fleet.records, 30, what="the first job")
+        # submitted, with its id (a poll sees only such jobs)
+        wait_for(lambda: len(submits()) == 1 and cluster.fleet.records
+                 and all(r.job_id for r in cluster.fleet.records.values()), 30, what="the first job")
         (name,) = cluster.worker_spec
         # as if seen running an hour ago: near its walltime (on the loop, as the monitor's polls)
         cluster.loop.add_callback(cluster.fleet.apply, Seen(name, "running", at=time.monotonic() - 3600))
