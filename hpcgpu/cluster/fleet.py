@@ -15,7 +15,8 @@ both, with the walltime planner, only read the fleet and hand it events.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 from hpcgpu.cluster.adaptive import job_of_worker
 from hpcgpu.cluster.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
@@ -65,7 +66,9 @@ class JobFleet:
         self.pools: dict[str, Pool] = {}
         self.pool_of: dict[str, str] = {}  # job name -> its pool (absent: the default)
         self.targets: dict[str, int] = {}
-        self.records: dict[str, JobRecord] = {}
+        self._records: dict[str, JobRecord] = {}
+        #: Job name -> its record, read-only: :meth:`apply` and :meth:`new_record` write them.
+        self.records: Mapping[str, JobRecord] = MappingProxyType(self._records)
         #: Every job ever submitted, for the cancel at exit, collection or SIGTERM.
         self.submitted: dict[str, Any] = {}
         #: A worker's job name (:meth:`key_jobs` sets it for the pools).
@@ -209,7 +212,7 @@ class JobFleet:
         :mod:`hpcgpu.cluster.job_events`) applied. Returns the job that left the started ones
         (an ended or requeued job: the caller closes or cancels it), else None."""
         name = event.name
-        self.records[name] = advance(self.records[name], event)
+        self._records[name] = advance(self._records[name], event)
         if isinstance(event, Submitted):
             self.submitted[name] = self.jobs[name] = event.job
         elif isinstance(event, Retiring) and self.spec.pop(name, None) is not None:
@@ -240,8 +243,8 @@ class JobFleet:
     def new_record(self, name: str) -> None:
         """The record of the new job ``name`` of the spec: submitted, its submission under way."""
         pool = self.job_pool(name)
-        self.records[name] = JobRecord(name, pool.workers_per_job,
-                                       pool=pool.name if len(self.pools) > 1 else None)
+        self._records[name] = JobRecord(name, pool.workers_per_job,
+                                        pool=pool.name if len(self.pools) > 1 else None)
 
     def cancelling(self, jobs: set[str]) -> None:
         """``jobs`` are cancelled by the cluster (their end is no failure)."""

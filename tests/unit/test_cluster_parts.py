@@ -84,7 +84,7 @@ def test_fleet_names_are_never_reused_and_pools_keep_their_jobs(tmp_path):
     fleet.grow(1, "big")
     assert list(fleet.spec) == ["c-0", "c-1", "c-big-0"]  # each pool counts from 0 (docs/pools.md)
     assert fleet.jobs_of("big") == ["c-big-0"] and fleet.job_pool("c-big-0").name == "big"
-    fleet.records["c-1"] = JobRecord("c-1", 2)
+    fleet._records["c-1"] = JobRecord("c-1", 2)
     del fleet.spec["c-1"]  # ended: its name stays taken (its workers' names too)
     fleet.grow(1)
     assert fleet.jobs_of("default") == ["c-0", "c-2"]
@@ -102,7 +102,7 @@ def test_fleet_shrinks_unconnected_newest_first_and_retire_sets_the_targets(tmp_
     assert list(fleet.spec) == ["c-0", "c-3"]  # c-2 and c-1 had no worker connected
     fleet.scale_to(5, "default", dict, lambda: False)  # no more submissions allowed
     assert fleet.targets == {"default": 5} and fleet.missing() == {"default": 3}
-    fleet.records["c-3"] = JobRecord("c-3", 2, phase=JobState.RETIRING, state="running")
+    fleet._records["c-3"] = JobRecord("c-3", 2, phase=JobState.RETIRING, state="running")
     fleet.retire(["c-3"])
     assert list(fleet.spec) == ["c-0"] and fleet.targets == {"default": 1}
     assert not fleet.records["c-3"].retiring  # asked for: retired now, not left to expire
@@ -112,7 +112,7 @@ def test_fleet_shrinks_unconnected_newest_first_and_retire_sets_the_targets(tmp_
 
 def test_fleet_records_follow_connected_workers(tmp_path):
     fleet = fleet_of(pool(tmp_path))
-    fleet.records["c-0"] = JobRecord("c-0", expected=2, phase=JobState.PENDING, state="pending")
+    fleet._records["c-0"] = JobRecord("c-0", expected=2, phase=JobState.PENDING, state="pending")
     fleet.refresh({"c-0": {"c-0-0-0"}})
     record = fleet.records["c-0"]
     assert record.state == "running" and record.phase is JobState.RUNNING
@@ -146,7 +146,7 @@ def submitted(fleet, name, job_id, **record):
     """Job ``name`` as if submitted (running if ``started`` is given): the fleet's records
     written directly, as test scaffolding."""
     running = record.get("started") is not None
-    fleet.records[name] = JobRecord(
+    fleet._records[name] = JobRecord(
         name, 2, job_id=job_id, phase=JobState.RUNNING if running else JobState.PENDING,
         state="running" if running else "pending", **record)
     fleet.jobs[name] = job = FakeJob(name=name)
@@ -232,7 +232,7 @@ def test_walltime_planner_replaces_in_the_jobs_own_pool(tmp_path):
     fleet.grow(1)
     fleet.grow(1, "long")
     for name in fleet.spec:
-        fleet.records[name] = JobRecord(name, 2, job_id="7", phase=JobState.RUNNING,
+        fleet._records[name] = JobRecord(name, 2, job_id="7", phase=JobState.RUNNING,
                                         state="running", started=0.0)
     planner = WalltimePlanner(fleet)
     assert planner.replace_due(now=plan.replace_at - GATHER_WINDOW - 1) == []
@@ -252,7 +252,7 @@ def test_walltime_replacements_due_within_the_gather_window_go_out_together(tmp_
     fleet.grow(3, "long")
     starts = dict(zip(fleet.spec, (0.0, 2.0, 2 * GATHER_WINDOW + 1.0)))
     for name, started in starts.items():
-        fleet.records[name] = JobRecord(name, 1, job_id="7", phase=JobState.RUNNING,
+        fleet._records[name] = JobRecord(name, 1, job_id="7", phase=JobState.RUNNING,
                                         state="running", started=started)
     planner = WalltimePlanner(fleet)
     first = planner.replace_due(now=plan.replace_at)

@@ -76,6 +76,17 @@ def test_strict_apply_changes_nothing_and_lenient_apply_keeps_the_state(tmp_path
     assert record.phase is S.SUBMITTED and record.exit_code == 2 and "c-0" not in fleet.spec
 
 
+def test_the_fleet_alone_writes_records(tmp_path):
+    fleet = fleet_of(pool(tmp_path))
+    fleet.grow(1)
+    fleet.new_record("c-0")
+    with pytest.raises(TypeError):
+        fleet.records["c-0"] = JobRecord("c-0", 2, phase=S.RUNNING)  # a read-only view
+    with pytest.raises(AttributeError):
+        fleet.records["c-0"].phase = S.RUNNING  # frozen
+    assert fleet.records["c-0"].phase is S.SUBMITTED
+
+
 def test_the_job_table_shows_the_same_words_as_before(tmp_path):
     fleet = fleet_of(pool(tmp_path))
     fleet.grow(1)
@@ -132,7 +143,7 @@ def test_every_event_in_every_state_moves_as_the_table_says_or_raises(tmp_path):
         word = "submitting" if state is S.SUBMITTED else state.word if state.terminal else "pending"
         fleet = fleet_of(pool(tmp_path))
         fleet.grow(1)
-        fleet.records["c-0"] = before = JobRecord("c-0", 2, job_id="3", phase=state, state=word)
+        fleet._records["c-0"] = before = JobRecord("c-0", 2, job_id="3", phase=state, state=word)
         event = _event("c-0", kind)
         label, _ = event.change(before)
         expected = state if label is None else TRANSITIONS.get((state, label))
