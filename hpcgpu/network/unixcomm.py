@@ -8,7 +8,8 @@ the cluster's own user reaches a listener, and nobody else reads the traffic —
 kernel instead of a certificate:
 
 - each listener's socket lies in a fresh directory of mode 0700 (``tempfile.mkdtemp``),
-  which another user cannot enter, so cannot connect to the socket either;
+  which another user cannot enter, so cannot connect to the socket either (removed with
+  the listener, or when the process dies first: :mod:`hpcgpu.system.leftovers`);
 - both ends check the other's user id from the kernel (``SO_PEERCRED``) and hang up on any
   other user before a byte is read: a socket planted at a path by someone else is refused;
 - the bytes never leave the kernel, so there is nothing on a wire to encrypt.
@@ -48,6 +49,8 @@ from distributed.comm.registry import Backend
 from distributed.comm.tcp import MAX_BUFFER_SIZE, TCP, _close_comm, convert_stream_closed_error
 from tornado import netutil
 from tornado.iostream import IOStream, StreamClosedError
+
+from hpcgpu.system import leftovers
 
 __all__ = ["SCHEME", "UnixBackend", "is_socket_path", "peer_uid", "register"]
 
@@ -150,6 +153,7 @@ class UnixListener(BaseListener):
     async def start(self):
         if self._given is None:
             self._directory = tempfile.mkdtemp(prefix="hpcgpu-")  # mode 0700, this user's
+            leftovers.remove_at_end(self._directory)  # also if this process dies of SIGTERM
             self.path = os.path.join(self._directory, SOCKET_NAME)
         else:
             self.path = self._given
@@ -185,6 +189,7 @@ class UnixListener(BaseListener):
             self._socket = None
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
+            leftovers.forget(self._directory)
         elif self.path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)

@@ -88,3 +88,38 @@ def test_a_forked_child_does_not_hold_its_parents_keeper(tmp_path):
 def test_a_path_with_a_newline_is_refused():
     with pytest.raises(ValueError, match="newline"):
         leftovers.remove_at_end("/tmp/a\nb")
+
+
+#: a ``unix://`` listener (LocalGPUCluster's workers and nannies), then waits to be ended
+LISTENER = """
+import asyncio, sys
+from distributed.comm import listen
+from hpcgpu.network import unixcomm
+
+async def main():
+    unixcomm.register()
+    async def handle(comm):
+        await comm.close()
+    listener = listen("unix://", handle)
+    await listener.start()
+    print(listener.contact_address, flush=True)
+    await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+def test_a_unix_listener_leaves_no_socket_directory_after_sigterm(tmp_path):
+    """The class of the break: LocalGPUCluster killed with SIGTERM left each worker's and
+    nanny's socket directory (``hpcgpu-*`` under TMPDIR, 4 of them for two workers)."""
+    holder = subprocess.Popen([sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        socket = Path(holder.stdout.readline().strip().removeprefix("unix://"))
+        assert socket.parent.parent == tmp_path and socket.exists()
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(30)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert _gone_within(socket.parent, 5), list(tmp_path.iterdir())
