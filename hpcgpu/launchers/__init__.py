@@ -43,8 +43,8 @@ from hpcgpu.launchers.mpiexec import Mpiexec
 from hpcgpu.launchers.mpirun import Mpirun
 from hpcgpu.launchers.srun import Srun
 
-__all__ = ["ENTRY_POINT_GROUP", "LAUNCHERS", "LOCAL_RANK_VARIABLES", "Launcher", "RANK_VARIABLES",
-           "get_launcher", "launcher_names"]
+__all__ = ["ENTRY_POINT_GROUP", "LAUNCHERS", "LOCAL_RANK_VARIABLES", "LOCAL_SIZE_VARIABLES",
+           "Launcher", "NODE_VARIABLES", "RANK_VARIABLES", "get_launcher", "launcher_names"]
 
 #: Entry point group through which a site adds launchers.
 ENTRY_POINT_GROUP = "hpcgpu.launchers"
@@ -56,6 +56,10 @@ LAUNCHERS: dict[str, Launcher] = {
 LOCAL_RANK_VARIABLES = tuple(v for launcher in LAUNCHERS.values() for v in launcher.local_rank_variables)
 #: Global rank variables, in the order the worker looks for them.
 RANK_VARIABLES = tuple(v for launcher in LAUNCHERS.values() for v in launcher.rank_variables)
+#: Tasks-on-this-node variables, in the order the worker looks for them.
+LOCAL_SIZE_VARIABLES = tuple(v for launcher in LAUNCHERS.values() for v in launcher.local_size_variables)
+#: Node-index variables, in the order the worker looks for them.
+NODE_VARIABLES = tuple(v for launcher in LAUNCHERS.values() for v in launcher.node_variables)
 
 
 @lru_cache(maxsize=1)

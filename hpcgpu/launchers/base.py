@@ -67,6 +67,10 @@ class Launcher:
     rank_variables: ClassVar[tuple[str, ...]] = ()
     #: Variables that hold a task's node-local rank.
     local_rank_variables: ClassVar[tuple[str, ...]] = ()
+    #: Variables that hold the number of its tasks on this node.
+    local_size_variables: ClassVar[tuple[str, ...]] = ()
+    #: Variables that hold the index of this task's node in the job.
+    node_variables: ClassVar[tuple[str, ...]] = ()
     #: Variables that hold the number of tasks the launcher started.
     size_variables: ClassVar[tuple[str, ...]] = ()
     #: Whether it starts tasks at all (``direct`` runs the worker command itself).

@@ -21,6 +21,7 @@ class Jsrun(Launcher):
     name: str = "jsrun"
     rank_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_RANK",)
     local_rank_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_LOCAL_RANK",)
+    local_size_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_LOCAL_SIZE",)
     size_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_SIZE",)
 
     def task_argv(self, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:

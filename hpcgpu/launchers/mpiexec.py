@@ -22,6 +22,8 @@ class Mpiexec(Launcher):
     rank_variables: ClassVar[tuple[str, ...]] = ("PMI_RANK", "PALS_RANKID", "PMIX_RANK")
     local_rank_variables: ClassVar[tuple[str, ...]] = ("PMI_LOCAL_RANK", "PALS_LOCAL_RANKID",
                                                        "MPI_LOCALRANKID")
+    local_size_variables: ClassVar[tuple[str, ...]] = ("PMI_LOCAL_SIZE", "PALS_LOCAL_SIZE",
+                                                       "MPI_LOCALNRANKS")
     size_variables: ClassVar[tuple[str, ...]] = ("PMI_SIZE", "PALS_SIZE")
 
     def task_argv(self, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:

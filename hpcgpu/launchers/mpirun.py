@@ -22,6 +22,7 @@ class Mpirun(Launcher):
     name: str = "mpirun"
     rank_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_RANK",)
     local_rank_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_LOCAL_RANK",)
+    local_size_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_LOCAL_SIZE",)
     size_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 
     def task_argv(self, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:

@@ -23,6 +23,8 @@ class Srun(Launcher):
     name: str = "srun"
     rank_variables: ClassVar[tuple[str, ...]] = ("SLURM_PROCID",)
     local_rank_variables: ClassVar[tuple[str, ...]] = ("SLURM_LOCALID",)
+    local_size_variables: ClassVar[tuple[str, ...]] = ("SLURM_NTASKS_PER_NODE",)  # "4(x2)"
+    node_variables: ClassVar[tuple[str, ...]] = ("SLURM_NODEID",)
     size_variables: ClassVar[tuple[str, ...]] = ("SLURM_STEP_NUM_TASKS",)
     passes_environment: ClassVar[bool] = True
 

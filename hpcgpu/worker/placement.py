@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from hpcgpu.launchers import LOCAL_RANK_VARIABLES, RANK_VARIABLES
+from hpcgpu.launchers import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, NODE_VARIABLES, RANK_VARIABLES
 from hpcgpu.schedulers.registry import schedulers
 
 __all__ = ["Placement", "placement_from_env", "node_placements", "job_id_from_env",
@@ -25,10 +25,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_LOCAL_SIZE_VARIABLES = (
-    "HPCGPU_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE",
-    "PALS_LOCAL_SIZE", "MPI_LOCALNRANKS", "JSM_NAMESPACE_LOCAL_SIZE",
-)
+# hpcgpu's own first: where a launcher sets none (flux run), the job script sets it
+_LOCAL_SIZE_VARIABLES = ("HPCGPU_LOCAL_SIZE", *LOCAL_SIZE_VARIABLES)
 
 
 @dataclass(frozen=True)
@@ -164,7 +162,7 @@ def node_placements(prefix: str | None, gpus: int | str,
 
 
 def _node_index(env: Mapping[str, str]) -> int:
-    node = _first_int(env, ("HPCGPU_NODE_RANK", "SLURM_NODEID"))
+    node = _first_int(env, ("HPCGPU_NODE_RANK", *NODE_VARIABLES))
     if node is None:
         rank = _first_int(env, RANK_VARIABLES)
         size = _first_int(env, _LOCAL_SIZE_VARIABLES)
