@@ -8,7 +8,10 @@ for an error of the cluster's constructor) and from the first job seen running; 
 results held on every worker, then (after a line on stdin, once a link is cut) the checked
 result, and with ``_back`` (seconds) the time until ``_workers`` are connected again;
 ``serve``: print the scheduler's address, then keep the cluster until a line arrives on
-stdin. The last line of output is JSON.
+stdin; ``plane``: a collective rechunk of NumPy blocks held on both hosts (checked, and the
+path each worker took), then, with one worker's collective stalled, a line on stdin once a
+link is cut, the error and its time (a line on stdin once the link is back ends it). The
+last line of output is JSON.
 """
 
 import json
@@ -17,7 +20,7 @@ import socket
 import sys
 import time
 
-from distributed import Client, as_completed
+from distributed import Client, as_completed, futures_of
 
 import hpcgpu
 
@@ -73,6 +76,65 @@ def cut(cluster, scale, workers, back=0):
         return result
 
 
+def _stall(seconds, dask_worker=None):
+    import asyncio
+
+    from hpcgpu.array.plane.worker_side import state_of
+
+    run = state_of(dask_worker).run
+
+    async def stalled(**msg):
+        dask_worker.plane_stalled = True  # inside the collective: its inputs are all handed over
+        await asyncio.sleep(seconds)
+        return await run(**msg)
+
+    dask_worker.handlers["hpcgpu_plane_run"] = stalled
+
+
+def plane_across(cluster, scale, workers):
+    """The plane between the hosts' workers, then a host's link cut during a collective."""
+    import dask
+    import dask.array as da
+
+    from hpcgpu.array import plane
+
+    cluster.scale(**scale)
+    cluster.wait_for_workers(workers, timeout=90)
+    with Client(cluster) as client:
+        hosts = client.run(socket.gethostname)
+        x = da.random.default_rng(0).random((240, 160), chunks=(30, 40)).persist()  # root tasks: spread
+        values = x.compute()
+        holders = {hosts[w] for ws in client.who_has(futures_of(x)).values() for w in ws}
+        first = bool((plane.rechunk(x, (240, 8), method="collective").compute() == values).all())
+        paths = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][2])
+        # both workers stop inside the collective; the host that does not run its barrier
+        # (so that the barrier's own worker sees the failure) gets its link cut there
+        client.run(_stall, 4)
+        future = client.compute(plane.rechunk(x, (240, 4), method="collective"))
+        while not all(client.run(lambda dask_worker: getattr(dask_worker, "plane_stalled", False)).values()):
+            time.sleep(0.05)
+        barrier = next(w for w, keys in client.processing().items() for k in keys if "plane-barrier" in str(k))
+        cut = next(h for w, h in hosts.items() if w != barrier)
+        print(json.dumps({"ready": hosts, "cut": cut}), flush=True)
+        sys.stdin.readline()  # that host's link is cut
+        start = time.monotonic()
+        try:
+            future.result(timeout=60)
+            error = None
+        except Exception as err:
+            error = f"{type(err).__name__}: {err}"
+        seconds = time.monotonic() - start
+        history = client.run(lambda dask_worker: [h[:3] + (round(h[-1], 3),)
+                                                  for h in dask_worker._hpcgpu_plane.history],
+                             workers=[barrier])  # the cut host may not answer
+        print(json.dumps({"failed": error, "seconds": seconds, "history": history}), flush=True)
+        sys.stdin.readline()  # the link is back
+        timeouts = client.run(lambda: dask.config.get("hpcgpu.array.plane.timeout", None), on_error="ignore")
+        return {"hosts": hosts, "holders": sorted(holders), "first": first, "paths": paths, "error": error,
+                "timeouts": timeouts, "cut": cut,
+                "seconds": seconds}
+
+
 def main(mode, options):
     scale, workers = options.pop("_scale", {"jobs": 1}), options.pop("_workers", 1)
     back = options.pop("_back", 0)
@@ -87,6 +149,8 @@ def main(mode, options):
                 return {"served": True}
             if mode == "cut":
                 return cut(cluster, scale, workers, back)
+            if mode == "plane":
+                return plane_across(cluster, scale, workers)
             try:
                 return compute(cluster, scale, workers)
             except Exception:

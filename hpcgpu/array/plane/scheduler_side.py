@@ -5,9 +5,11 @@ A collective's barrier task (on some worker) calls ``hpcgpu_plane`` here. The pl
 1. chooses the owner of each output block and restricts the unpacking task of that block
    to its owner, before the barrier finishes (so the scheduler sends each unpack where its
    block already is, as distributed's P2P shuffle does);
-2. gives each taking part worker its next sequence number: every worker runs its
-   collectives in the scheduler's order, so two operations in flight can never wait on
-   each other (NCCL blocks until all ranks enter the same call);
+2. starts an operation only once none of its workers is still in an earlier one, and gives
+   each its next sequence number: every worker runs its collectives in the scheduler's
+   order, so two operations in flight never wait on each other (NCCL blocks until all
+   ranks enter the same call), and all ranks start together, so a peer's timeout measures
+   its partner's silence, not its partner's queue;
 3. asks rank 0 of a new group for an NCCL unique id and hands it to the group over the
    cluster's own, authenticated comm;
 4. orders the run on every worker at once and returns when all finished; any failure
@@ -52,6 +54,7 @@ class PlanePlugin(SchedulerPlugin):
 
     def __init__(self) -> None:
         self.seq: dict = collections.defaultdict(int)
+        self.busy: dict = {}  # worker -> its call in progress
         self.nccl_groups: set = set()
         self.restricted: collections.OrderedDict = collections.OrderedDict()
 
@@ -61,6 +64,7 @@ class PlanePlugin(SchedulerPlugin):
 
     def remove_worker(self, scheduler, worker, **kwargs) -> None:
         self.seq.pop(worker, None)
+        self.busy.pop(worker, None)
         self.nccl_groups = {g for g in self.nccl_groups if worker not in g}
         for keys in self.restricted.values():
             lift = {k: None for k, w in keys.items() if w == worker and k in scheduler.tasks}
@@ -81,11 +85,13 @@ class PlanePlugin(SchedulerPlugin):
             self.nccl_groups.add(tuple(group))
         self._restrict(token, {tuple(b): tuple(k) if isinstance(k, list) else k for b, k in unpack},
                        owners, group)
-        seqs = {w: self._next(w) for w in group}
         msg = dict(token=token, spec=spec, group=group, holders=ranked,
                    owners=[[b, r] for b, r in owners.items()], transport=transport, nccl_id=nccl_id)
+        await self._idle(group)  # no await from here until every call is marked busy
+        seqs = {w: self._next(w) for w in group}
         calls = {asyncio.ensure_future(self.scheduler.rpc(w).hpcgpu_plane_run(seq=seqs[w], **msg)): w
                  for w in group}
+        self.busy.update({w: f for f, w in calls.items()})
         # the first failure fails the operation: a stalled worker must not hold its peers
         done, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_EXCEPTION)
         failed = [(calls[f], f.exception()) for f in done if f.exception() is not None]
@@ -98,6 +104,16 @@ class PlanePlugin(SchedulerPlugin):
             raise RuntimeError(f"collective {op.kind} {token} failed on {worker} "
                                f"({len(failed)} of {len(group)} workers so far): {error}") from error
         return [[b, group[r]] for b, r in owners.items()]
+
+    async def _idle(self, group: list) -> None:
+        """Until no worker of ``group`` is still in an earlier collective: all ranks then start
+        together, so a peer's timeout counts its partner's silence, not its queue (a worker
+        ends each call within its watchdog, or leaves)."""
+        while True:
+            busy = [self.busy[w] for w in group if w in self.busy and not self.busy[w].done()]
+            if not busy:
+                return
+            await asyncio.wait(busy)
 
     def _next(self, worker: str) -> int:
         self.seq[worker] += 1
