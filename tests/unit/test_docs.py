@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,14 @@ TIMEOUT = 300  # one block; the cluster walkthroughs start real jobs on a busy 2
 
 
 def _blocks(language: str) -> list:
-    return [pytest.param(b, id=b.id) for b in BLOCKS if LANGUAGES.get(b.language) == language]
+    return [pytest.param(b, id=b.id, marks=_group(b)) for b in BLOCKS if LANGUAGES.get(b.language) == language]
+
+
+def _group(block: Block) -> list:
+    """A block that starts a UCX cluster runs in the ``ucx`` group (tests/conftest.py): beside
+    another UCX cluster on this host its workers do not connect, and it ran into its time limit."""
+    starts_ucx = not block.not_run and re.search(r"protocol=[\"']ucx", block.text)
+    return [pytest.mark.xdist_group("ucx")] if starts_ucx else []
 
 
 def test_the_pages_have_blocks():
