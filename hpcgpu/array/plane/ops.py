@@ -62,6 +62,7 @@ class Rechunk:
     """Input 0 with chunks ``old`` becomes the same array with chunks ``new``."""
 
     kind = "rechunk"
+    spread = True  # every running worker owns output blocks
 
     def __init__(self, old, new, dtype):
         self.old, self.new, self.dtype = _tuplify(old), _tuplify(new), np.dtype(dtype)
@@ -148,6 +149,7 @@ class Matmul:
     """
 
     kind = "matmul"
+    spread = True  # every running worker multiplies a panel
 
     def __init__(self, a_chunks, b_chunks, dtype):
         self.a, self.b, self.dtype = _tuplify(a_chunks), _tuplify(b_chunks), np.dtype(dtype)

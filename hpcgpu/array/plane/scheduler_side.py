@@ -55,6 +55,7 @@ class PlanePlugin(SchedulerPlugin):
     def __init__(self) -> None:
         self.seq: dict = collections.defaultdict(int)
         self.busy: dict = {}  # worker -> its call in progress
+        self.installed: set = set()  # workers whose plane handlers are known to be there
         self.nccl_groups: set = set()
         self.restricted: collections.OrderedDict = collections.OrderedDict()
 
@@ -65,6 +66,7 @@ class PlanePlugin(SchedulerPlugin):
     def remove_worker(self, scheduler, worker, **kwargs) -> None:
         self.seq.pop(worker, None)
         self.busy.pop(worker, None)
+        self.installed.discard(worker)
         self.nccl_groups = {g for g in self.nccl_groups if worker not in g}
         for keys in self.restricted.values():
             lift = {k: None for k, w in keys.items() if w == worker and k in scheduler.tasks}
@@ -74,9 +76,9 @@ class PlanePlugin(SchedulerPlugin):
     async def run(self, token: str, spec: dict, holders: list, unpack: list,
                   gpu: bool = False) -> list:
         """Run one collective; return ``[[block, worker address], ...]``."""
-        group = sorted({h[2] for h in holders})
-        ranked = [[w, b, group.index(a)] for w, b, a in holders]
         op = operation(spec)
+        group = self._group(op, {h[2] for h in holders})
+        ranked = [[w, b, group.index(a)] for w, b, a in holders]
         owners = op.owners(unpack_keys(ranked), len(group))
         transport = self._transport(group, gpu)
         nccl_id = None
@@ -85,7 +87,8 @@ class PlanePlugin(SchedulerPlugin):
             self.nccl_groups.add(tuple(group))
         self._restrict(token, {tuple(b): tuple(k) if isinstance(k, list) else k for b, k in unpack},
                        owners, group)
-        msg = dict(token=token, spec=spec, group=group, holders=ranked,
+        await self._install(group)
+        msg = dict(token=token, spec=spec, group=group, holders=ranked, gpu=gpu,
                    owners=[[b, r] for b, r in owners.items()], transport=transport, nccl_id=nccl_id)
         await self._idle(group)  # no await from here until every call is marked busy
         seqs = {w: self._next(w) for w in group}
@@ -104,6 +107,25 @@ class PlanePlugin(SchedulerPlugin):
             raise RuntimeError(f"collective {op.kind} {token} failed on {worker} "
                                f"({len(failed)} of {len(group)} workers so far): {error}") from error
         return [[b, group[r]] for b, r in owners.items()]
+
+    def _group(self, op, holders: set) -> list:
+        """The workers that take part: those holding input, and for an operation that
+        spreads its work (``op.spread``) every running worker: data held by one worker is
+        still multiplied or rechunked by all."""
+        if getattr(op, "spread", False):
+            holders = holders | {ws.address for ws in self.scheduler.running}
+        return sorted(holders)
+
+    async def _install(self, group: list) -> None:
+        """Plane handlers on workers that never ran a plane task (they hold no input)."""
+        from distributed.protocol.pickle import dumps
+
+        from hpcgpu.array.plane.worker_side import install
+
+        missing = [w for w in group if w not in self.installed]
+        if missing:
+            await asyncio.gather(*(self.scheduler.rpc(w).run(function=dumps(install)) for w in missing))
+            self.installed.update(missing)
 
     async def _idle(self, group: list) -> None:
         """Until no worker of ``group`` is still in an earlier collective: all ranks then start

@@ -24,7 +24,7 @@ import dask
 from hpcgpu.array.plane.ops import Context, operation
 from hpcgpu.array.plane.transport import CommTransport, Inbox, NcclTransport, PlaneTimeout
 
-__all__ = ["PlaneState", "state_of", "unpack_keys"]
+__all__ = ["PlaneState", "state_of", "unpack_keys", "install"]
 
 logger = logging.getLogger("distributed.hpcgpu.plane")
 _LOCK = threading.Lock()
@@ -40,6 +40,13 @@ def state_of(worker) -> "PlaneState":
             worker.handlers["hpcgpu_plane_shards"] = state.shards
             worker.handlers["hpcgpu_plane_nccl_id"] = state.nccl_id
         return state
+
+
+def install(dask_worker=None) -> str:
+    """Install the plane on this worker (run by the scheduler on a worker that holds no
+    input of an operation it takes part in)."""
+    state_of(dask_worker)
+    return dask_worker.address
 
 
 def unpack_keys(msg_holders: list) -> dict:
@@ -88,7 +95,7 @@ class PlaneState:
         return bytes(nccl.get_unique_id())
 
     async def run(self, token: str, seq: int, spec: dict, group: list, holders: list,
-                  owners: list, transport: str, nccl_id: bytes | None = None) -> dict:
+                  owners: list, transport: str, nccl_id: bytes | None = None, gpu: bool = False) -> dict:
         if self._turn is None:
             self._turn = asyncio.Condition()
         async with self._turn:
@@ -97,7 +104,7 @@ class PlaneState:
             loop = asyncio.get_running_loop()
             work = loop.run_in_executor(
                 self._pool, self._execute, token, spec, list(group), unpack_keys(holders),
-                {tuple(b): int(r) for b, r in owners}, transport, nccl_id)
+                {tuple(b): int(r) for b, r in owners}, transport, nccl_id, gpu)
             return await asyncio.wait_for(asyncio.shield(work), _watchdog())
         except asyncio.TimeoutError:
             self._give_up(token, group)
@@ -118,18 +125,18 @@ class PlaneState:
         self._pool.shutdown(wait=False)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcgpu-plane")
 
-    def _execute(self, token, spec, group, holders, owners, transport, nccl_id) -> dict:
+    def _execute(self, token, spec, group, holders, owners, transport, nccl_id, gpu=False) -> dict:
         op = operation(spec)
         rank = group.index(self.worker.address)
-        with self._lock:
-            inputs = self.inputs.pop(token, {})
+        with self._lock:  # read, not taken: a failed attempt leaves them to the next one
+            inputs = dict(self.inputs.get(token, {}))
         mine = [k for k, r in holders.items() if r == rank]
         if any(k not in inputs for k in mine):
             raise RuntimeError(f"collective {token}: input blocks missing on rank {rank}; "
                                "compute the result again")
         timeout = float(dask.config.get("hpcgpu.array.plane.timeout", 10))
         chan = self._transport(transport, token, group, rank, timeout, nccl_id)
-        xp = _array_module(next(iter(inputs.values()), None))
+        xp = _array_module(next(iter(inputs.values()), None), gpu)
         start = time.perf_counter()
         try:
             outputs = op.run(Context(rank, len(group), holders, owners, inputs, chan, xp))
@@ -149,6 +156,7 @@ class PlaneState:
             xp.cuda.get_current_stream().synchronize()
         with self._lock:
             self.outputs[token] = outputs
+            self.inputs.pop(token, None)
         seconds = time.perf_counter() - start
         self.history = self.history[-99:] + [(op.kind, token, chan.name, len(group), seconds)]
         logger.info("collective %s %s: rank %d of %d, %s path, %d blocks in, %d out, %.3f s",
@@ -197,8 +205,9 @@ def _form(ranks: int, nccl_id: bytes, rank: int, timeout: float):
     return box["comm"]
 
 
-def _array_module(value):
-    if value is not None and type(value).__module__.startswith("cupy"):
+def _array_module(value, gpu: bool = False):
+    """CuPy for CuPy blocks (or, on a rank that holds none, where the operation's are)."""
+    if gpu or (value is not None and type(value).__module__.startswith("cupy")):
         import cupy
 
         return cupy
