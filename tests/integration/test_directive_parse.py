@@ -86,20 +86,27 @@ def _run(argv: list[str], **env) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, **env)
 
 
-def _submit_held(tmp_path: Path, scripts: list, argv: list[str], pattern: str, lacks=None) -> list[str]:
-    """Submit each script held; the job ids. ``lacks(fields, stderr)``: whether a refusal is
-    the site lacking what the script names, with the intended value (then the case is
-    dropped from ``scripts``: the scheduler read it as written)."""
+def _submit_held(tmp_path: Path, scripts: list, argv: list[str], pattern: str, delete: list[str],
+                 lacks=None) -> list[str]:
+    """Submit each script held; the job ids (deleted with ``delete`` here if a submission
+    fails). ``lacks(fields, stderr)``: whether a refusal is the site lacking what the script
+    names, with the intended value (then the case is dropped from ``scripts``: the scheduler
+    read it as written)."""
     ids, kept = [], []
-    for i, (fields, text) in enumerate(scripts):
-        path = tmp_path / f"job{i}.sh"
-        path.write_text(text)
-        done = _run([*argv, str(path)])
-        if done.returncode != 0 and lacks is not None and lacks(fields, done.stderr):
-            continue
-        assert done.returncode == 0, (text, done.stderr)
-        ids.append(re.search(pattern, done.stdout).group(1))
-        kept.append((fields, text))
+    try:
+        for i, (fields, text) in enumerate(scripts):
+            path = tmp_path / f"job{i}.sh"
+            path.write_text(text)
+            done = _run([*argv, str(path)])
+            if done.returncode != 0 and lacks is not None and lacks(fields, done.stderr):
+                continue
+            assert done.returncode == 0, (text, done.stderr)
+            ids.append(re.search(pattern, done.stdout).group(1))
+            kept.append((fields, text))
+    except BaseException:
+        if ids:
+            _run([*delete, *ids])
+        raise
     scripts[:] = kept
     return ids
 
@@ -109,7 +116,7 @@ def _submit_held(tmp_path: Path, scripts: list, argv: list[str], pattern: str, l
 @given(draw=DRAW)
 def test_slurm_reads_every_directive_as_written(slurm, tmp_path, draw):
     scripts = rendered("slurm", draw)
-    ids = _submit_held(tmp_path, scripts, ["sbatch", "--parsable", "--hold"], r"^(\d+)")
+    ids = _submit_held(tmp_path, scripts, ["sbatch", "--parsable", "--hold"], r"^(\d+)", ["scancel"])
     if not ids:
         return
     try:
@@ -133,7 +140,7 @@ def test_grid_engine_reads_every_directive_as_written(sge, tmp_path, draw):
         return (f'the requested project "{fields[1]}" does not exist' in err
                 or fields[1].startswith(".") and "Dot ('.') not allowed as first character" in err)
 
-    ids = _submit_held(tmp_path, scripts, ["qsub", "-h", "-terse"], r"^(\d+)", no_project)
+    ids = _submit_held(tmp_path, scripts, ["qsub", "-h", "-terse"], r"^(\d+)", ["qdel"], no_project)
     if not ids:
         return
     try:
@@ -156,7 +163,7 @@ def test_grid_engine_reads_every_directive_as_written(sge, tmp_path, draw):
 @given(draw=DRAW)
 def test_openpbs_reads_every_directive_as_written(pbs, tmp_path, draw):
     scripts = rendered("pbs", draw)
-    ids = _submit_held(tmp_path, scripts, [f"{PBS_BIN}/qsub", "-h"], r"^(\S+)")
+    ids = _submit_held(tmp_path, scripts, [f"{PBS_BIN}/qsub", "-h"], r"^(\S+)", [f"{PBS_BIN}/qdel"])
     if not ids:
         return
     try:
