@@ -81,9 +81,12 @@ def run(g: int, reps: int, paths: list, weak_rows: int, emit) -> None:
                                bytes_crossing=int(crossing), check=round(check(val), 4))
                     if flops:
                         row["tflops"] = round(flops / best / 1e12, 2)
-                    if method == "collective":  # each rank's own time in its last operation
-                        row["rank_s"] = sorted(round(h[-1], 4) for h in client.run(
-                            lambda dask_worker: dask_worker._hpcgpu_plane.history[-1]).values())
+                    if method == "collective":  # each worker's last operation: ranks and own time
+                        last = client.run(lambda dask_worker: getattr(
+                            getattr(dask_worker, "_hpcgpu_plane", None), "history", [None])[-1])
+                        row["workers"] = len(last)
+                        row["rank_s"] = sorted(round(h[-1], 4) for h in last.values() if h)
+                        row["ranks"] = sorted({h[3] for h in last.values() if h})
                     emit(**row)
                 except Exception as e:  # noqa: BLE001 - a failed case is a row, the others run
                     emit(case=name, gpus=g, path=method, error=f"{type(e).__name__}: {e}"[:400])
