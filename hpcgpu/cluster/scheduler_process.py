@@ -47,7 +47,7 @@ async def _serve(args: argparse.Namespace) -> None:
                          security=security, plugins=[CoLocateRoots()]) as scheduler:
         write_listeners(args.scheduler_file + ".listeners",
                         [listener.contact_address for listener in scheduler.listeners])
-        warmup.dask_setup(scheduler)  # the first graph's imports, while the workers start
+        warmup.dask_setup(scheduler)  # the first graph's imports, before it takes a graph
         await scheduler.finished()
 
 

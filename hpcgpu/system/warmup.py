@@ -3,12 +3,15 @@
 A scheduler or worker in a process of its own imports ``dask.array`` and
 :mod:`hpcgpu.array.optimization` when the first graph of hpcgpu arrays reaches it (the
 scheduler runs the optimiser, a worker unpickles the fused tasks): about a second of the
-first ``compute()`` of every batch job, paid once more on each worker. Here a thread
-imports them as soon as the server starts, while the rest of the cluster comes up;
-Python's import lock makes a graph that arrives meanwhile wait for the same import, never
-see half of it. Nothing here touches CUDA. It runs only on hosts with an NVIDIA driver
-(:func:`gpu_host`): graphs of GPU arrays are the ones that pay, and a CPU-only cluster
-keeps its start-up CPU.
+first ``compute()`` of every batch job, paid once more on each worker. Here the server
+imports them while it starts, before it takes any message, as the other servers of the
+cluster start beside it. Not in a thread beside the server: a graph that arrived while
+that thread imported ``dask.array`` imported parts of it at the same time, and Python,
+to break the two threads' wait on each other's module locks, handed one of them the
+half-initialised module (``cannot import name 'arange' from partially initialized module
+'dask.array.creation'``); the worker died. Nothing here touches CUDA. It runs only on
+hosts with an NVIDIA driver (:func:`gpu_host`): graphs of GPU arrays are the ones that
+pay, and a CPU-only cluster keeps its start-up CPU.
 
 Used as a Dask preload (``--preload hpcgpu.system.warmup``) by ``hpcgpu run``'s scheduler
 and by the scheduler job of ``scheduler_in_job``, and started by every hpcgpu worker's
@@ -20,11 +23,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import threading
 
-from hpcgpu.system.threadsignals import start_thread
-
-__all__ = ["MODULES", "gpu_host", "warm_up", "dask_setup"]
+__all__ = ["MODULES", "gpu_host", "import_all", "dask_setup"]
 
 logger = logging.getLogger("distributed.hpcgpu")
 
@@ -32,19 +32,12 @@ logger = logging.getLogger("distributed.hpcgpu")
 MODULES = ("dask.array", "hpcgpu.array.optimization")
 
 
-def warm_up(modules: tuple[str, ...] = MODULES) -> threading.Thread:
-    """Import ``modules`` in a daemon thread (born blocking the stop signals); returns it.
+def import_all(modules: tuple[str, ...] = MODULES) -> None:
+    """Import ``modules`` here and now; one that fails is left to the first graph.
 
-    Examples
-    --------
-    >>> warm_up(("json",)).join(timeout=10)
-    >>> import sys; "json" in sys.modules
+    >>> import_all(("json",)); import sys; "json" in sys.modules
     True
     """
-    return start_thread(threading.Thread(target=_import_all, args=(modules,), name="hpcgpu-warmup", daemon=True))
-
-
-def _import_all(modules: tuple[str, ...]) -> None:
     for name in modules:
         try:
             importlib.import_module(name)
@@ -58,6 +51,7 @@ def gpu_host() -> bool:
 
 
 def dask_setup(server) -> None:
-    """As a Dask preload: start :func:`warm_up` on a GPU host."""
+    """As a Dask preload: import :data:`MODULES` on a GPU host, before the server takes
+    its first message (see the module's note for why not in a thread)."""
     if gpu_host():
-        warm_up()
+        import_all(MODULES)

@@ -32,7 +32,7 @@ register_unix_comm()
 async def dask_setup(worker) -> None:
     """Called by distributed before the worker registers with the scheduler (it listens already)."""
     unblock_in_main()  # a LocalGPUCluster's worker process: started from its blocking loop thread
-    warmup.dask_setup(worker)  # the first graph's imports, while the cluster starts
+    warmup.dask_setup(worker)  # the first graph's imports, before the worker takes a task
     _describe(worker)
     if str(worker.address).startswith("tls://"):  # in a thread: the event loop stays free
         await asyncio.to_thread(load_tornado_tls_defaults)
