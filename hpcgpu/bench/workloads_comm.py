@@ -8,6 +8,7 @@ would take it.
 
 from __future__ import annotations
 
+import hpcgpu.array as ha
 from hpcgpu.bench.workload import RunContext, Size, Workload
 from hpcgpu.bench.workloads_array import _check, inputs, random_array
 
@@ -35,11 +36,13 @@ def _rows(ctx: RunContext, size: Size):
 
 def _rechunk(ctx: RunContext, size: Size, x) -> None:
     x = _rows(ctx, size) if x is None else x
-    ctx.persist(x.rechunk((x.shape[0], size.params["chunk"])))  # row blocks -> column blocks
+    # row blocks -> column blocks, on the collective plane where it pays (docs/collections.md)
+    ctx.persist(ha.rechunk(x, (x.shape[0], size.params["chunk"])))
 
 
 RECHUNK = Workload(
-    "rechunk", "row blocks -> column blocks of a persisted array (all-to-all); generated=True: made in the graph",
+    "rechunk", "row blocks -> column blocks of a persisted array (all-to-all, hpcgpu.array.rechunk); "
+    "generated=True: made in the graph",
     "array", _size(_RECHUNK), _rechunk, lambda ctx, size: inputs(ctx, size, _rows))
 
 
@@ -56,11 +59,11 @@ def _matmul_prepare(ctx: RunContext, size: Size):
 
 def _matmul(ctx: RunContext, size: Size, pair) -> None:
     x, y = _pair(ctx, size) if pair is None else pair
-    ctx.persist(x @ y)
+    ctx.persist(ha.matmul(x, y))
 
 
 MATMUL = Workload(
-    "matmul", "x @ y of two persisted square arrays; generated=True: made in the graph",
+    "matmul", "hpcgpu.array.matmul of two persisted square arrays; generated=True: made in the graph",
     "array", _size(_MATMUL), _matmul, _matmul_prepare)
 
 #: The workloads this module defines (the registry lists them by name).
