@@ -32,10 +32,23 @@ register_unix_comm()
 async def dask_setup(worker) -> None:
     """Called by distributed before the worker registers with the scheduler (it listens already)."""
     unblock_in_main()  # a LocalGPUCluster's worker process: started from its blocking loop thread
+    nccl_defaults(os.environ)
     warmup.dask_setup(worker)  # the first graph's imports, before the worker takes a task
     _describe(worker)
     if str(worker.address).startswith("tls://"):  # in a thread: the event loop stays free
         await asyncio.to_thread(load_tornado_tls_defaults)
+
+
+def nccl_defaults(environ) -> None:
+    """NVLink multicast off for NCCL in this worker unless the user set it: it can take a
+    host's shared GPUs down (docs/security.md).
+
+    >>> env = {}; nccl_defaults(env); env
+    {'NCCL_NVLS_ENABLE': '0'}
+    >>> env = {"NCCL_NVLS_ENABLE": "1"}; nccl_defaults(env); env
+    {'NCCL_NVLS_ENABLE': '1'}
+    """
+    environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 
 def _describe(worker) -> None:
