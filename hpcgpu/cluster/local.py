@@ -26,6 +26,7 @@ from hpcgpu.network.colocate import CoLocateRoots
 from hpcgpu.network.config import QUIET_PROGRESS
 from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
+from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.network.tls import cluster_security
 from hpcgpu.network.unixcomm import register as register_unix_comm
 from hpcgpu.system.threadsignals import block_here
@@ -177,6 +178,7 @@ class LocalGPUCluster(SpecCluster):
             dashboard_address=dashboard_address or "localhost:0", **listen),
             **{"plugins": [CoLocateRoots(), ConnectOnArrival()], **scheduler_extra})}
         extra, self._log_env = _quiet(silence_logs, self._worker_options)
+        quiet_expected_close()  # its scheduler logs here: an expected close without a traceback
         workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         self._start_resource_tracker()
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,

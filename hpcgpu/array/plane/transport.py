@@ -93,7 +93,12 @@ class CommTransport:
         future = asyncio.run_coroutine_threadsafe(send_all(), self.worker.loop.asyncio_loop)
         peers = {p for p, shapes in expect.items() if shapes}
         got = self.inbox.take(self.token, peers, self.timeout)
-        future.result(self.timeout)
+        try:
+            future.result(self.timeout)
+        except TimeoutError:
+            future.cancel()
+            raise PlaneTimeout(f"sending to rank(s) {sorted(p for p, a in sends.items() if a)} did not "
+                               f"finish within {self.timeout:g} s") from None
         return {p: got.get(p, []) for p in expect}
 
     def abort(self) -> None:

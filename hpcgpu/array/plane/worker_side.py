@@ -105,11 +105,13 @@ class PlaneState:
             work = loop.run_in_executor(
                 self._pool, self._execute, token, spec, list(group), unpack_keys(holders),
                 {tuple(b): int(r) for b, r in owners}, transport, nccl_id, gpu)
-            return await asyncio.wait_for(asyncio.shield(work), _watchdog())
-        except asyncio.TimeoutError:
-            self._give_up(token, group)
-            raise PlaneTimeout(f"collective {token} still running after {_watchdog():g} s on "
-                               f"{self.worker.address}; its thread is abandoned") from None
+            # asyncio.wait, not wait_for: a TimeoutError raised by the work itself is its own
+            done, _ = await asyncio.wait({work}, timeout=_watchdog())
+            if not done:
+                self._give_up(token, group)
+                raise PlaneTimeout(f"collective {token} still running after {_watchdog():g} s on "
+                                   f"{self.worker.address}; its thread is abandoned")
+            return work.result()
         finally:
             async with self._turn:
                 self.done_seq = max(self.done_seq, seq)
