@@ -57,7 +57,9 @@ def _as_list(value) -> list:
 def _quiet(silence_logs, worker_options: dict) -> tuple[dict, dict]:
     """SpecCluster's ``silence_logs`` and the workers' environment for it (the nanny's
     option quiets only its own logger; the worker process reads its logging level from
-    dask config at import). Sets the nannies' option in ``worker_options``."""
+    dask config at import). Sets the nannies' option in ``worker_options``. The cluster's
+    scheduler logs in this process: an expected close there loses its traceback too."""
+    quiet_expected_close()
     if silence_logs is None:
         return {}, {}
     worker_options["silence_logs"] = silence_logs
@@ -178,7 +180,6 @@ class LocalGPUCluster(SpecCluster):
             dashboard_address=dashboard_address or "localhost:0", **listen),
             **{"plugins": [CoLocateRoots(), ConnectOnArrival()], **scheduler_extra})}
         extra, self._log_env = _quiet(silence_logs, self._worker_options)
-        quiet_expected_close()  # its scheduler logs here: an expected close without a traceback
         workers = {self._worker_name(i): self._spec(i) for i in range(n_workers)}
         self._start_resource_tracker()
         super().__init__(workers=workers, scheduler=scheduler, asynchronous=asynchronous,
