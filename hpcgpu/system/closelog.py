@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["ExpectedCloseFilter", "CancelledTaskFilter", "quiet_expected_close", "dask_setup"]
+__all__ = ["ExpectedCloseFilter", "CancelledTaskFilter", "LateConnectionFilter", "quiet_expected_close",
+           "dask_setup"]
 
 
 class ExpectedCloseFilter(logging.Filter):
@@ -61,12 +62,37 @@ class CancelledTaskFilter(logging.Filter):
                     and issubclass(record.exc_info[0], asyncio.CancelledError))
 
 
-_FILTERS = {"distributed.batched": ExpectedCloseFilter, "distributed.client": CancelledTaskFilter}
+class LateConnectionFilter(logging.Filter):
+    """A connection whose TLS handshake ends after its listener stopped (a peer connecting
+    as the server closes): distributed then asks the stopped listener its address, and
+    tornado logs the ``ValueError`` with two tracebacks. One line says it instead.
+
+    Examples
+    --------
+    >>> error = ValueError("invalid operation on non-started TCPListener")
+    >>> record = logging.LogRecord("tornado.application", logging.ERROR, "", 0, "Exception in callback %r",
+    ...                            ("cb",), (ValueError, error, None))
+    >>> LateConnectionFilter().filter(record), record.exc_info, record.getMessage()
+    (True, None, 'a connection arrived as a listener closed; dropped')
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, ValueError) and "non-started TCPListener" in str(error):
+            record.exc_info, record.exc_text = None, None
+            record.msg, record.args, record.levelno, record.levelname = (
+                "a connection arrived as a listener closed; dropped", (), logging.INFO, "INFO")
+        return True
+
+
+_FILTERS = {"distributed.batched": ExpectedCloseFilter, "distributed.client": CancelledTaskFilter,
+            "tornado.application": LateConnectionFilter}
 
 
 def quiet_expected_close() -> None:
-    """Install :class:`ExpectedCloseFilter` on ``distributed.batched`` and
-    :class:`CancelledTaskFilter` on ``distributed.client`` (once each)."""
+    """Install :class:`ExpectedCloseFilter` on ``distributed.batched``,
+    :class:`CancelledTaskFilter` on ``distributed.client`` and :class:`LateConnectionFilter`
+    on ``tornado.application`` (once each)."""
     for name, kind in _FILTERS.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in logger.filters):

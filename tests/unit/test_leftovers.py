@@ -22,6 +22,7 @@ with temporary_key(sys.argv[1]) as path:
     print(path, flush=True)
     if sys.argv[2] == "wait":
         time.sleep(120)
+    sys.stdin.readline()  # "exit": once the test has seen the key
 """
 
 
@@ -43,11 +44,14 @@ def test_temporary_key_directory_goes_however_the_process_ends(tmp_path, end):
     # the holder gets signals as a shell's child does, whatever the test process inherited:
     # a child inherits an ignored SIGINT or a blocked mask (in CI the holder once slept on)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), "exit" if end == "exit" else "wait"],
-                              stdout=subprocess.PIPE, text=True, preexec_fn=_as_from_a_shell)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=_as_from_a_shell)
     try:
         key = Path(holder.stdout.readline().strip())
         assert key.is_file() and key.parent.parent == tmp_path
-        if end != "exit":
+        if end == "exit":  # not before: the holder's exit would race the check above
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+        else:
             holder.send_signal(end)
         holder.wait(30)
     finally:
