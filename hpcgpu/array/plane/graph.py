@@ -12,8 +12,6 @@ runs the operation in this process, as a group of one.
 
 from __future__ import annotations
 
-import threading
-
 from dask._task_spec import Task, TaskRef
 from dask.array.core import Array
 from dask.base import tokenize
@@ -21,7 +19,6 @@ from dask.highlevelgraph import HighLevelGraph
 
 from hpcgpu.array.plane.ops import Context
 from hpcgpu.array.plane.plan import block_grid
-from hpcgpu.array.plane.transport import Inbox
 
 __all__ = ["collective", "put", "barrier", "unpack"]
 
@@ -45,20 +42,14 @@ def _worker():
         return None
 
 
-class _Alone:
+def _alone():
     """This process as a plane of one: for graphs run without a distributed cluster."""
+    from hpcgpu.array.plane.worker_side import PlaneState
 
-    address = "local"
-
-    def __init__(self) -> None:
-        from hpcgpu.array.plane.worker_side import PlaneState
-
-        self.state = PlaneState.__new__(PlaneState)
-        self.state.inputs, self.state.outputs, self.state.inbox = {}, {}, Inbox()
-        self.state._lock = threading.Lock()
+    return PlaneState(None)
 
 
-_ALONE = _Alone()
+_ALONE = _alone()
 
 
 class _Nothing:
@@ -71,7 +62,7 @@ class _Nothing:
 def _state(worker):
     from hpcgpu.array.plane.worker_side import state_of
 
-    return state_of(worker) if worker is not None else _ALONE.state
+    return state_of(worker) if worker is not None else _ALONE
 
 
 def put(token: str, which: int, block: tuple, value) -> list:
@@ -109,7 +100,7 @@ def _run_alone(token: str, spec: dict, holders: list) -> list:
     from hpcgpu.array.plane.ops import operation
     from hpcgpu.array.plane.worker_side import _array_module, unpack_keys
 
-    op, state = operation(spec), _ALONE.state
+    op, state = operation(spec), _ALONE
     ranked = unpack_keys([[w, b, 0] for w, b, _ in holders])
     owners = op.owners(ranked, 1)
     with state._lock:
