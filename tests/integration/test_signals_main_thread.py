@@ -11,6 +11,7 @@ blocks the stop signals: the kernel can only pick the main thread.
 from __future__ import annotations
 
 import os
+import platform
 import select
 import signal
 import subprocess
@@ -65,6 +66,10 @@ while True:
 """
 
 
+#: the number of ``read(2)`` in ``/proc/PID/syscall``
+READ_SYSCALL = {"x86_64": 0, "aarch64": 63}[platform.machine()]
+
+
 def stop_signal_mask(pid: int) -> dict[str, int]:
     """``{thread id and name: its blocked signals as a bit mask}`` for each thread of ``pid``."""
     masks = {}
@@ -77,6 +82,24 @@ def stop_signal_mask(pid: int) -> dict[str, int]:
         blocked = next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk"))
         masks[f"{tid} {name}"] = int(blocked, 16)
     return masks
+
+
+def wait_in_read(pid: int, timeout: float = 30.0) -> None:
+    """Return once the main thread of ``pid`` sleeps in ``read(0, ...)`` (``/proc``'s syscall
+    line: the number of ``read``, then fd 0).
+
+    A signal that arrives while the previous handler is still returning (after its last
+    check for signals, before ``read()`` starts again) is handled only when the main thread
+    next runs Python code, which ``read()`` never lets it: CPython's behaviour for any
+    handler, not a thread taking the signal. Sending only when the main thread sleeps in
+    ``read()`` tests what this file is about, without that race.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if open(f"/proc/{pid}/syscall").read().startswith(f"{READ_SYSCALL} 0x0 "):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"the main thread of {pid} is not in read() after {timeout} s")
 
 
 def read_line(stream, timeout: float) -> str | None:
@@ -112,6 +135,7 @@ def test_only_the_main_thread_takes_the_stop_signals(busy):
 def test_sigterm_acts_within_a_second_every_time(busy):
     process, made = busy
     for n in range(1, TIMES + 1):
+        wait_in_read(process.pid)
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
         line = read_line(process.stdout, ACTS_WITHIN)
