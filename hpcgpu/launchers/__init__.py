@@ -1,5 +1,5 @@
 """Launchers: how one job starts its GPU workers across its nodes, one small class each
-(``srun``, ``mpirun``, ``mpiexec``, ``jsrun``, ``direct``), independent of the scheduler.
+(``srun``, ``mpirun``, ``mpiexec``, ``jsrun``, ``flux``, ``direct``), independent of the scheduler.
 
 A site adds one out of tree with an entry point in the group ``hpcgpu.launchers`` (the
 object a :class:`Launcher` instance whose ``name`` is the entry point's).
@@ -16,6 +16,8 @@ Examples
 'mpiexec -n 2 --ppn 1'
 >>> " ".join(get_launcher("jsrun").prefix(shape))
 'jsrun --nrs 2 --rs_per_host 1 --tasks_per_rs 1 --gpu_per_rs 4 --cpu_per_rs 32 --bind packed:32'
+>>> " ".join(get_launcher("flux").prefix(shape))
+'flux run --nodes=2 --ntasks=2 --cores-per-task=32 --gpus-per-task=4 --env=HPCGPU_LOCAL_SIZE=1'
 
 One task per GPU:
 
@@ -27,6 +29,8 @@ One task per GPU:
 'mpiexec -n 8 --ppn 4'
 >>> " ".join(get_launcher("jsrun", one_task_per="gpu").prefix(shape))
 'jsrun --nrs 8 --rs_per_host 4 --tasks_per_rs 1 --gpu_per_rs 1 --cpu_per_rs 8 --bind packed:8'
+>>> " ".join(get_launcher("flux", one_task_per="gpu").prefix(shape))
+'flux run --nodes=2 --ntasks=8 --cores-per-task=8 --gpus-per-task=1 --env=HPCGPU_LOCAL_SIZE=4'
 """
 
 from __future__ import annotations

@@ -78,6 +78,9 @@ class Launcher:
     #: Whether every task gets the starting process's whole environment (where
     #: :meth:`environment_refused` does not say otherwise).
     passes_environment: ClassVar[bool] = False
+    #: The words of :meth:`task_argv`, with ``{tasks}``, ``{per_host}``, ``{nodes}``, ``{gpus}``
+    #: and ``{cpus}`` in them; empty: no command before the worker's.
+    argv_template: ClassVar[str] = ""
 
     def validate(self, shape: GPUJobShape,
                  multi_node: tuple[str, ...] = ("srun", "mpirun", "mpiexec", "jsrun")) -> None:
@@ -105,8 +108,15 @@ class Launcher:
 
     def task_argv(self, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:
         """The launcher starting ``tasks`` tasks, ``per_host`` per node, each with ``gpus``
-        GPUs and ``cpus`` cores."""
-        return []
+        GPUs and ``cpus`` cores: :attr:`argv_template` filled in.
+
+        >>> from hpcgpu.launchers import get_launcher
+        >>> " ".join(get_launcher("jsrun").task_argv(2, 1, 4, 32))
+        'jsrun --nrs 2 --rs_per_host 1 --tasks_per_rs 1 --gpu_per_rs 4 --cpu_per_rs 32 --bind packed:32'
+        """
+        values = {"tasks": tasks, "per_host": per_host, "nodes": tasks // per_host, "gpus": gpus,
+                  "cpus": cpus}
+        return [word.format(**values) for word in self.argv_template.split()]
 
     def task_size(self, env: Mapping[str, str]) -> int | None:
         """How many tasks this launcher started, where ``env`` is one of them."""

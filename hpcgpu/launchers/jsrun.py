@@ -12,18 +12,12 @@ __all__ = ["Jsrun"]
 
 @dataclass(frozen=True)
 class Jsrun(Launcher):
-    """``jsrun`` with one resource set per task.
-
-    >>> " ".join(Jsrun().task_argv(2, 1, 4, 32))
-    'jsrun --nrs 2 --rs_per_host 1 --tasks_per_rs 1 --gpu_per_rs 4 --cpu_per_rs 32 --bind packed:32'
-    """
+    """``jsrun`` with one resource set per task."""
 
     name: str = "jsrun"
+    argv_template: ClassVar[str] = ("jsrun --nrs {tasks} --rs_per_host {per_host} --tasks_per_rs 1 "
+                                    "--gpu_per_rs {gpus} --cpu_per_rs {cpus} --bind packed:{cpus}")
     rank_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_RANK",)
     local_rank_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_LOCAL_RANK",)
     local_size_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_LOCAL_SIZE",)
     size_variables: ClassVar[tuple[str, ...]] = ("JSM_NAMESPACE_SIZE",)
-
-    def task_argv(self, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:
-        return ["jsrun", "--nrs", str(tasks), "--rs_per_host", str(per_host), "--tasks_per_rs", "1",
-                "--gpu_per_rs", str(gpus), "--cpu_per_rs", str(cpus), "--bind", f"packed:{cpus}"]

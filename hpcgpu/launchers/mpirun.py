@@ -13,20 +13,14 @@ __all__ = ["Mpirun"]
 @dataclass(frozen=True)
 class Mpirun(Launcher):
     """``mpirun`` (Open MPI): binding is left to the worker, which takes its cores from the
-    GPU's topology.
-
-    >>> " ".join(Mpirun().task_argv(8, 4, 1, 8))
-    'mpirun -n 8 --map-by ppr:4:node --bind-to none'
-    """
+    GPU's topology."""
 
     name: str = "mpirun"
+    argv_template: ClassVar[str] = "mpirun -n {tasks} --map-by ppr:{per_host}:node --bind-to none"
     rank_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_RANK",)
     local_rank_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_LOCAL_RANK",)
     local_size_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_LOCAL_SIZE",)
     size_variables: ClassVar[tuple[str, ...]] = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
-
-    def task_argv(self, tasks: int, per_host: int, gpus: int, cpus: int) -> list[str]:
-        return ["mpirun", "-n", str(tasks), "--map-by", f"ppr:{per_host}:node", "--bind-to", "none"]
 
     def bound_task_environment(self, allocation: Any, env: dict[str, str]) -> dict[str, str]:
         """Under SLURM, mpirun's daemons are one srun task per node: Open MPI's
