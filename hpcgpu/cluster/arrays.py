@@ -26,7 +26,7 @@ from hpcgpu.schedulers.arrays import ArrayRequest, array_directives, element_job
 from hpcgpu.schedulers.registry import get_scheduler
 
 __all__ = ["ArraySettings", "ArrayElementJob", "ArraySubmission", "JobArrays",
-           "consecutive_runs", "parse_site_limit"]
+           "consecutive_runs", "parse_site_limit", "run_fits"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -98,6 +98,25 @@ def consecutive_runs(names: list[str], longest: int | None) -> list[list[str]]:
     return runs
 
 
+def run_fits(length: int, room: int | None, throttle: int | None,
+             throttles: bool) -> tuple[bool, int | None, int]:
+    """``(made now, its throttle, running room it takes)`` for a run of ``length`` new jobs
+    (an array when longer than 1) with ``room`` jobs left to run (None: no cap), the user's
+    ``throttle``, on a scheduler whose arrays take a throttle (``throttles``) or not.
+
+    >>> run_fits(6, 2, None, True), run_fits(6, 8, 4, True), run_fits(6, None, None, True)
+    ((True, 2, 2), (True, 4, 4), (True, None, 6))
+    >>> run_fits(3, 2, None, False), run_fits(1, 0, None, True)
+    ((False, None, 3), (False, None, 1))
+    """
+    if room is None:
+        return True, throttle, length if throttle is None else min(throttle, length)
+    if length == 1 or not throttles:
+        return length <= room, throttle if throttles else None, length
+    most = room if throttle is None else min(throttle, room)
+    return most >= 1, (most if most < length else throttle), min(most, length)
+
+
 def _number(name: str) -> int | None:
     tail = name.rsplit("-", 1)[-1]
     return int(tail) if "-" in name and tail.isdigit() else None
@@ -117,8 +136,8 @@ class ArraySubmission:
     directives and the worker-name template) is submitted once, by the first element that
     starts; the others wait for the same id."""
 
-    def __init__(self, template: GPUJob) -> None:
-        self.template = template
+    def __init__(self, template: GPUJob, throttle: int | None = None) -> None:
+        self.template, self.throttle = template, throttle  # most elements running at once
         self._task: asyncio.Future | None = None
 
     async def array_id(self) -> str:
@@ -158,10 +177,12 @@ class JobArrays:
         self._limit: int | None = None
         self._limit_read = False
 
-    async def make_jobs(self, address: str, names: list[str], fleet: Any) -> dict[str, GPUJob]:
+    async def make_jobs(self, address: str, names: list[str], fleet: Any,
+                        rooms: dict[str, int | None] | None = None) -> dict[str, GPUJob]:
         """``name -> job`` for the new spec entries ``names`` of ``fleet`` (oldest first);
         nothing is submitted yet (the jobs' ``start`` does that, an array once for all its
-        elements)."""
+        elements). ``rooms``: pool -> the most of its new jobs that may run at once (absent:
+        no cap): arrays get a throttle within it, and what does not fit waits."""
         scheduler, spec = self.dialect.name, fleet.spec
         # One array per pool (its own spec and script), of GPU jobs only.
         arrays = [n for n in names if fleet.job_pool(n).spec is spec[n]
@@ -175,24 +196,34 @@ class JobArrays:
         # the end of a script); the next reconciliation makes what is left of a run
         runs = [run for run in runs if all(name in spec for name in run)]
         jobs: dict[str, GPUJob] = {}
+        rooms = dict(rooms or {})
+        throttles = get_scheduler(scheduler).throttles_arrays
         for run in sorted(runs, key=lambda run: _sort_key(run[0])):
+            pool = fleet.job_pool(run[0])
+            fits, throttle, used = run_fits(len(run), rooms.get(pool.name), self.settings.throttle,
+                                            throttles)
+            if not fits:
+                continue  # stays in the spec: the next reconciliation makes it
+            if pool.name in rooms and rooms[pool.name] is not None:
+                rooms[pool.name] -= used
             options = dict(spec[run[0]].get("options", {}))
             if len(run) == 1:
                 jobs[run[0]] = spec[run[0]]["cls"](address, **{**options, "name": run[0]})
             else:
-                jobs.update(self._array_jobs(address, run, options, fleet.job_pool(run[0])))
+                jobs.update(self._array_jobs(address, run, options, pool, throttle))
         return jobs
 
     def _array_jobs(self, address: str, run: list[str], options: dict,
-                    pool: Any) -> dict[str, GPUJob]:
-        request = ArrayRequest(self.dialect.name, len(run), self.settings.throttle)
+                    pool: Any, throttle: int | None) -> dict[str, GPUJob]:
+        request = ArrayRequest(self.dialect.name, len(run), throttle)
         setup = pool.setup
         skip, extra = array_directives(request, setup.shape.job_name, setup.log_directory)
         template = pool.spec["cls"](address, **{
             **options, "name": name_template(_prefix(run[0]), _number(run[0]), request.first),
             "job_extra_directives": [*(options.get("job_extra_directives") or ()), *extra],
             "job_directives_skip": [*(options.get("job_directives_skip") or ()), *skip]})
-        submission = ArraySubmission(template)
+        submission = ArraySubmission(template, throttle if get_scheduler(
+            self.dialect.name).throttles_arrays else None)
         return {name: ArrayElementJob(address, **{**options, "name": name},
                                       submission=submission, index=index)
                 for name, index in zip(run, request.indices)}

@@ -10,6 +10,7 @@ from distributed.scheduler import Scheduler
 from distributed.utils import NoOpAwaitable
 
 from hpcgpu.cluster import scaling
+from hpcgpu.cluster.admission import cluster_caps
 from hpcgpu.cluster.arrays import ArraySettings
 from hpcgpu.cluster.base import BatchCluster
 from hpcgpu.cluster.cpu_job import cpu_job_class
@@ -96,6 +97,11 @@ fallback, ucx_environment
     max_array_size, array_throttle : int
         At most this many elements per array (default: the site's limit, read once), and
         at most this many of an array's elements running at once (default: no limit).
+    max_queued_jobs, max_running_jobs : int
+        At most this many of the cluster's jobs waiting in the queue, and running at once
+        (default: no cap; config ``hpcgpu.max-queued-jobs``...; a site profile's values are
+        ceilings). ``scale`` and ``adapt`` submit the rest as jobs start or end; a pool of
+        ``pools=`` may have its own (docs/pools.md).
     device_memory_limit, enable_cudf_spill, cudf_spill_stats, rmm_pool_size, \
 rmm_maximum_pool_size, rmm_managed_memory, rmm_async, rmm_allocator_external_lib_list, \
 rmm_release_threshold, rmm_log_directory, rmm_track_allocations, log_spilling, pre_import, \
@@ -136,6 +142,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                  signal_before_walltime: Any = None, requeue: bool = False,
                  job_arrays: bool | None = None, max_array_size: int | None = None,
                  array_throttle: int | None = None, pools: dict | None = None,
+                 max_queued_jobs: int | None = None, max_running_jobs: int | None = None,
                  **options: Any) -> None:
         # Every keyword's type and bounds first: nothing is made or submitted on bad input.
         check_keywords({k: v for k, v in locals().items() if k not in ("self", "options", "__class__")})
@@ -148,8 +155,9 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         retire = (retire_before, lifetime_stagger, replace_ahead, signal_before_walltime, requeue)
         # ValueError before anything starts
         setup, named, retirement, job_options = prepare_cluster(kind, options, pools, retire)
-        self._setup, self._shape = setup, setup.shape
-        self._log_directory = setup.log_directory
+        caps = cluster_caps(kind, dict(max_queued_jobs=max_queued_jobs,
+                                       max_running_jobs=max_running_jobs), options.get("profile"), pools)
+        self._setup, self._shape, self._log_directory = setup, setup.shape, setup.log_directory
         security = cluster_security(security, default=True, warn_plain=True, stacklevel=3)
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
         net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
@@ -169,6 +177,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         self.fleet.add_pool(Pool(DEFAULT_POOL, setup, retirement, self.new_spec))
         for prepared in named:
             self.fleet.add_pool(named_pool(prepared, kind, self._job_kwargs))
+        self.submitter.gate.caps = caps  # how many jobs may wait and run (admission.py)
         #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
         self.job_key = self.fleet.key_jobs(self._name)
         if n_workers:

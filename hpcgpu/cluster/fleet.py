@@ -183,6 +183,10 @@ class JobFleet:
                 self.apply(RetireNow(job))  # asked for: retired now, not left to end
         self.targets = {pool: len(self.jobs_of(pool)) for pool in self.pools}
 
+    def waiting(self) -> bool:
+        """Whether entries of the spec have no job yet (held back by a cap, or new)."""
+        return any(name not in self.jobs for name in self.spec)
+
     def missing(self) -> dict[str, int]:
         """Pool -> jobs its target asks for beyond those in the spec (may be negative)."""
         return {pool: self.targets.get(pool, 0) - len(self.jobs_of(pool)) for pool in self.pools}
@@ -233,9 +237,11 @@ class JobFleet:
             if workers != record.connected or record.state in ("submitting", "pending"):
                 self.apply(Connected(name, workers))  # others: nothing would change
 
-    async def make_jobs(self, address: str, names: list[str]) -> dict[str, Any]:
-        """The jobs of the new entries ``names``, each with its record; not submitted."""
-        jobs = await self.arrays.make_jobs(address, names, self)
+    async def make_jobs(self, address: str, names: list[str],
+                        rooms: dict[str, int | None] | None = None) -> dict[str, Any]:
+        """The jobs of the new entries ``names``, each with its record; not submitted
+        (``rooms``: pool -> running room, :meth:`JobArrays.make_jobs`)."""
+        jobs = await self.arrays.make_jobs(address, names, self, rooms)
         for name in jobs:
             self.new_record(name)
         return jobs

@@ -87,6 +87,7 @@ class JobMonitor:
         self.status_failures = 0
         #: A job failed at once (:data:`AT_ONCE`): replacements would fail the same way.
         self.failed_at_once = False
+        self._asked = False
 
     @property
     def gave_up(self) -> bool:
@@ -130,6 +131,7 @@ class JobMonitor:
                            self.status_failures)
             self.status_failures = 0
         statuses = self.dialect.parse_status(result.stdout)
+        self._asked = False  # whether this poll asked for a reconciliation
         self.fleet.refresh(self.connected())
         now = time.monotonic()
         for job_id, name in live.items():
@@ -143,6 +145,8 @@ class JobMonitor:
             elif before.started is not None and seen.state == "pending" and not seen.nodes:
                 # running at the last poll, back in the queue now (a suspended job keeps its nodes)
                 await self._requeued(name, seen)
+        if self.fleet.waiting() and self.running() and not self._asked:
+            self.reconcile()  # jobs held back by a cap go out as others start or end
         return True
 
     async def _job_ended(self, name: str) -> None:
@@ -231,4 +235,5 @@ class JobMonitor:
             return
         for pool, count in missing.items():
             self.fleet.grow(count, pool)
+        self._asked = True
         self.reconcile()

@@ -21,6 +21,7 @@ import dask.config
 
 from hpcgpu.cluster.cpu_setup import CPU_ONLY, GPU_ONLY, prepare_cpu
 from hpcgpu.cluster.job import worker_suffixes
+from hpcgpu.cluster.job_caps import CAP_FIELDS
 from hpcgpu.cluster.setup import SHAPE_OPTIONS, ClusterSetup, prepare
 from hpcgpu.jobspec.walltime import Retirement
 from hpcgpu.schedulers.registry import get_scheduler
@@ -32,7 +33,8 @@ DEFAULT_POOL = "default"
 #: What a pool may set; the rest comes from the cluster's arguments.
 POOL_OPTIONS = (*SHAPE_OPTIONS, "cores_per_node", "processes", "site", "limits", "launcher",
                 "one_task_per", "job_extra_directives", "job_directives_skip",
-                "job_script_prologue", "job_script_epilogue", "worker_extra_args")
+                "job_script_prologue", "job_script_epilogue", "worker_extra_args",
+                "max_queued_jobs", "max_running_jobs")
 #: The cluster's job shape, which a pool does not inherit (queue, account, walltime it does).
 _SHAPE = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
           "gpu_type", "exclusive", "job_name")
@@ -109,7 +111,7 @@ memory_per_node=, e.g. dict(gpus_per_node=0, cores_per_node=8, memory_per_node='
 cpus_per_gpu, memory_per_gpu, memory_per_node, walltime, queue, account, job_name, gpu_type, \
 exclusive, cores_per_node, processes, site, limits, launcher, one_task_per, \
 job_extra_directives, job_directives_skip, job_script_prologue, job_script_epilogue, \
-worker_extra_args
+worker_extra_args, max_queued_jobs, max_running_jobs
     """
     if not isinstance(name, str) or not _NAME.match(name) or name == DEFAULT_POOL:
         raise ValueError(f"pools: {name!r} is not a pool name: use a word of letters, digits "
@@ -125,7 +127,8 @@ worker_extra_args
                          f"{', '.join(POOL_OPTIONS)}")
     inherited = {k: v for k, v in cluster_options.items()
                  if k not in _SHAPE and k not in CPU_ONLY and k not in _CLUSTER_ONLY}
-    own = {k: v for k, v in pool.items() if v is not None}
+    # the pool's caps are the submitter's (hpcgpu.cluster.admission), not its job's
+    own = {k: v for k, v in pool.items() if v is not None and k not in CAP_FIELDS}
     own.setdefault("job_name", f"hpcgpu-{name}")
     if own.get("gpus_per_node") != 0:
         if "cores_per_node" in own or "processes" in own:

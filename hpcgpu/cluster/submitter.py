@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
+from hpcgpu.cluster.admission import JobGate
 from hpcgpu.cluster.faults import cancel_together
 from hpcgpu.cluster.fleet import JobFleet
 from hpcgpu.cluster.job_events import Submitted
@@ -47,6 +48,8 @@ class JobSubmitter:
                  adopt: Callable[[Any], Any]) -> None:
         self.fleet, self.monitor, self.dialect = fleet, monitor, dialect
         self.address, self.connected, self.retire, self.adopt = address, connected, retire, adopt
+        #: Which new jobs go out now, under the caps on queued and running jobs.
+        self.gate = JobGate(fleet)
 
     async def correct(self, running: bool) -> None:
         """One reconciliation (under the cluster's lock)."""
@@ -61,15 +64,16 @@ class JobSubmitter:
             fleet.cancelling(to_close)
             await cancel_together(self.dialect, [fleet.jobs[j] for j in to_close if j in fleet.jobs])
             fleet.cancelled(to_close)
-        await self.open(set(fleet.spec) - set(fleet.jobs))
+        await self.open(*self.gate.choose(set(fleet.spec) - set(fleet.jobs)))
 
-    async def open(self, names: set[str]) -> None:
-        """Make and submit the jobs of new entries ``names``. A rejected submission is
+    async def open(self, names: list[str], rooms: dict[str, int | None] | None = None) -> None:
+        """Make and submit the jobs of new entries ``names`` (``rooms``: pool -> the most of
+        its new jobs that may run at once, :class:`JobGate`). A rejected submission is
         reported once, by the monitor (``cluster.failures``; waiting for workers raises
         it): raising here reached the event loop as a second traceback."""
         if not names:
             return
-        jobs = await self.fleet.make_jobs(self.address(), list(names))  # several: arrays
+        jobs = await self.fleet.make_jobs(self.address(), list(names), rooms)  # several: arrays
         results = await asyncio.gather(*(_submit(job) for job in jobs.values()),
                                        return_exceptions=True)
         for (name, job), error in zip(jobs.items(), results):

@@ -58,6 +58,8 @@ class Scheduler:
     job_id_variable: ClassVar[str]
     #: The first index of an array's range; None: no job arrays here.
     first_array_index: ClassVar[int | None] = None
+    #: Whether its arrays take a throttle (at most T elements running: ``%T``, ``-tc T``).
+    throttles_arrays: ClassVar[bool] = False
     #: The variable that tells an array element its index.
     array_index_variable: ClassVar[str | None] = None
     #: (argv, pattern) that read the site's limit on array elements; None: not readable.

@@ -20,7 +20,7 @@ import dask.config
 import yaml
 
 __all__ = ["OPTIONS", "JOBQUEUE_KEYS", "ensure_jobqueue_section", "get", "jobqueue_defaults",
-           "resolve", "profile_names", "origin", "naming_the_source"]
+           "resolve", "profile_names", "origin", "naming_the_source", "site_profile"]
 
 _YAML = Path(__file__).with_name("hpcgpu.yaml")
 with _YAML.open() as _file:
@@ -201,6 +201,17 @@ def naming_the_source(scheduler: str, explicit: dict[str, Any], account_key: str
             raise
         raise ValueError(f"{error} (the value comes from {where}: ~/.config/dask/*.yaml or "
                          "DASK_* variables)") from None
+
+
+def site_profile(scheduler: str, profile: str | None = None) -> tuple[str | None, dict[str, Any]]:
+    """``(name, values)`` of the site profile a cluster of ``scheduler`` uses: ``profile``,
+    else ``hpcgpu.<scheduler>.profile`` (``(None, {})`` without one); keys underscored.
+
+    >>> site_profile("slurm", "local-gpu")[1]["queue"], site_profile("slurm")
+    ('gpu', (None, {}))
+    """
+    name = profile or _section(f"hpcgpu.{scheduler}").get("profile")
+    return name, (_profile(name, scheduler) if name else {})
 
 
 def _profile(name: str, scheduler: str) -> dict[str, Any]:

@@ -39,6 +39,7 @@ class LSF(Scheduler):
     account_key = "project"
     job_id_variable = "LSB_JOBID"
     first_array_index = 1
+    throttles_arrays = True
     array_index_variable = "LSB_JOBINDEX"
     default_array_limit = 1000  # LSF's MAX_JOB_ARRAY_SIZE
     batch_launcher = "jsrun"

@@ -26,6 +26,7 @@ class SGE(Scheduler):
     account_key = "project"
     job_id_variable = "JOB_ID"
     first_array_index = 1
+    throttles_arrays = True
     array_index_variable = "SGE_TASK_ID"
     array_limit_query = (("qconf", "-sconf"), r"^max_aj_tasks\s+(\d+)")  # 0: no limit
     batch_launcher = "mpirun"  # Open MPI reads the PE's hosts

@@ -33,6 +33,7 @@ class Slurm(Scheduler):
     dialect_class = SlurmDialect
     job_id_variable = "SLURM_JOB_ID"
     first_array_index = 0
+    throttles_arrays = True
     array_index_variable = "SLURM_ARRAY_TASK_ID"
     array_limit_query = (("scontrol", "show", "config"), r"^MaxArraySize\s*=\s*(\d+)")
     batch_launcher = "srun"
