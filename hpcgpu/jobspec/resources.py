@@ -20,6 +20,9 @@ __all__ = ["GPUJobShape", "NodeLimits"]
 
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_.:@+=,/-]+")
+#: An account may also hold spaces (SLURM's do: "Dask On SLURM"); a dialect whose directive
+#: lines cannot carry them refuses them (Dialect.quoted_fields).
+_ACCOUNT_RE = re.compile(r"[A-Za-z0-9_.:@+=,/-](?:[A-Za-z0-9_.:@+=,/ -]*[A-Za-z0-9_.:@+=,/-])?")
 
 #: Host memory one GPU worker needs at least: its process holds about 0.1 GiB before CUDA
 #: (a CPU worker after a small computation here), CUDA, CuPy and RMM add some hundreds of
@@ -237,10 +240,14 @@ def _bounded_job(values: dict[str, Any]) -> None:
 
 def _token(name: str, value: Any) -> str:
     text = str(value)
+    if name == "account" and _ACCOUNT_RE.fullmatch(text):
+        return text
     if not _TOKEN_RE.fullmatch(text):  # fullmatch: "$" would pass "gpu\n"
+        spaces = " (an account may also hold spaces between them)" if name == "account" else ""
         raise ValueError(
             f"{name}={value!r} is not a valid scheduler name: use letters, digits and "
-            "'_.:@+=,/-' only, with no spaces or newlines"
+            f"'_.:@+=,/-' only{spaces}: quotes, '$', backslashes, '#', ';' and newlines could "
+            "change how the scheduler or the shell reads the job script"
         )
     return text
 

@@ -188,14 +188,17 @@ def shebang(value: Any) -> str:
 _CHECKS = {
     "log_directory": directive_word, "shared_temp_directory": single_line,
     "local_directory": single_line, "interface": single_line, "job_name": directive_word,
-    "queue": directive_word, "account": directive_word, "project": directive_word,
+    "queue": directive_word, "account": quoted_value, "project": directive_word,
     "gpu_type": directive_word, "walltime": directive_word, "resource_spec": directive_word,
     "death_timeout": single_line,
 }
 
-#: What dask-jobqueue's CPU jobs write unquoted into the worker's command line.
+#: What dask-jobqueue's CPU jobs write unquoted into the worker's command line, and its
+#: unquoted ``#SBATCH -A`` (hpcgpu's own GPU scripts quote the account where the scheduler
+#: reads quotes: a dialect's ``quoted_fields``; the others refuse a space in ``validate``).
 CPU_WORDS = {"local_directory": shell_path, "interface": shell_word,
-             "shared_temp_directory": shell_word, "death_timeout": shell_word}
+             "shared_temp_directory": shell_word, "death_timeout": shell_word,
+             "account": directive_word}
 
 
 def check_options(options: dict[str, Any], checks: dict[str, Any] | None = None) -> None:
@@ -243,10 +246,11 @@ def check_script(script: Any) -> None:
     epilogue and extra directives are raw shell by definition."""
     shebang(script.shebang)
     directive_word("log_directory", script.log_directory)
+    quoted = getattr(script.dialect, "quoted_fields", frozenset())  # written shlex-quoted
     for name in ("queue", "account", "gpu_type", "job_name"):
         value = getattr(script.shape, name, None)
         if value is not None:
-            directive_word(name, value)
+            (quoted_value if name in quoted else directive_word)(name, value)
     for line in script.header:
         single_line("header", line)
     for name, value in script.environment:

@@ -6,6 +6,7 @@ A dialect is a frozen value holding a site's options; its methods are pure.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, Literal, get_args, get_origin, get_type_hints
 
@@ -55,10 +56,16 @@ class JobStatus:
         return self.state in TERMINAL_STATES
 
 
-def optional_lines(shape: GPUJobShape, queue: str, account: str, exclusive: str | None = None) -> list[str]:
+def optional_lines(shape: GPUJobShape, queue: str, account: str, exclusive: str | None = None,
+                   quoted: frozenset[str] = frozenset()) -> list[str]:
     """The directives of the options ``shape`` sets: its queue and account (``{}`` in
-    ``queue``/``account`` stands for the value) and exclusive nodes, where a dialect says how."""
-    lines = [form.format(value) for form, value in ((queue, shape.queue), (account, shape.account)) if value]
+    ``queue``/``account`` stands for the value) and exclusive nodes, where a dialect says how.
+    A value named in ``quoted`` is written as ``shlex.quote`` writes it (a word with a space
+    gets single quotes, which sbatch and OpenPBS's qsub read as bash does; a plain word stays
+    as it is)."""
+    values = {"queue": shape.queue, "account": shape.account}
+    values = {name: shlex.quote(value) if value and name in quoted else value for name, value in values.items()}
+    lines = [form.format(value) for form, value in ((queue, values["queue"]), (account, values["account"])) if value]
     return lines + ([exclusive] if exclusive and shape.exclusive else [])
 
 
@@ -84,6 +91,9 @@ class Dialect:
     #: Options of dask-jobqueue's CPU jobs that its directive lines carry in double quotes, so
     #: that a value may hold spaces (:func:`~hpcgpu.jobspec.scriptfields.quoted_value`).
     quoted_directives: ClassVar[frozenset[str]] = frozenset()
+    #: Fields of the GPU job shape that hpcgpu's own directive lines write quoted
+    #: (:func:`optional_lines`), so that they may hold spaces; elsewhere a space is refused.
+    quoted_fields: ClassVar[frozenset[str]] = frozenset()
 
     limits: NodeLimits = field(default_factory=NodeLimits)
 
@@ -109,6 +119,11 @@ class Dialect:
     def validate(self, shape: GPUJobShape) -> None:
         """Raise ``ValueError`` when this site cannot run ``shape``."""
         shape.check_fits(self.limits)
+        if shape.account and " " in shape.account and "account" not in self.quoted_fields:
+            raise ValueError(
+                f"account={shape.account!r} holds a space, which {self.name}'s directive lines "
+                f"do not carry (each {self.prefix} line is split on spaces; hpcgpu quotes accounts "
+                "for SLURM and OpenPBS only): use letters, digits and '_.:@+=,/-' only")
 
     def launcher_for(self, shape: GPUJobShape) -> str:
         """The launcher a job of ``shape`` uses when none is named."""

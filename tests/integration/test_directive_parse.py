@@ -19,7 +19,9 @@ listing and one delete for all of them:
   job scripts" pages), over the golden scripts and the same drawn fields.
 
 A value hpcgpu refuses must be refused naming its field; a value in the portable form
-(letters, digits, ``_.-``, a letter first; accounts also ``:@+=,/``) must be accepted.
+(letters, digits, ``_.-``, a letter first; accounts also ``:@+=,/``) must be accepted. SLURM
+and OpenPBS accounts may also hold spaces between words (written shlex-quoted; the other
+schedulers refuse them, naming the account).
 """
 
 from __future__ import annotations
@@ -47,11 +49,16 @@ PORTABLE_ACCOUNT = re.compile(r"[\w.:@+=,/-]+", re.ASCII)
 JUNK = " \"'$`\\#;é"
 names = st.one_of(st.from_regex(r"[A-Za-z][A-Za-z0-9_.-]{0,11}", fullmatch=True),
                   st.text(string.ascii_letters + string.digits + "_.-" + JUNK, min_size=1, max_size=12))
+#: an account with spaces between words: SLURM and OpenPBS take it quoted, the others refuse
+#: it (tests/unit/test_account_quoting.py)
+spaced = st.from_regex(r"[A-Za-z0-9_.:@+=,/-]{1,5}( {1,2}[A-Za-z0-9_.:@+=,/-]{1,5}){1,2}", fullmatch=True)
 accounts = st.one_of(st.none(), st.from_regex(r"[A-Za-z0-9_.-]{1,12}", fullmatch=True),
                      st.text(string.ascii_letters + string.digits + "_.-" + JUNK, min_size=1, max_size=12))
 #: the value of the user's own extra directive, which the user double-quotes (spaces, $)
 quoted = st.text(string.ascii_letters + string.digits + " $_.-{}", min_size=1, max_size=16).filter(str.strip)
 DRAW = st.lists(st.tuples(names, accounts, quoted), min_size=8, max_size=8)
+SPACED_DRAW = st.lists(st.tuples(st.from_regex(PORTABLE_NAME, fullmatch=True), spaced, quoted),
+                       min_size=4, max_size=4)
 SETTINGS = settings(max_examples=2, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 #: scheduler -> (queue, the extra directive carrying the quoted value, what the user wrote)
@@ -130,6 +137,24 @@ def test_slurm_reads_every_directive_as_written(slurm, tmp_path, draw):
         assert seen[job_id] == [name, (account or "").lower() or seen[job_id][1], queue, value]
 
 
+@pytest.mark.slurm
+@SETTINGS
+@given(draw=SPACED_DRAW)
+def test_slurm_reads_an_account_with_spaces_as_one_value(slurm, tmp_path, draw):
+    """SLURM accounts may hold spaces ("Dask On SLURM"): hpcgpu writes them shlex-quoted and
+    sbatch reads the quoted word back as the one value (SLURM keeps accounts in lower case)."""
+    scripts = rendered("slurm", draw)
+    assert len(scripts) == len(draw), "an account with spaces was refused for SLURM"
+    assert all("--account='" in text for _, text in scripts)
+    ids = _submit_held(tmp_path, scripts, ["sbatch", "--parsable", "--hold"], r"^(\d+)", ["scancel"])
+    try:
+        listed = _run(["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", "%i\x1f%a"]).stdout
+    finally:
+        _run(["scancel", *ids])
+    seen = dict(line.split("\x1f") for line in listed.splitlines())
+    assert [seen[job_id] for job_id in ids] == [fields[1].lower() for fields, _ in scripts]
+
+
 @pytest.mark.sge
 @SETTINGS
 @given(draw=DRAW)
@@ -175,6 +200,20 @@ def test_openpbs_reads_every_directive_as_written(pbs, tmp_path, draw):
         text = {key: None if job.get(key) is None else str(job[key]) for key in ("Job_Name", "Account_Name")}
         assert (text["Job_Name"], text["Account_Name"], job["queue"]) == (name, account, queue)
         assert str(job["Variable_List"]["HPCGPU_PARSE"]) == value
+
+
+@pytest.mark.pbs
+@SETTINGS
+@given(draw=SPACED_DRAW)
+def test_openpbs_reads_an_account_with_spaces_as_one_value(pbs, tmp_path, draw):
+    scripts = rendered("pbs", draw)
+    assert len(scripts) == len(draw), "an account with spaces was refused for OpenPBS"
+    ids = _submit_held(tmp_path, scripts, [f"{PBS_BIN}/qsub", "-h"], r"^(\S+)", [f"{PBS_BIN}/qdel"])
+    try:
+        listed = json.loads(_run([f"{PBS_BIN}/qstat", "-f", "-F", "json", *ids]).stdout)["Jobs"]
+    finally:
+        _run([f"{PBS_BIN}/qdel", *ids])
+    assert [listed[job_id]["Account_Name"] for job_id in ids] == [fields[1] for fields, _ in scripts]
 
 
 #: bsub's options that take no value (the rest take exactly one)

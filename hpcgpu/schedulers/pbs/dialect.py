@@ -74,6 +74,8 @@ class PBSDialect(Dialect):
     cancel_executable: ClassVar[str] = "qdel"
     default_launcher: ClassVar[str] = "mpiexec"
     job_id_pattern: ClassVar[str] = r"^\s*(\d+(?:\[\d*\])?(?:\.[\w.-]+)?)"
+    #: qsub reads a directive's quotes; an account may hold spaces (test_directive_parse.py)
+    quoted_fields: ClassVar[frozenset[str]] = frozenset({"account"})
 
     gpu_resource: str = "ngpus"
     gpu_type_resource: str = "gpu_model"
@@ -96,7 +98,7 @@ class PBSDialect(Dialect):
             f"-l place=scatter{':excl' if shape.exclusive else ''}",
             f"-l walltime={shape.walltime_hms}",
         ]
-        lines += optional_lines(shape, "-q {}", "-A {}")
+        lines += optional_lines(shape, "-q {}", "-A {}", quoted=self.quoted_fields)
         lines += ["-j oe", f"-o {log_directory}/"]
         return lines
 

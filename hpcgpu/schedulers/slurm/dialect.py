@@ -67,6 +67,9 @@ class SlurmDialect(Dialect):
     default_launcher: ClassVar[str] = "srun"
     submit_options: ClassVar[tuple[str, ...]] = ("--parsable",)
     job_id_pattern: ClassVar[str] = r"^\s*(\d+)"
+    #: sbatch reads a directive's quotes as bash does, and SLURM accounts may hold spaces
+    #: ("Dask On SLURM"); hpcgpu quotes the account (tests/integration/test_directive_parse.py)
+    quoted_fields: ClassVar[frozenset[str]] = frozenset({"account"})
 
     gpu_directive: Literal["gpus-per-node", "gres"] = "gpus-per-node"
     memory_directive: Literal["mem", "mem-per-gpu"] = "mem"
@@ -91,7 +94,7 @@ class SlurmDialect(Dialect):
             else:
                 lines.append(f"--mem={format_memory(shape.node_memory, SLURM_MEMORY_UNITS)}")
         lines.append(f"--time={format_hms(shape.walltime, days=True)}")
-        lines += optional_lines(shape, "--partition={}", "--account={}", "--exclusive")
+        lines += optional_lines(shape, "--partition={}", "--account={}", "--exclusive", self.quoted_fields)
         lines += [f"--output={log_directory}/%x-%j.out", f"--error={log_directory}/%x-%j.err"]
         return lines
 
