@@ -7,6 +7,7 @@ belong to its :class:`~hpcgpu.schedulers.dialect.Dialect`, made by :meth:`Schedu
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
@@ -81,6 +82,9 @@ class Scheduler:
     output_spooled_by: ClassVar[str] = ""
     #: Variables that name the cluster a job runs in (several clusters may share a home).
     cluster_variables: ClassVar[tuple[str, ...]] = ()
+    #: The module whose ``offer(shape, dialect)`` and ``offers(shape, dialect)`` ask the
+    #: scheduler what its queues' nodes offer, imported on first use; None: not asked.
+    queries_module: ClassVar[str | None] = None
 
     def dialect(self, **site_options: Any) -> Dialect:
         """This scheduler's dialect with the site's options; unknown options raise
@@ -161,11 +165,15 @@ class Scheduler:
     def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
         """A :class:`~hpcgpu.jobspec.queues.offer.QueueOffer` of ``shape.queue``'s nodes
         (None: this scheduler cannot be asked); raises ``QueryUnavailable`` where asking failed."""
-        return None
+        return None if self.queries_module is None else self._queries().offer(shape, dialect)
 
     def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
         """Every queue's offer, for the alternatives a refusal names (None: not listed)."""
-        return None
+        return None if self.queries_module is None else self._queries().offers(shape, dialect)
+
+    def _queries(self) -> Any:
+        # on first use: the queries import the command seam, which rendering never needs
+        return importlib.import_module(self.queries_module or "")
 
     def check_cpu_queue(self, queue: str | None, cores: int, memory: int) -> None:
         """Refuse a CPU job (``cores``, ``memory`` bytes) its queue cannot run, where this

@@ -135,3 +135,7 @@ def lsf_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
     """Every open queue (``bqueues -w``), each asked as the check asks it."""
     names = parse_bqueues_w(query(["bqueues", "-w"]).stdout)[:MAX_QUEUES_ASKED]
     return [lsf_offer(replace(shape, queue=name), dialect) for name in names]
+
+
+#: What :meth:`~hpcgpu.schedulers.base.Scheduler.queue_offer` and ``queue_offers`` call.
+offer, offers = lsf_offer, lsf_offers

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from hpcgpu.schedulers.base import Scheduler
 from hpcgpu.schedulers.lsf.dialect import LSFDialect
@@ -45,6 +45,7 @@ class LSF(Scheduler):
     batch_launcher = "jsrun"
     cpu_job = ("dask_jobqueue.lsf", "LSFJob")
     cluster_class = "LSFCluster"
+    queries_module = "hpcgpu.schedulers.lsf.queues"
     cluster_variables = ("LSF_CLUSTER_NAME",)
     output_spooled_by = "LSF (unless the site sets LSB_STDOUT_DIRECT=Y)"
     walltime_hours_minutes = True  # -W is [HH:]MM
@@ -76,16 +77,6 @@ class LSF(Scheduler):
             pairs = pairs[1:]
         hosts = [h for h, _ in pairs]
         return hosts, len(hosts) or None, pairs[0][1] if pairs else None
-
-    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
-        from hpcgpu.schedulers.lsf.queues import lsf_offer
-
-        return lsf_offer(shape, dialect)
-
-    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
-        from hpcgpu.schedulers.lsf.queues import lsf_offers
-
-        return lsf_offers(shape, dialect)
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:

@@ -126,3 +126,7 @@ def pbs_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
         found = parse_pbsnodes(nodes, None if routed else name, kind)
         offers.append(QueueOffer("queue", name, tuple(found), **_limits(info)))
     return offers
+
+
+#: What :meth:`~hpcgpu.schedulers.base.Scheduler.queue_offer` and ``queue_offers`` call.
+offer, offers = pbs_offer, pbs_offers

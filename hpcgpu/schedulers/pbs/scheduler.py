@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from hpcgpu.schedulers.base import Scheduler, int_or_none, unique_lines
 from hpcgpu.schedulers.pbs.dialect import PBSDialect
@@ -31,6 +31,7 @@ class PBS(Scheduler):
     batch_direct_on_one_node = True  # sites' mpiexec differ (PALS --ppn, Open MPI refuses it)
     cpu_job = ("dask_jobqueue.pbs", "PBSJob")
     cluster_class = "PBSCluster"
+    queries_module = "hpcgpu.schedulers.pbs.queues"
     cluster_variables = ("PBS_SERVER",)
     output_spooled_by = "PBS"
 
@@ -55,16 +56,6 @@ class PBS(Scheduler):
     def hosts_and_cpus(self, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
         hosts = unique_lines(env.get("PBS_NODEFILE"))
         return hosts, len(hosts) or None, int_or_none(env.get("NCPUS"))
-
-    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
-        from hpcgpu.schedulers.pbs.queues import pbs_offer
-
-        return pbs_offer(shape, dialect)
-
-    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
-        from hpcgpu.schedulers.pbs.queues import pbs_offers
-
-        return pbs_offers(shape, dialect)
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:

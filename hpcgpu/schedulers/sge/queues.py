@@ -178,3 +178,7 @@ def sge_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
     """Every cluster queue (``qconf -sql``), each asked as the check asks it."""
     names = query(["qconf", "-sql"]).stdout.split()[:MAX_QUEUES_ASKED]
     return [sge_offer(replace(shape, queue=name), dialect) for name in names]
+
+
+#: What :meth:`~hpcgpu.schedulers.base.Scheduler.queue_offer` and ``queue_offers`` call.
+offer, offers = sge_offer, sge_offers

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from hpcgpu.schedulers.base import Scheduler, int_or_none, unique_lines
 from hpcgpu.schedulers.sge.dialect import SGEDialect
@@ -33,6 +33,7 @@ class SGE(Scheduler):
     batch_direct_on_one_node = True
     cpu_job = ("dask_jobqueue.sge", "SGEJob")
     cluster_class = "SGECluster"
+    queries_module = "hpcgpu.schedulers.sge.queues"
     cluster_variables = ("SGE_CLUSTER_NAME", "SGE_CELL")
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
@@ -78,16 +79,6 @@ class SGE(Scheduler):
 
     def ended(self, returncode: int, stdout: str, stderr: str) -> bool:
         return returncode != 0 and "do not exist" in stderr
-
-    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
-        from hpcgpu.schedulers.sge.queues import sge_offer
-
-        return sge_offer(shape, dialect)
-
-    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
-        from hpcgpu.schedulers.sge.queues import sge_offers
-
-        return sge_offers(shape, dialect)
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
                       worker_name: str, job_id: str) -> str:

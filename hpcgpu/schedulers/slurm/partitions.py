@@ -118,3 +118,7 @@ def slurm_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]
     text = query(argv, empty=True, shown=3).stdout
     return [QueueOffer("partition", name, tuple(parse_sinfo(text, name)))
             for name in sinfo_partitions(text)]
+
+
+#: What :meth:`~hpcgpu.schedulers.base.Scheduler.queue_offer` and ``queue_offers`` call.
+offer, offers = slurm_offer, slurm_offers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from hpcgpu.schedulers.base import Scheduler
 from hpcgpu.schedulers.slurm.dialect import SlurmDialect
@@ -39,6 +39,7 @@ class Slurm(Scheduler):
     batch_launcher = "srun"
     cpu_job = ("dask_jobqueue.slurm", "SLURMJob")
     cluster_class = "SLURMCluster"
+    queries_module = "hpcgpu.schedulers.slurm.partitions"
     cluster_variables = ("SLURM_CLUSTER_NAME",)
 
     def preemption_lines(self, signal_before: int | None, requeue: bool) -> list[str]:
@@ -87,16 +88,6 @@ class Slurm(Scheduler):
         if returncode != 0:
             return "Invalid job id" in stderr
         return set(stdout.split()) <= _ENDED  # nothing listed: gone from the queue
-
-    def queue_offer(self, shape: Any, dialect: Any = None) -> Any:
-        from hpcgpu.schedulers.slurm.partitions import slurm_offer
-
-        return slurm_offer(shape, dialect)
-
-    def queue_offers(self, shape: Any, dialect: Any = None) -> list[Any] | None:
-        from hpcgpu.schedulers.slurm.partitions import slurm_offers
-
-        return slurm_offers(shape, dialect)
 
     def check_cpu_queue(self, queue: str | None, cores: int, memory: int) -> None:
         from hpcgpu.schedulers.slurm.partitions import check_cpu_partition
