@@ -39,6 +39,7 @@ from hpcgpu.cluster.pools import DEFAULT_POOL
 from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
 from hpcgpu.cluster.progress import wait_for_workers
 from hpcgpu.cluster.reachback import ReachBack, port_ranges
+from hpcgpu.cluster.versions import VersionWatch
 from hpcgpu.cluster.scheduler_job import worker_address
 from hpcgpu.cluster.shutdown import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.submitter import JobSubmitter
@@ -99,6 +100,7 @@ class BatchCluster(JobQueueCluster):
         self.job_key = self.fleet.job_key
         #: The workers' ports as this host reaches them (None: the scheduler is elsewhere).
         self.reach = ReachBack(self._client_connection_args, self._describe_worker) if reach_back else None
+        self.versions = VersionWatch()  # each joining worker's hpcgpu, dask, distributed
         super().__init__(**kwargs)
         # The fleet's desired and started jobs are the dicts SpecCluster reconciles.
         self.fleet.spec, self.fleet.jobs = self.worker_spec, self.workers
@@ -257,6 +259,8 @@ class BatchCluster(JobQueueCluster):
         return f"worker {name!r}{where}", port_ranges(extra)
 
     def _update_worker_status(self, op, msg):
+        if op == "add":
+            self.versions.watch(msg.get("workers", {}))
         if op == "add" and self.reach is not None:
             self.reach.watch(dict(msg.get("workers", {})))
         elif op == "remove" and self.reach is not None:

@@ -18,6 +18,7 @@ from hpcgpu.network.tls import load_tornado_tls_defaults
 from hpcgpu.network.unixcomm import register as register_unix_comm
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.system import warmup
+from hpcgpu.system.versions import local_versions
 from hpcgpu.system.threadsignals import unblock_in_main
 from hpcgpu.worker.gpuinfo import count_gpus, describe_gpu
 from hpcgpu.worker.placement import physical_gpu
@@ -63,6 +64,7 @@ def _describe(worker) -> None:
         physical_gpu=physical_gpu(index) if index else None,  # the node's own id of it
         hostname=os.uname().nodename,
         gpu_present=info.get("uuid") is not None,
+        versions=local_versions(),  # the client compares them (hpcgpu.system.versions)
     )
     info.update(getattr(worker, "hpcgpu_setup", {}))  # set by GPUWorker
     worker.hpcgpu_heartbeat = HeartbeatGate(worker)
