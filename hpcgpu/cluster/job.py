@@ -9,6 +9,7 @@ and their cancel commands run through :mod:`hpcgpu.system.commands`, the one sub
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
@@ -16,6 +17,7 @@ from distributed.deploy.spec import ProcessInterface
 from hpcgpu.system import commands
 from hpcgpu.system.jobqueue import Job
 from hpcgpu.cluster.faults import submit_with_retries
+from hpcgpu.jobspec.container import Container
 from hpcgpu.jobspec.dialects import Dialect
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.launchers import Launcher
@@ -97,6 +99,8 @@ class GPUJob(DialectSubmission, Job):
         flags (None: none given, the command as without them).
     worker_http_address : str or None
         Where the workers' HTTP servers listen (None: loopback, :mod:`hpcgpu.worker.http`).
+    container : Container or None
+        Run the workers in this image, with the paths they need bound (:meth:`binds`).
     """
 
     config_name = "slurm"  # dask-jobqueue's fallback config section; hpcgpu passes its own
@@ -109,8 +113,10 @@ class GPUJob(DialectSubmission, Job):
                  scheduler_file: str | None = None, scheduler_lines: tuple[str, ...] = (),
                  retire_before: str | None = None, lifetime_stagger: str | None = None,
                  gpu_options: GPUWorkerOptions | None = None,
-                 worker_http_address: str | None = None, **options: Any) -> None:
+                 worker_http_address: str | None = None, container: Container | None = None,
+                 **options: Any) -> None:
         self.shape, self.dialect, self.launcher = shape, dialect, launcher
+        self.container = container
         self.http_address = worker_http_address
         self.retirement = {"retire_before": retire_before, "lifetime_stagger": lifetime_stagger}
         self.security_files = tls_settings(security)
@@ -165,7 +171,18 @@ class GPUJob(DialectSubmission, Job):
             job_script_epilogue=tuple(self.job_script_epilogue) + self.scheduler_lines[-1:],
             environment=self.environment,
             shebang=self.shebang or "#!/usr/bin/env bash",
+            container=self.container, binds=self.binds() if self.container else (),
         )
+
+    def binds(self) -> tuple[str, ...]:
+        """The host paths the workers read or write, for a container to bind: the log
+        directory, the TLS files' directory (the cluster's private one), the scheduler
+        file's, the local directory (unless the job's shell expands it)."""
+        worker = self.worker_command()
+        files = [worker.tls_ca_file, worker.tls_cert, worker.tls_key, worker.scheduler_file]
+        paths = [self.log_directory, *(os.path.dirname(f) for f in files if f)]
+        paths.append(worker.local_directory)
+        return tuple(os.path.abspath(p) for p in paths if p and "$" not in p and not p.startswith("~"))
 
 
 def tls_settings(security: Any) -> dict[str, str | None]:

@@ -13,6 +13,7 @@ from hpcgpu.system import config
 from hpcgpu.jobspec.dialects import Dialect, get_dialect
 from hpcgpu.launchers import Launcher, get_launcher
 from hpcgpu.system.logdir import default_log_directory, prune_job_logs
+from hpcgpu.jobspec.container import container_option
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options, explicit_none, switch_network
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
@@ -75,6 +76,7 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         gpu_options, switches = batch_gpu_options({k: opts[k] for k in GPU_KEYWORDS if opts[k] is not None})
         limits = _limits(opts["limits"] or {})
         shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
+        container = container_option(opts["container"], bool(opts["scheduler_in_job"]))
     opts["protocol"], opts["transports"] = switch_network(opts["protocol"], opts["transports"], switches)
     dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
     launcher = get_launcher(opts["launcher"] or dialect.launcher_for(shape),
@@ -87,13 +89,13 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
                          **(opts["scheduler_options"] or {})}
     job_options = dict(
         shape=shape, dialect=dialect, launcher=launcher,
-        python=opts["python"] or sys.executable, log_directory=log_directory,
+        python=opts["python"] or ("python3" if container else sys.executable), log_directory=log_directory,
         death_timeout=opts["death_timeout"], local_directory=opts["local_directory"],
         shebang=opts["shebang"], worker_http_address=opts["worker_http_address"],
         **{name: list(opts[name] or []) for name in _LIST_OPTIONS},
     )
-    if gpu_options is not None:  # none given: the job script stays as it was
-        job_options["gpu_options"] = gpu_options
+    # dask-cuda's keywords, the workers' image: only when given (else the script stays as it was)
+    job_options.update({k: v for k, v in (("gpu_options", gpu_options), ("container", container)) if v})
     return ClusterSetup(
         shape=shape, dialect=dialect, launcher=launcher, log_directory=log_directory,
         shared_temp_directory=opts["shared_temp_directory"] or log_directory,

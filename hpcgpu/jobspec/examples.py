@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from hpcgpu.jobspec.container import Container
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.launchers import get_launcher
@@ -62,7 +63,19 @@ EXAMPLES: dict[str, tuple[str, dict, str, dict]] = {
     ),
     "flux-2x4.sh": ("flux", {}, "flux", dict(nodes=2, gpus_per_node=4, memory_per_gpu=None,
                                              queue="gpu", account="proj123")),
+    "slurm-1x4-apptainer.sh": ("slurm", {}, "srun", dict(nodes=1, gpus_per_node=4)),
+    "slurm-1x4-singularity.sh": ("slurm", {}, "srun", dict(nodes=1, gpus_per_node=4)),
+    "slurm-1x4-podman-hpc.sh": ("slurm", {}, "srun", dict(nodes=1, gpus_per_node=4)),
 }
+
+#: file name -> the workers' container (SLURMCluster(container=...) renders these), with the
+#: paths a cluster binds for them: its log directory, holding its private directory
+CONTAINERS: dict[str, Container] = {
+    "slurm-1x4-apptainer.sh": Container("/sw/images/hpcgpu.sif", binds=("/scratch",)),
+    "slurm-1x4-singularity.sh": Container("/sw/images/hpcgpu.sif", runtime="singularity"),
+    "slurm-1x4-podman-hpc.sh": Container("registry.example.org/me/hpcgpu:0.1", runtime="podman-hpc"),
+}
+_CONTAINER_BINDS = ("/home/me/.cache/hpcgpu/logs",)
 
 
 #: file name -> dask-cuda's worker keywords (SLURMCluster(rmm_pool_size=...) renders these)
@@ -83,7 +96,8 @@ def render_examples() -> dict[str, str]:
             shape, get_dialect(scheduler, **site), get_launcher(launcher),
             dataclasses.replace(_WORKER, nthreads=shape.cpus_per_gpu, gpu=GPUWorkerOptions.from_dask_cuda(
                 **GPU_OPTIONS[filename]) if filename in GPU_OPTIONS else None),
-            log_directory="logs",
+            log_directory="logs", container=CONTAINERS.get(filename),
+            binds=_CONTAINER_BINDS if filename in CONTAINERS else (),
         )
         texts[filename] = render(script)
     return texts

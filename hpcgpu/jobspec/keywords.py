@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from hpcgpu.jobspec.container import Container
 from hpcgpu.jobspec.forms import (DICT, DURATION, DURATION_OFF, FLAG, LISTEN, MAX_GPUS_PER_NODE,
                                   MAX_NODES, MAX_WORKERS, MEMORY, MEMORY_LIMIT, PATH, PROTOCOL, SIZE,
                                   TEXT, TEXT_OR_TEXTS, TEXTS, WALLTIME, Form, KeywordTypeError,
@@ -61,6 +62,8 @@ _JOB = {
     "job_directives_skip": TEXTS, "job_script_prologue": TEXTS, "job_script_epilogue": TEXTS,
     "worker_extra_args": TEXTS, "scheduler_options": DICT, "dashboard_address": LISTEN,
     "site": DICT, "limits": DICT, "profile": TEXT, "scheduler_in_job": FLAG,
+    "container": Form((str, dict, Container), "an image path ('/sw/hpcgpu.sif') or {'image': ..., "
+                      "'runtime': 'apptainer', 'binds': [...]}"),
     "worker_http_address": Form((str,), "an address host:port (':9100', '10.1.0.5:0')",
                                 parse=http_address),
 }

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import jinja2
 
+from hpcgpu.jobspec.container import Container
 from hpcgpu.jobspec.dialects import Dialect
 from hpcgpu.launchers import Launcher
 from hpcgpu.jobspec.resources import GPUJobShape
@@ -139,9 +140,11 @@ _HAS_HPCGPU = ("'import importlib.util as u; "
                """raise SystemExit(not (u.find_spec("hpcgpu") and u.find_spec("distributed")))'""")
 
 
-def python_check(python: str) -> tuple[str, ...]:
+def python_check(python: str, container: Container | None = None,
+                 binds: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Shell lines that end a worker job at once, saying what to do, when ``python`` has no
     hpcgpu (or is not there): else the job's only word is ``No module named hpcgpu`` (#43).
+    With a ``container``, its runtime must be on the node and the python is the image's.
 
     Examples
     --------
@@ -151,13 +154,34 @@ def python_check(python: str) -> tuple[str, ...]:
       echo "hpcgpu: $hpcgpu_python ... on $HOSTNAME has no hpcgpu: ...
       exit 2
     fi
+    >>> print(python_check("python3", Container.create("/i.sif"))[1])  # doctest: +ELLIPSIS
+    if ! command -v apptainer >/dev/null; then echo "hpcgpu: apptainer ... job_script_prologue" >&2; exit 2; fi
     """
+    first = f"hpcgpu_python={shlex.quote(python)}"
+    if container is not None:
+        return _container_check(first, container, binds)
     return (
-        f"hpcgpu_python={shlex.quote(python)}",
+        first,
         f'if ! "$hpcgpu_python" -c {_HAS_HPCGPU} 2>/dev/null; then',
         '  echo "hpcgpu: $hpcgpu_python ($(command -v "$hpcgpu_python" || echo not found)) on $HOSTNAME '
         "has no hpcgpu: the nodes need a python with hpcgpu at that path, or name theirs with "
         'python=... (hpcgpu jobscript --python)" >&2',
+        "  exit 2",
+        "fi",
+    )
+
+
+def _container_check(first: str, container: Container, binds: tuple[str, ...]) -> tuple[str, ...]:
+    """:func:`python_check` in the image: the runtime on PATH, then its python (the runtime's
+    own errors, an image it cannot open, stay on stderr)."""
+    runtime, image = container.executable, container.image  # no quote, $ or space (Container)
+    return (
+        first,
+        f'if ! command -v {runtime} >/dev/null; then echo "hpcgpu: {runtime} is not on PATH on '
+        '$HOSTNAME: load its module in job_script_prologue" >&2; exit 2; fi',
+        f'if ! {container.shell_prefix(binds)} "$hpcgpu_python" -c {_HAS_HPCGPU}; then',
+        f'  echo "hpcgpu: image {image} on $HOSTNAME did not start, or its $hpcgpu_python has no hpcgpu: '
+        'install hpcgpu in the image, or name its python with python=..." >&2',
         "  exit 2",
         "fi",
     )
@@ -170,6 +194,8 @@ def worker_job_script(
     worker: WorkerCommand,
     python: str = "python3",
     start_lines: tuple[str, ...] = (),
+    container: Container | None = None,
+    binds: tuple[str, ...] = (),
     **options,
 ) -> JobScript:
     """A job script that starts one Dask worker per GPU through ``hpcgpu.worker``.
@@ -178,6 +204,8 @@ def worker_job_script(
     starts a nanny per GPU itself (:meth:`Launcher.worker <hpcgpu.launchers.Launcher.worker>`).
     ``python`` is checked after the user's prologue (which may load a module or activate
     an environment) and before ``start_lines`` (``scheduler_in_job``'s scheduler) and the workers.
+    A ``container`` runs the workers (and that check) inside its image, ``binds`` bound
+    (:mod:`hpcgpu.jobspec.container`).
     """
     launcher.validate(shape)
     dialect.validate(shape)
@@ -188,6 +216,9 @@ def worker_job_script(
         f"one Dask worker per GPU, started by {launcher.name} ({tasks})",
     )
     options.setdefault("header", header)
-    options["job_script_prologue"] = (tuple(options.get("job_script_prologue", ())) + python_check(python)
-                                      + tuple(start_lines))
-    return JobScript(shape, dialect, launcher, shell_join(worker.argv(python)), **options)
+    options["job_script_prologue"] = (tuple(options.get("job_script_prologue", ()))
+                                      + python_check(python, container, binds) + tuple(start_lines))
+    command = shell_join(worker.argv(python))
+    if container is not None:
+        command = f"{container.shell_prefix(binds)} {command}"
+    return JobScript(shape, dialect, launcher, command, **options)
