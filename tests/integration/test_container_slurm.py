@@ -1,0 +1,83 @@
+"""Workers in a container image, on the real local SLURM, through a stand-in ``apptainer``.
+
+Apptainer cannot be installed on these machines (no Debian 12 package, no download from
+its releases), so tests/shims/container/apptainer stands in for it: it checks what hpcgpu
+rendered (``exec``, ``--nv``, the image, every path the worker command names inside a
+``--bind`` path) and runs the command on the host. The job script, sbatch, srun and the
+worker are real. docs/containers.md says what this does not verify.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+import pytest
+from distributed import Client
+
+from cluster_helpers import FAST, SHIMS, check_failing_job_reported
+from conftest import wait_for
+from hpcgpu import SLURMCluster
+
+pytestmark = pytest.mark.slurm
+
+#: The image's own packages: another hpcgpu than the client's
+IMAGE_SITE = '''import importlib.metadata as m
+_version = m.version
+m.version = lambda name: "0.0.0+image" if name == "hpcgpu" else _version(name)
+'''
+
+
+@pytest.fixture
+def image(slurm, tmp_path, monkeypatch):
+    """A stand-in image, the shim first on the jobs' PATH (sbatch passes the environment)."""
+    path = tmp_path / "hpcgpu.sif"
+    path.write_text("stand-in image\n")
+    site = tmp_path / "image-site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(IMAGE_SITE)
+    monkeypatch.setenv("PATH", f"{SHIMS / 'container'}:{os.environ['PATH']}")
+    monkeypatch.setenv("HPCGPU_SHIM_LOG", str(tmp_path / "shim.log"))
+    monkeypatch.setenv("HPCGPU_SHIM_SITE", str(site))
+    return path
+
+
+def test_worker_in_container_computes_and_other_versions_are_reported(image, clusters, tmp_path, caplog):
+    data = tmp_path / "data"
+    data.mkdir()
+    cluster = clusters(SLURMCluster, **FAST, gpus_per_node=1, python=sys.executable,
+                       container={"image": str(image), "binds": [str(data)]})
+    with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"):
+        cluster.scale(jobs=1)
+        cluster.wait_for_workers(1, timeout=120)
+        joined = time.monotonic()
+        with Client(cluster) as client:
+            # a function of the worker's own os.environ (a bound os.environ.get would carry the client's)
+            where = client.submit(lambda: os.environ.get("HPCGPU_IN_CONTAINER"), pure=False).result(timeout=30)
+            assert client.submit(sum, range(10)).result(timeout=30) == 45
+        # the worker ran in the "image", and the client was told of its hpcgpu within seconds
+        assert where == str(image)
+        wait_for(lambda: cluster.versions.problems, timeout=5)
+        assert time.monotonic() - joined < 5
+    (message,) = cluster.versions.problems.values()
+    client_version = cluster.versions.mine["hpcgpu"]
+    assert f"hpcgpu 0.0.0+image (client {client_version})" in message
+    assert "dask" not in message.split(": install")[0]  # dask and distributed match
+    assert message in caplog.text
+    calls = (tmp_path / "shim.log").read_text().splitlines()
+    # the job's python check, then srun's worker task: both in the image, with --nv and the binds
+    assert len(calls) == 2 and all(c.startswith("nv=1 binds=") for c in calls), calls
+    binds = calls[1].split()[1].removeprefix("binds=").split(",")
+    assert binds[0] == str(data) and str(tmp_path / "logs") in binds
+    assert "-m hpcgpu.worker" in calls[1]
+
+
+def test_image_without_hpcgpu_ends_the_job_saying_so(image, clusters):
+    cluster = clusters(SLURMCluster, **FAST, gpus_per_node=1, python="/nonexistent/bin/python3",
+                       max_failed_jobs=1, container=str(image))
+    check_failing_job_reported(cluster, within=60)
+    (job,) = cluster.jobs
+    assert job.exit_code == 2, job.stderr_tail
+    assert f"image {image} on " in job.stderr_tail and "install hpcgpu in the image" in job.stderr_tail
