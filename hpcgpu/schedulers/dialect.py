@@ -69,6 +69,10 @@ def optional_lines(shape: GPUJobShape, queue: str, account: str, exclusive: str 
     return lines + ([exclusive] if exclusive and shape.exclusive else [])
 
 
+#: The class constants a dialect may give as keywords of its class line.
+_CLASS_KEYWORDS = ("name", "prefix", "submit_executable", "cancel_executable", "default_launcher")
+
+
 @dataclass(frozen=True)
 class Dialect:
     """Base of the four scheduler dialects.
@@ -96,6 +100,19 @@ class Dialect:
     quoted_fields: ClassVar[frozenset[str]] = frozenset()
 
     limits: NodeLimits = field(default_factory=NodeLimits)
+
+    def __init_subclass__(cls, **constants: str) -> None:
+        """Take the constants every dialect names as keywords of its class line, one row of
+        a table: ``class MyDialect(Dialect, name="my", prefix="#MY", submit_executable="mysub",
+        cancel_executable="mydel", default_launcher="srun")``; set as class attributes, they
+        still work."""
+        super().__init_subclass__()
+        unknown = sorted(set(constants) - set(_CLASS_KEYWORDS))
+        if unknown:
+            raise TypeError(f"{cls.__name__}: unknown class keyword(s) {', '.join(unknown)}: "
+                            f"known are {', '.join(_CLASS_KEYWORDS)}")
+        for name, value in constants.items():
+            setattr(cls, name, value)
 
     def __post_init__(self) -> None:
         # Site options are placed inside directives: one word each.

@@ -26,7 +26,8 @@ _FORMAT = "{id.f58}|{status}|{nodelist}|{returncode}|{exception.note}"
 
 
 @dataclass(frozen=True)
-class FluxDialect(Dialect):
+class FluxDialect(Dialect, name="flux", prefix="#FLUX:", submit_executable="flux",
+                  cancel_executable="flux", default_launcher="flux"):
     """Flux directives: slots of one GPU and its cores, spread over whole nodes.
 
     Examples
@@ -52,11 +53,6 @@ class FluxDialect(Dialect):
 its nodes' memory): leave memory_per_gpu out, or ask for exclusive nodes
     """
 
-    name: ClassVar[str] = "flux"
-    prefix: ClassVar[str] = "#FLUX:"
-    submit_executable: ClassVar[str] = "flux"
-    cancel_executable: ClassVar[str] = "flux"
-    default_launcher: ClassVar[str] = "flux"
     multi_node_launchers: ClassVar[tuple[str, ...]] = ("flux",)
     submit_options: ClassVar[tuple[str, ...]] = ("batch",)
     #: flux batch prints the job id in F58 (``ƒ2Fz7aK1``, or ``f2Fz7aK1`` in an ASCII locale).

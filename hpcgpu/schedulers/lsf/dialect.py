@@ -19,7 +19,8 @@ _STATES = {"PEND": "pending", "PSUSP": "pending", "WAIT": "pending", "PROV": "pe
 
 
 @dataclass(frozen=True)
-class LSFDialect(Dialect):
+class LSFDialect(Dialect, name="lsf", prefix="#BSUB", submit_executable="bsub",
+                 cancel_executable="bkill", default_launcher="jsrun"):
     """LSF directives: ``-n`` tasks, ``span[ptile=G]``, ``-gpu "num=G:..."``.
 
     Parameters
@@ -48,11 +49,6 @@ class LSFDialect(Dialect):
     #BSUB -e logs/%J.err
     """
 
-    name: ClassVar[str] = "lsf"
-    prefix: ClassVar[str] = "#BSUB"
-    submit_executable: ClassVar[str] = "bsub"
-    cancel_executable: ClassVar[str] = "bkill"
-    default_launcher: ClassVar[str] = "jsrun"
     job_id_pattern: ClassVar[str] = r"Job <(\d+)>"
     #: dask-jobqueue writes ``#BSUB -P "<project>"``
     quoted_directives: ClassVar[frozenset[str]] = frozenset({"project"})

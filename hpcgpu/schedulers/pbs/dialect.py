@@ -41,7 +41,8 @@ def _ended(code: int | None, comment: str) -> str:
 
 
 @dataclass(frozen=True)
-class PBSDialect(Dialect):
+class PBSDialect(Dialect, name="pbs", prefix="#PBS", submit_executable="qsub",
+                 cancel_executable="qdel", default_launcher="mpiexec"):
     """PBS Pro directives: one ``select`` chunk per node, one MPI process per GPU.
 
     Parameters
@@ -68,11 +69,6 @@ class PBSDialect(Dialect):
     #PBS -o logs/
     """
 
-    name: ClassVar[str] = "pbs"
-    prefix: ClassVar[str] = "#PBS"
-    submit_executable: ClassVar[str] = "qsub"
-    cancel_executable: ClassVar[str] = "qdel"
-    default_launcher: ClassVar[str] = "mpiexec"
     job_id_pattern: ClassVar[str] = r"^\s*(\d+(?:\[\d*\])?(?:\.[\w.-]+)?)"
     #: qsub reads a directive's quotes; an account may hold spaces (test_directive_parse.py)
     quoted_fields: ClassVar[frozenset[str]] = frozenset({"account"})

@@ -17,7 +17,8 @@ SGE_MEMORY_UNITS = (("G", 2**30), ("M", 2**20), ("K", 2**10))
 
 
 @dataclass(frozen=True)
-class SGEDialect(Dialect):
+class SGEDialect(Dialect, name="sge", prefix="#$", submit_executable="qsub",
+                 cancel_executable="qdel", default_launcher="direct"):
     """Grid Engine directives: one slot per GPU in a parallel environment.
 
     Parameters
@@ -58,11 +59,6 @@ set multi_node_parallel_environment (ask your admins which PE has allocation_rul
 launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
     """
 
-    name: ClassVar[str] = "sge"
-    prefix: ClassVar[str] = "#$"
-    submit_executable: ClassVar[str] = "qsub"
-    cancel_executable: ClassVar[str] = "qdel"
-    default_launcher: ClassVar[str] = "direct"
     submit_options: ClassVar[tuple[str, ...]] = ("-terse",)
     # Grid Engine has no launcher of its own: Open MPI's mpirun reads the PE's host list.
     multi_node_launchers: ClassVar[tuple[str, ...]] = ("mpirun",)

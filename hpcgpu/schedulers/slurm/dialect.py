@@ -31,7 +31,8 @@ _STATES = {
 
 
 @dataclass(frozen=True)
-class SlurmDialect(Dialect):
+class SlurmDialect(Dialect, name="slurm", prefix="#SBATCH", submit_executable="sbatch",
+                   cancel_executable="scancel", default_launcher="srun"):
     """SLURM directives.
 
     Parameters
@@ -60,11 +61,6 @@ class SlurmDialect(Dialect):
     #SBATCH --error=logs/%x-%j.err
     """
 
-    name: ClassVar[str] = "slurm"
-    prefix: ClassVar[str] = "#SBATCH"
-    submit_executable: ClassVar[str] = "sbatch"
-    cancel_executable: ClassVar[str] = "scancel"
-    default_launcher: ClassVar[str] = "srun"
     submit_options: ClassVar[tuple[str, ...]] = ("--parsable",)
     job_id_pattern: ClassVar[str] = r"^\s*(\d+)"
     #: sbatch reads a directive's quotes as bash does, and SLURM accounts may hold spaces
