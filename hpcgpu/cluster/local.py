@@ -16,7 +16,6 @@ import socket
 import dask
 from distributed import Scheduler
 from distributed.deploy.spec import SpecCluster
-from distributed.utils import format_dashboard_link
 from distributed.worker_memory import parse_memory_limit
 
 from hpcgpu.cluster.localspec import (gpu_options, nanny_and_worker_class, same_host_protocol,
@@ -24,6 +23,7 @@ from hpcgpu.cluster.localspec import (gpu_options, nanny_and_worker_class, same_
 from hpcgpu.cluster.shutdown import close_at_exit
 from hpcgpu.network.colocate import CoLocateRoots
 from hpcgpu.network.config import QUIET_PROGRESS
+from hpcgpu.network.dashboard import dashboard_link
 from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.system.closelog import quiet_expected_close
@@ -247,13 +247,7 @@ class LocalGPUCluster(SpecCluster):
     def dashboard_link(self) -> str:
         """The dashboard where it listens (``localhost`` by default); upstream names the
         scheduler's host, where a dashboard bound to another address refuses the link."""
-        port = self.scheduler_info.get("services", {}).get("dashboard")
-        if port is None:
-            return ""
-        from hpcgpu.cluster.network import dashboard_host
-
-        scheduler_host = self.scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0]
-        return format_dashboard_link(dashboard_host(self._dashboard_address, scheduler_host), port)
+        return dashboard_link(self.scheduler_info, self.scheduler_address, self._dashboard_address)
 
     def new_worker_spec(self) -> dict:
         """The next free GPU's worker (SpecCluster calls this from ``scale``)."""

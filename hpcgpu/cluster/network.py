@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from distributed.utils import format_dashboard_link
-
 from hpcgpu.network import NetworkSettings, job_environment, resolve, scheduler_options
 from hpcgpu.network.advice import log_ucx_hint
+from hpcgpu.network.dashboard import dashboard_host, dashboard_link  # re-exported
 
 __all__ = ["cluster_network", "dashboard_host", "dashboard_link", "jobqueue_options"]
 
@@ -90,38 +89,6 @@ def _check_scheduler_interface(interface: str | None) -> None:
             "on a compute host lists its interfaces")
     if problem is not None:
         raise ValueError(problem)
-
-
-def dashboard_host(dashboard_address: Any, scheduler_host: str) -> str:
-    """The host a dashboard link must name: the one the dashboard listens on.
-
-    A dashboard on all interfaces (``":8787"``, ``"0.0.0.0:8787"``, a bare port) is
-    reached at the scheduler's host; one bound to a host (hpcgpu's default
-    ``"localhost:8787"``) only there, so a link to the scheduler's address is refused.
-
-    Examples
-    --------
-    >>> dashboard_host("localhost:8787", "10.0.0.5")
-    'localhost'
-    >>> dashboard_host(":8787", "10.0.0.5"), dashboard_host(8787, "10.0.0.5")
-    ('10.0.0.5', '10.0.0.5')
-    >>> dashboard_host("[::1]:8787", "10.0.0.5")
-    '::1'
-    """
-    text = str(dashboard_address or "")
-    host = text.rsplit(":", 1)[0] if ":" in text else ""
-    host = host.strip("[]")
-    return scheduler_host if host in ("", "0.0.0.0", "::", "*") else host
-
-
-def dashboard_link(scheduler_info: dict, scheduler_address: str, dashboard_address: Any) -> str:
-    """The dashboard's address where it listens (upstream names the scheduler's address,
-    where a localhost-only dashboard refuses the connection); "" without a dashboard."""
-    port = scheduler_info.get("services", {}).get("dashboard")
-    if port is None:
-        return ""
-    scheduler_host = scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0]
-    return format_dashboard_link(dashboard_host(dashboard_address, scheduler_host), port)
 
 
 def jobqueue_options(setup: Any, net: NetworkSettings) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,12 +24,16 @@ pytestmark = pytest.mark.slurm
 SCRIPT = ROOT / "jobscripts" / "slurm-2x4.sbatch"
 
 
-def sbatch(tmp_path, nodes: int, gpus: int, *args: str, script=SCRIPT) -> str:
+#: a JupyterHub-like dashboard link template (jupyter-server-proxy's path under a user's server)
+HUB_LINK = "/user/{USER}/proxy/{port}/status"
+
+
+def sbatch(tmp_path, nodes: int, gpus: int, *args: str, script=SCRIPT, export: str = "") -> str:
     argv = ["sbatch", "--parsable", f"--nodes={nodes}", f"--ntasks-per-node={gpus}",
             f"--gpus-per-node={gpus}", "--cpus-per-task=1", "--mem=2G", "--time=5",
             "--job-name=hpcgpu-batch-test", f"--chdir={tmp_path}",
             f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
-            f"--export=ALL,HPCGPU_PYTHON={sys.executable},XDG_CACHE_HOME={tmp_path}/cache",
+            f"--export=ALL,HPCGPU_PYTHON={sys.executable},XDG_CACHE_HOME={tmp_path}/cache{export}",
             str(script), *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -36,7 +41,8 @@ def sbatch(tmp_path, nodes: int, gpus: int, *args: str, script=SCRIPT) -> str:
 
 
 def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
-    job_id = sbatch(tmp_path, 2, 2, str(CHECK), "--expect", "4", "--json", "result.json")
+    job_id = sbatch(tmp_path, 2, 2, str(CHECK), "--expect", "4", "--json", "result.json",
+                    export=f",DASK_DISTRIBUTED__DASHBOARD__LINK={HUB_LINK},USER=hubuser")
     state = wait_for(lambda: slurm_finished(job_id), 180, 0.5, what=f"job {job_id}")
     assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
     result = json.loads((tmp_path / "result.json").read_text())
@@ -52,6 +58,12 @@ def test_sbatch_runs_one_worker_per_gpu_on_two_nodes(slurm, tmp_path):
     # A clean end: the nannies stopped their workers before the scheduler closed.
     text = job_output(tmp_path, f"{job_id}.*")
     assert "End worker" in text and "Traceback" not in text, text[-5000:]
+    # the dashboard's line: dask's link template (as cluster mode's dashboard_link), and the
+    # ssh tunnel to the first node's loopback, where it listens
+    said = re.search(r"hpcgpu run: dashboard: /user/hubuser/proxy/(\d+)/status on (\S+) \(this node "
+                     r"only, no password\); from your own machine: ssh -L \1:localhost:\1 \2, then "
+                     r"open http://localhost:\1/status", text)
+    assert said, text[-5000:]
 
 
 def test_failing_script_fails_the_job_with_its_exit_code(slurm, tmp_path):

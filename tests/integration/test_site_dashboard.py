@@ -67,8 +67,8 @@ def test_a_batch_jobs_dashboard_through_ssh_l_from_login(tmp_path):
         wait_for(lambda: (tmp_path / "ready").exists() or job_finished(job_id), 120, 0.5,
                  what="the script to compute")
         log = (tmp_path / f"{job_id}.err").read_text()
-        said = re.search(r"dashboard on 127\.0\.0\.1:(\d+) of (node\d) \(this node only\); from your own "
-                         r"machine: ssh -L (\d+):localhost:\1 \2", log)
+        said = re.search(r"dashboard: http://127\.0\.0\.1:(\d+)/status on (node\d) \(this node only, no "
+                         r"password\); from your own machine: ssh -L (\d+):localhost:\1 \2", log)
         assert said and (tmp_path / "ready").exists(), log
         port, host = int(said.group(1)), said.group(2)
         # not from login straight to the compute host: the dashboard is on its 127.0.0.1 only
