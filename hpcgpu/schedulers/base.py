@@ -63,6 +63,9 @@ class Scheduler:
     throttles_arrays: ClassVar[bool] = False
     #: The variable that tells an array element its index.
     array_index_variable: ClassVar[str | None] = None
+    #: Whether every element's job-id variable holds the array's id (LSF, Grid Engine): the
+    #: element's own id is then made of it and :attr:`array_index_variable`.
+    element_id_from_index: ClassVar[bool] = False
     #: (argv, pattern) that read the site's limit on array elements; None: not readable.
     array_limit_query: ClassVar[tuple[tuple[str, ...], str] | None] = None
     #: The documented default limit where it is not read.
@@ -142,7 +145,12 @@ class Scheduler:
 
     def job_id(self, env: Mapping[str, str]) -> str | None:
         """This job's id as the worker reports it (an array element's own)."""
-        return env.get(self.job_id_variable) or None
+        job_id = env.get(self.job_id_variable) or None
+        index = env.get(self.array_index_variable or "", "")
+        # index 0: no array (LSF's LSB_JOBINDEX outside one; arrays count from 1 here)
+        if job_id and self.element_id_from_index and index.isdigit() and index != "0":
+            return self.element_job_id(job_id, int(index))
+        return job_id
 
     def hosts_and_cpus(self, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
         """(hosts, node count, cores on this node) as the scheduler states them."""

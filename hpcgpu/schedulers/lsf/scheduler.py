@@ -41,6 +41,7 @@ class LSF(Scheduler):
     first_array_index = 1
     throttles_arrays = True
     array_index_variable = "LSB_JOBINDEX"
+    element_id_from_index = True
     default_array_limit = 1000  # LSF's MAX_JOB_ARRAY_SIZE
     batch_launcher = "jsrun"
     cpu_job = ("dask_jobqueue.lsf", "LSFJob")
@@ -62,13 +63,6 @@ class LSF(Scheduler):
         return (("-J ", "-o ", "-e "),
                 (f'-J "{job_name}[{first}-{last}]{throttle}"', f"-o {log_directory}/%J_%I.out",
                  f"-e {log_directory}/%J_%I.err"))
-
-    def job_id(self, env: Mapping[str, str]) -> str | None:
-        job_id = env.get(self.job_id_variable) or None
-        # every element of an array has the array's id: add the index
-        if job_id and env.get("LSB_JOBINDEX", "0") not in ("", "0"):
-            return f"{job_id}[{env['LSB_JOBINDEX']}]"
-        return job_id
 
     def hosts_and_cpus(self, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
         pairs = _lsf_slots(env)

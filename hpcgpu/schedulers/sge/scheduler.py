@@ -27,7 +27,8 @@ class SGE(Scheduler):
     job_id_variable = "JOB_ID"
     first_array_index = 1
     throttles_arrays = True
-    array_index_variable = "SGE_TASK_ID"
+    array_index_variable = "SGE_TASK_ID"  # "undefined" outside an array
+    element_id_from_index = True
     array_limit_query = (("qconf", "-sconf"), r"^max_aj_tasks\s+(\d+)")  # 0: no limit
     batch_launcher = "mpirun"  # Open MPI reads the PE's hosts
     batch_direct_on_one_node = True
@@ -57,13 +58,6 @@ class SGE(Scheduler):
         # JOB_ID alone is too common a name: Grid Engine's own variables must be there too
         return bool(env.get("JOB_ID") and (env.get("SGE_ROOT") or env.get("PE_HOSTFILE")
                                            or env.get("SGE_TASK_ID")))
-
-    def job_id(self, env: Mapping[str, str]) -> str | None:
-        job_id = env.get(self.job_id_variable) or None
-        # every element of an array has the array's id: add the index
-        if job_id and str(env.get("SGE_TASK_ID", "")).isdigit():
-            return f"{job_id}.{env['SGE_TASK_ID']}"
-        return job_id
 
     def hosts_and_cpus(self, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
         hosts = unique_lines(env.get("PE_HOSTFILE"))
