@@ -133,18 +133,25 @@ class JobGate:
     def _tell(self, pool: str, admission: Admission | None, wanted: int) -> None:
         """One warning when a cap starts to hold ``pool``'s target back (again after the
         hold ended)."""
-        if admission is None or admission.held is None:
+        throttle = admission is not None and admission.room is not None and \
+            admission.jobs > admission.room  # one array: the scheduler holds the rest
+        if admission is None or (admission.held is None and not throttle):
             self._said.discard(pool)
             return
         if pool in self._said:
             return
         self._said.add(pool)
-        keyword = admission.held
+        keyword = admission.held or "max_running_jobs"
         values = [("", getattr(self.caps.total, keyword)),
                   (f"pool {pool!r}'s ", getattr(self.caps.pools.get(pool, JobCaps()), keyword))]
         cap = " and ".join(f"{whose}{keyword}={value}" for whose, value in values
                            if value is not None)
         whose = "" if pool == DEFAULT_POOL else f" of pool {pool!r}"
+        if admission.held is None:
+            logger.warning("%s: the %d new jobs%s go out as one array, at most %d of them "
+                           "running at once; the others wait in the scheduler's queue", cap,
+                           admission.jobs, whose, admission.room)
+            return
         when = "queued jobs start" if keyword == "max_queued_jobs" else "running jobs end"
         logger.warning("%s holds back new jobs%s: %d submitted now; the other %d of the "
                        "target wait here and are submitted as %s", cap, whose,

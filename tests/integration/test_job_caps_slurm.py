@@ -77,9 +77,10 @@ def test_queued_cap_holds_the_target_back_and_submits_as_jobs_start(make, caplog
     assert len(said) == 1 and said[0].startswith("max_queued_jobs=2 holds back"), said
 
 
-def test_running_cap_goes_out_as_one_throttled_array(make):
+def test_running_cap_goes_out_as_one_throttled_array(make, caplog):
     cluster = make(max_running_jobs=2)
-    with recorded_commands() as calls, watched(make.job_name) as most:
+    with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"), \
+            recorded_commands() as calls, watched(make.job_name) as most:
         cluster.scale(jobs=4)
         cluster.wait_for_workers(gpus=2, timeout=120)
         wait_for(lambda: sorted(squeue_states(make.job_name)) == ["PENDING"] * 2 + ["RUNNING"] * 2,
@@ -92,6 +93,9 @@ def test_running_cap_goes_out_as_one_throttled_array(make):
     reasons = subprocess.run(["squeue", "-h", "-r", "-n", make.job_name, "-t", "PD", "-o", "%r"],
                              capture_output=True, text=True).stdout.split()
     assert set(reasons) == {"JobArrayTaskLimit"}, reasons
+    said = [r.getMessage() for r in caplog.records if "max_running_jobs" in r.getMessage()]
+    assert said == ["max_running_jobs=2: the 4 new jobs go out as one array, at most 2 of "
+                    "them running at once; the others wait in the scheduler's queue"], said
 
 
 def test_a_cap_above_the_site_ceiling_is_refused_before_anything_starts(make):

@@ -197,6 +197,20 @@ def test_gate_submits_the_oldest_and_says_once_per_hold(caplog):
                     "the target wait here and are submitted as queued jobs start"], said
 
 
+def test_gate_says_once_when_an_array_throttle_holds_jobs_in_the_queue(caplog):
+    fleet = _fleet([], {})
+    fleet.arrays = SimpleNamespace(settings=SimpleNamespace(enabled=True),
+                                   dialect=SimpleNamespace(name="sge"))
+    gate = JobGate(fleet, ClusterCaps(JobCaps(None, 2)))
+    with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"):
+        assert gate.choose({"c-0", "c-1", "c-2"}) == (["c-0", "c-1", "c-2"], {"default": 2})
+    assert [r.getMessage() for r in caplog.records] == [
+        "max_running_jobs=2: the 3 new jobs go out as one array, at most 2 of them running "
+        "at once; the others wait in the scheduler's queue"]
+    fleet.arrays.dialect.name = "pbs"  # no throttle: the jobs the cap allows, no more
+    assert gate.choose({"c-0", "c-1", "c-2"}) == (["c-0", "c-1"], {"default": 2})
+
+
 def test_gate_without_caps_lets_everything_out():
     gate = JobGate(_fleet([], {}))
     assert gate.choose({"c-1", "c-0"}) == (["c-0", "c-1"], {})
