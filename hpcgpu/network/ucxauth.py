@@ -10,7 +10,9 @@ off (the endpoint is aborted) without a single byte of it being deserialised.
 The secret is the content of a file that only its owner can read (``hpcgpu.ucx-auth.key-file``
 in dask config, ``DASK_HPCGPU__UCX_AUTH__KEY_FILE``: the environment carries the path,
 never the key): a random token (:func:`write_key_file`, :func:`temporary_key`) or the
-cluster's TLS key file. UCX traffic is authenticated but **not encrypted**.
+cluster's TLS key file. UCX traffic is authenticated but **not encrypted**, and the listener
+is on every address whatever ``interface=`` says: ucxx's Python API takes only a port
+(docs/security.md, "Why every interface").
 
 The backend reaches distributed through its comm backend registry by the entry point
 ``distributed.comm.backends: ucx+auth`` (pyproject.toml), loaded the first time a process

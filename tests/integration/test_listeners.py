@@ -5,6 +5,7 @@ the scheduler reports for its port, against the table. A worker's HTTP server (`
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from batchtools import OMPI_ROOT, ROOT, job_output, processes_with, slurm_finish
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import LocalGPUCluster, SGECluster, SLURMCluster
-from listeners import account, check_against_table, listening, with_descendants
+from listeners import account, check_against_table, listening, roles, with_descendants
 from ucx_marks import needs_ucx
 
 
@@ -98,6 +99,28 @@ def test_local_mode_over_ucx_auth_listens_as_the_table_says(tmp_path):
     seen, stray = account(found["sockets"], found["info"])
     assert seen["UCX transport"], found["sockets"]  # the transport's own listeners were seen
     check_against_table("local ucx+auth", seen, stray)
+    # exactly what the table says: the wildcard address, though the cluster advertises 127.0.0.1
+    ports = {port for role in ("scheduler", "worker", "nanny") for _, port in roles(found["info"])[role]}
+    assert {s["ip"] for s in found["sockets"] if s["port"] in ports} == {"0.0.0.0"}, found["sockets"]
+    assert found["info"]["address"].startswith("ucx+auth://127.0.0.1:"), found["info"]["address"]
+
+
+@needs_ucx
+def test_ucx_listeners_bind_every_address_because_ucxx_takes_no_host():
+    """Why the ``ucx+auth`` rows of docs/security.md say every interface: distributed-ucxx's
+    listener passes only its port to ucxx (``ucxx.create_listener(cb, port=...)``), whose
+    Python binding builds UCX's listener on the wildcard address (``UCXListener.create(worker,
+    port, ...)``), although UCX and libucxx's C++ ``ListenerBuilder`` can take a host. When an
+    installed ucxx takes one, this fails: then hpcgpu.network.ucxauth passes the listener's
+    host, and the rows become loopback (or the asked interface)."""
+    import ucxx
+    from distributed_ucxx.ucxx import UCXXListener
+    from ucxx._lib.libucxx import UCXListener
+
+    host_names = {"host", "ip", "ip_address", "address", "addr"}
+    assert not host_names & set(inspect.signature(ucxx.create_listener).parameters)
+    assert not host_names & set(inspect.signature(UCXListener.create).parameters)
+    assert "create_listener(serve_forever, port=self._input_port)" in inspect.getsource(UCXXListener.start)
 
 
 @pytest.mark.mpi
