@@ -219,3 +219,20 @@ def test_gate_without_caps_lets_everything_out():
 def test_usage_counts_array_elements_up_to_their_throttle():
     fleet = _fleet([[0, True], [0, False], [0, False], [None, False], [1, True]], {0: 2, 1: None})
     assert usage_of(fleet) == {"default": Usage(queued=3, running=2 + 1 + 1)}
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_cluster_and_pool_caps_reach_the_gate_and_not_the_job_scripts(clusters):
+    from hpcgpu import PBSCluster
+
+    cpu = dict(gpus_per_node=0, cores_per_node=4, memory_per_node="8GB", queue="debug")
+    common = dict(gpus_per_node=2, queue="gpu", walltime="00:10:00",
+                  scheduler_options={"dashboard_address": "localhost:0"})
+    # (qstat cannot say what the queues offer here: warned only, and ignored)
+    cluster = clusters(PBSCluster, **common, max_queued_jobs=3,
+                       pools={"cpu": dict(cpu, max_queued_jobs=1, max_running_jobs=2)})
+    assert cluster.submitter.gate.caps == ClusterCaps(JobCaps(3, None),
+                                                      {"cpu": JobCaps(1, 2)})
+    assert "max" not in cluster.job_script(pool="cpu") + cluster.job_script()
+    with pytest.raises(ValueError, match=r"^pools\['cpu'\]: max_queued_jobs=-1 must be"):
+        PBSCluster(**common, pools={"cpu": dict(cpu, max_queued_jobs=-1)})
