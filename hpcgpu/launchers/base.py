@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.schedulers.base import int_or_none
 
 if TYPE_CHECKING:
     from hpcgpu.jobspec.worker_command import WorkerCommand
@@ -32,11 +33,7 @@ def first_int(env: Mapping[str, str], names: tuple[str, ...]) -> int | None:
     >>> first_int({"A": "x", "B": "4(x2)"}, ("A", "B"))
     4
     """
-    for name in names:
-        head = env.get(name, "").split("(")[0].split(",")[0].strip()
-        if head.isdigit():
-            return int(head)
-    return None
+    return next((n for n in (int_or_none(env.get(name)) for name in names) if n is not None), None)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from hpcgpu.worker.gpuinfo import count_nvidia_smi_gpus
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.launchers.base import NO_LAUNCHER
 from hpcgpu.schedulers.registry import detect, get_scheduler, schedulers
-from hpcgpu.schedulers.slurm.environment import (_count, _ids, _int, _min_cpus,  # noqa: F401
+from hpcgpu.schedulers.slurm.environment import (_count, _ids, _min_cpus,  # noqa: F401
                                                  _tres_gpus)
 
 __all__ = ["Allocation", "detect_allocation", "count_nvidia_smi_gpus"]

@@ -10,6 +10,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from hpcgpu.launchers.base import first_int
 from hpcgpu.launchers import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, NODE_VARIABLES, RANK_VARIABLES
 from hpcgpu.schedulers.registry import schedulers
 
@@ -52,16 +53,6 @@ class Placement:
     name: str
 
 
-def _first_int(env: Mapping[str, str], names: tuple[str, ...]) -> int | None:
-    for name in names:
-        value = env.get(name, "")
-        # SLURM_NTASKS_PER_NODE can be "4" or "4(x2)"
-        head = value.split("(")[0].split(",")[0]
-        if head.isdigit():
-            return int(head)
-    return None
-
-
 def placement_from_env(prefix: str | None, env: Mapping[str, str] | None = None) -> Placement:
     """Work out this process's placement from the launcher's environment.
 
@@ -81,10 +72,10 @@ def placement_from_env(prefix: str | None, env: Mapping[str, str] | None = None)
     Placement(node=1, local_rank=1, gpu='1', name='job-1-1')
     """
     env = os.environ if env is None else env
-    local = _first_int(env, ("HPCGPU_LOCAL_RANK",) + LOCAL_RANK_VARIABLES) or 0
+    local = first_int(env, ("HPCGPU_LOCAL_RANK",) + LOCAL_RANK_VARIABLES) or 0
     node = _node_index(env)
     visible = visible_devices(env)
-    local_size = _first_int(env, _LOCAL_SIZE_VARIABLES)
+    local_size = first_int(env, _LOCAL_SIZE_VARIABLES)
     if len(visible) == 1:
         gpu: str | None = visible[0]
     elif visible:
@@ -162,10 +153,10 @@ def node_placements(prefix: str | None, gpus: int | str,
 
 
 def _node_index(env: Mapping[str, str]) -> int:
-    node = _first_int(env, ("HPCGPU_NODE_RANK", *NODE_VARIABLES))
+    node = first_int(env, ("HPCGPU_NODE_RANK", *NODE_VARIABLES))
     if node is None:
-        rank = _first_int(env, RANK_VARIABLES)
-        size = _first_int(env, _LOCAL_SIZE_VARIABLES)
+        rank = first_int(env, RANK_VARIABLES)
+        size = first_int(env, _LOCAL_SIZE_VARIABLES)
         node = rank // size if rank is not None and size else 0
     return node
 

@@ -7,22 +7,19 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from hpcgpu.schedulers.base import int_or_none
+
 __all__ = ["SLURM_GPU_VARIABLES", "slurm_gpus", "slurm_tasks", "in_salloc_shell"]
-
-
-def _int(value: str | None) -> int | None:
-    head = (value or "").split("(")[0].split(",")[0].strip()
-    return int(head) if head.isdigit() else None
 
 
 def _count(value: str | None) -> int | None:
     """A GPU count as SLURM writes it: ``2``, ``gpu:2``, ``h100:2``."""
-    return _int((value or "").split(",")[0].rsplit(":", 1)[-1])
+    return int_or_none((value or "").split(",")[0].rsplit(":", 1)[-1])
 
 
 def _min_cpus(value: str | None) -> int | None:
     """The smallest node of ``SLURM_JOB_CPUS_PER_NODE`` (``32``, ``2(x2)``, ``4,2(x3)``)."""
-    counts = [_int(part) for part in (value or "").split(",")]
+    counts = [int_or_none(part) for part in (value or "").split(",")]
     return min((c for c in counts if c), default=None)
 
 
@@ -48,7 +45,7 @@ def _tres_gpus(value: str | None) -> int | None:
     for item in (value or "").split(","):
         name, _, count = item.partition("=")
         if name.strip().startswith(("gres/gpu", "gres:gpu", "gpu")):
-            return _int(count) or _count(name)
+            return int_or_none(count) or _count(name)
     return None
 
 
@@ -61,13 +58,13 @@ def slurm_gpus(env: Mapping[str, str]) -> int | None:
     """GPUs per node from SLURM's variables: this node's count (batch script, srun), the
     per-node request (salloc, sbatch), GPU ids, then per-task or total requests spread
     over the nodes."""
-    count = (_int(env.get("SLURM_GPUS_ON_NODE")) or _count(env.get("SLURM_GPUS_PER_NODE"))
+    count = (int_or_none(env.get("SLURM_GPUS_ON_NODE")) or _count(env.get("SLURM_GPUS_PER_NODE"))
              or len(_ids(env.get("SLURM_STEP_GPUS"))) or len(_ids(env.get("SLURM_JOB_GPUS"))))
     if count:
         return count
-    nodes = _int(env.get("SLURM_JOB_NUM_NODES")) or _int(env.get("SLURM_NNODES")) or 1
+    nodes = int_or_none(env.get("SLURM_JOB_NUM_NODES")) or int_or_none(env.get("SLURM_NNODES")) or 1
     per_task = _count(env.get("SLURM_GPUS_PER_TASK")) or _tres_gpus(env.get("SLURM_TRES_PER_TASK"))
-    tasks = _int(env.get("SLURM_NTASKS")) or _int(env.get("SLURM_NPROCS"))
+    tasks = int_or_none(env.get("SLURM_NTASKS")) or int_or_none(env.get("SLURM_NPROCS"))
     if per_task and tasks:
         return per_task * -(-tasks // nodes)
     total = _count(env.get("SLURM_GPUS"))
@@ -79,8 +76,8 @@ def slurm_tasks(scheduler: str | None, env: Mapping[str, str]) -> dict:
     if scheduler != "slurm":
         return {}
     per_task = _count(env.get("SLURM_GPUS_PER_TASK")) or _tres_gpus(env.get("SLURM_TRES_PER_TASK"))
-    tasks = _int(env.get("SLURM_NTASKS")) or _int(env.get("SLURM_NPROCS"))
+    tasks = int_or_none(env.get("SLURM_NTASKS")) or int_or_none(env.get("SLURM_NPROCS"))
     return dict(gpus_per_task=per_task if per_task and tasks else None,
                 tasks=tasks if per_task else None,
-                cpus_per_task=_int(env.get("SLURM_CPUS_PER_TASK")),
+                cpus_per_task=int_or_none(env.get("SLURM_CPUS_PER_TASK")),
                 total=_count(env.get("SLURM_GPUS")))

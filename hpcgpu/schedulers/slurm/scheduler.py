@@ -7,9 +7,9 @@ import os
 import re
 from typing import TYPE_CHECKING, Mapping
 
-from hpcgpu.schedulers.base import Scheduler
+from hpcgpu.schedulers.base import Scheduler, int_or_none
 from hpcgpu.schedulers.slurm.dialect import SlurmDialect
-from hpcgpu.schedulers.slurm.environment import (_int, _min_cpus, in_salloc_shell, slurm_gpus,
+from hpcgpu.schedulers.slurm.environment import (_min_cpus, in_salloc_shell, slurm_gpus,
                                                  slurm_tasks)
 
 if TYPE_CHECKING:
@@ -62,9 +62,10 @@ class Slurm(Scheduler):
         return (match.group(1), int(match.group(2))) if match else (job_id, None)
 
     def hosts_and_cpus(self, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
-        nodes = _int(env.get("SLURM_JOB_NUM_NODES")) or _int(env.get("SLURM_NNODES"))
+        nodes = int_or_none(env.get("SLURM_JOB_NUM_NODES")) or int_or_none(env.get("SLURM_NNODES"))
         # every node's step gets at most the smallest node's cores
-        cpus = _min_cpus(env.get("SLURM_JOB_CPUS_PER_NODE")) or _int(env.get("SLURM_CPUS_ON_NODE"))
+        cpus = (_min_cpus(env.get("SLURM_JOB_CPUS_PER_NODE"))
+                or int_or_none(env.get("SLURM_CPUS_ON_NODE")))
         return [], nodes, cpus
 
     def gpus_from_env(self, env: Mapping[str, str]) -> int | None:
