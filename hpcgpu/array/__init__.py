@@ -26,7 +26,7 @@ Examples
 import importlib
 
 from hpcgpu.array import fft, gufunc, image, lib, linalg, ma, optimization, overlap, random, utils
-from hpcgpu.array.plane import matmul, rechunk, transpose
+from hpcgpu.array.plane import argsort, matmul, rechunk, sort, transpose
 from hpcgpu.array.creation import (arange, ascpu, asgpu, backend_of, empty, from_array, full,
                                    ones, zeros)
 from hpcgpu.system.backends import resolve_backend
@@ -38,7 +38,7 @@ from hpcgpu.system.reexport import fallback
 # so `from hpcgpu.array import *` needs no scipy either.
 _LAZY = ("stats",)
 
-__all__ = ["random", "linalg", "optimization", "rechunk", "transpose", "matmul", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
+__all__ = ["random", "linalg", "optimization", "rechunk", "transpose", "matmul", "sort", "argsort", "ones", "zeros", "full", "empty", "arange", "from_array", "asgpu", "ascpu",
            "backend_of", "resolve_backend", "fft", "ma", "overlap", "image", "gufunc", "utils", "lib"]
 _dask_getattr, _dask_dir, __all__ = fallback(__name__, globals(), "dask.array")
 

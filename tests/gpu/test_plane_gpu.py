@@ -74,6 +74,18 @@ def test_matmul_over_nccl(client):
     assert np.allclose(got, want)
 
 
+def test_sort_and_argsort_over_nccl_equal_numpy(client):
+    from hpcgpu.array import plane
+
+    x = (_x((2_000_000,), 100_000, seed=3) * 1000).astype("int32").persist()  # many ties
+    want = cupy.asnumpy(x.compute())
+    got, order = dask.compute(plane.sort(x, method="collective"), plane.argsort(x, method="collective"))
+    assert isinstance(got, cupy.ndarray) and np.array_equal(cupy.asnumpy(got), np.sort(want))
+    assert np.array_equal(cupy.asnumpy(order), np.argsort(want, kind="stable"))
+    ran = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1])
+    assert all(kind == "sort" and path == "nccl" for kind, _, path, _, _ in ran.values()), ran
+
+
 def test_a_worker_killed_mid_exchange_fails_within_the_timeout_or_is_recomputed(client):
     from hpcgpu.array import plane
     from hpcgpu.array.plane.worker_side import state_of

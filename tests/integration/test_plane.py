@@ -206,3 +206,33 @@ def test_blocks_held_by_one_worker_are_multiplied_and_rechunked_by_all(client):
     ranks = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][3])
     assert set(ranks) == set(workers) and set(ranks.values()) == {len(workers)}, ranks
     assert np.array_equal(plane.rechunk(a, (36, 2), method="collective").compute(), av)
+
+
+@pytest.mark.parametrize("kind", ["float-nan", "int-ties"])
+def test_sort_and_argsort_on_three_workers_equal_numpy(client, kind):
+    rng = np.random.default_rng(5)
+    v = rng.integers(-50, 50, 997) if kind == "int-ties" else rng.standard_normal(997)
+    if kind == "float-nan":
+        v[::17] = np.nan
+    x = client.persist(da.from_array(v, chunks=((100,) * 9 + (97,),)))
+    got, order = dask.compute(plane.sort(x, method="collective"), plane.argsort(x, method="collective"))
+    assert np.array_equal(got, np.sort(v), equal_nan=True)
+    assert np.array_equal(order, np.argsort(v, kind="stable"))
+    ranks = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][3])
+    assert set(ranks.values()) == {3}, ranks  # one sample sort among all three holders
+    m = rng.standard_normal((30, 41))
+    xm = da.from_array(m, chunks=(7, 9))
+    for axis in (0, 1):
+        assert np.array_equal(plane.sort(xm, axis, method="collective").compute(), np.sort(m, axis))
+        assert plane.sort(xm, axis, method="collective").chunks == xm.chunks
+
+
+def test_sorts_and_a_rechunk_in_flight_keep_their_rounds_apart(client):
+    xv, x = _data((400,), 40, "float64", seed=6)
+    futures = [client.compute(plane.sort(x + i, method="collective")) for i in range(3)]
+    futures.append(client.compute(plane.rechunk(x, 400, method="collective")))
+    results = client.gather(futures)
+    assert all(np.array_equal(r, np.sort(xv + i)) for i, r in enumerate(results[:3]))
+    assert np.array_equal(results[3], xv)
+    with dask.config.set({"hpcgpu.array.collective": "auto"}):
+        assert plane.use_collective(None, "sort")

@@ -1,4 +1,4 @@
-"""The collective data plane: rechunk, transpose and matmul as one exchange among workers.
+"""The collective data plane: rechunk, transpose, matmul and sort as exchanges among workers.
 
 On Dask's task path every block that moves is a task and a message: Python, the
 scheduler and the comm pay per block, so moving data between GPUs runs far below the
@@ -36,7 +36,7 @@ from dask.array.core import normalize_chunks
 from hpcgpu.array.plane.graph import collective
 from hpcgpu.array.plane.ops import Matmul, Rechunk, Transpose
 
-__all__ = ["rechunk", "transpose", "matmul", "use_collective", "AUTO_MIN_WORKERS"]
+__all__ = ["rechunk", "transpose", "matmul", "sort", "argsort", "use_collective", "AUTO_MIN_WORKERS"]
 
 logger = logging.getLogger("distributed.hpcgpu.plane")
 _TASK_METHODS = ("tasks", "p2p")
@@ -44,8 +44,9 @@ _TASK_METHODS = ("tasks", "p2p")
 #: plane, where it pays as measured on GPUs (docs/performance.md): matmul on any cluster
 #: (one BLAS call per worker beats a task per block product even on one GPU), rechunk from
 #: two workers; transpose stays on Dask's task path (Dask transposes each block where it
-#: lies; the plane's own transpose, forced, places blocks beside their mirror).
-AUTO_MIN_WORKERS = {"matmul": 1, "rechunk": 2, "transpose": None}
+#: lies; the plane's own transpose, forced, places blocks beside their mirror); sort from
+#: two workers (the task path gathers the sorted axis into one block).
+AUTO_MIN_WORKERS = {"matmul": 1, "rechunk": 2, "transpose": None, "sort": 2}
 
 
 def use_collective(method: str | None = None, kind: str = "rechunk") -> bool:
@@ -120,3 +121,50 @@ def matmul(a, b, method=None):
     dtype = np.result_type(a.dtype, b.dtype)
     a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
     return collective(Matmul(a.chunks, b.chunks, dtype), [a, b], a._meta)
+
+
+def sort(x, axis=-1, method=None):
+    """:func:`numpy.sort` along ``axis``, the result chunked as ``x``.
+
+    A 1-D array is sorted on the plane by a sample sort (:mod:`hpcgpu.array.plane.sorting`):
+    every worker sorts what it holds and keeps its share. Along an axis of an n-D array the
+    axis is made whole by :func:`rechunk` (on the plane, where chosen), each block sorted,
+    and the result rechunked back. On the task path (``method="tasks"``) a 1-D array is
+    sorted in one block.
+
+    >>> import numpy as np, dask.array as da
+    >>> x = da.from_array(np.array([5, 1, 4, 2, 3, 0]), chunks=2)
+    >>> sort(x, method="collective").compute().tolist()
+    [0, 1, 2, 3, 4, 5]
+    >>> argsort(x, method="collective").compute().tolist()
+    [5, 1, 3, 4, 2, 0]
+    """
+    return _sort(x, axis, method, arg=False)
+
+
+def argsort(x, axis=-1, method=None):
+    """:func:`numpy.argsort` along ``axis`` with ``kind="stable"`` (equal values keep their
+    order), chunked as ``x``; on the plane as :func:`sort` is."""
+    return _sort(x, axis, method, arg=True)
+
+
+def _sort(x, axis, method, arg: bool):
+    from hpcgpu.array.plane.sorting import Sort, stable_argsort
+
+    axis = range(x.ndim)[axis]
+    plane = use_collective(method, "sort") and x.numblocks[axis] > 1
+    _say("argsort" if arg else "sort", plane)
+    dtype = np.dtype(np.int64) if arg else x.dtype
+    if plane and x.ndim == 1:
+        meta = x._meta.astype(dtype) if arg else x._meta
+        return collective(Sort(x.chunks, x.dtype, arg), [x], meta)
+
+    def one_block(block):
+        xp = type(block).__module__.startswith("cupy") and __import__("cupy") or np
+        return stable_argsort(xp, block, axis) if arg else xp.sort(block, axis=axis)
+
+    if x.numblocks[axis] == 1:
+        return x.map_blocks(one_block, dtype=dtype)
+    whole = {i: (-1 if i == axis else "auto") for i in range(x.ndim)}
+    y = rechunk(x, whole, method=method if plane else "tasks")
+    return rechunk(y.map_blocks(one_block, dtype=dtype), x.chunks, method=method if plane else "tasks")

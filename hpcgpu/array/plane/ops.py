@@ -11,28 +11,12 @@ Inputs are keyed ``(input number, block index)``; outputs by block index.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
-from hpcgpu.array.plane.plan import assign_owners, block_grid, pieces, row_panels
+from hpcgpu.array.plane.plan import Context, assign_owners, block_grid, pieces, row_panels
+from hpcgpu.array.plane.sorting import Sort
 
 __all__ = ["Context", "operation", "Rechunk", "Transpose", "Matmul"]
-
-
-@dataclass(frozen=True)
-class Context:
-    """One rank's view of an operation: who it is, who holds and owns what, its input
-    blocks, the transport to its peers and the array module of its chunks."""
-
-    rank: int
-    ranks: int
-    holders: dict
-    owners: dict
-    inputs: dict
-    transport: Any
-    xp: Any
 
 
 def _shape(chunks: tuple, block: tuple) -> tuple:
@@ -219,4 +203,6 @@ def operation(spec: dict):
         return Transpose(spec["chunks"], spec["axes"], spec["dtype"])
     if kind == "matmul":
         return Matmul(spec["a_chunks"], spec["b_chunks"], spec["dtype"])
+    if kind == "sort":
+        return Sort(spec["chunks"], spec["dtype"], spec["arg"])
     raise ValueError(f"unknown collective operation {kind!r}")

@@ -17,8 +17,23 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
-__all__ = ["Piece", "pieces", "overlaps", "assign_owners", "block_grid", "row_panels"]
+__all__ = ["Context", "Piece", "pieces", "overlaps", "assign_owners", "block_grid", "row_panels"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """One rank's view of an operation: who it is, who holds and owns what, its input
+    blocks, the transport to its peers and the array module of its chunks."""
+
+    rank: int
+    ranks: int
+    holders: dict
+    owners: dict
+    inputs: dict
+    transport: Any
+    xp: Any
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 ``exchange(sends, expect)`` sends ``sends[peer]`` (a list of arrays) to each peer and
 returns, per peer, the arrays it sent here, shaped as ``expect[peer]`` (a list of
-``(shape, dtype)``). Every rank calls it once per operation, in the same order as its
-peers (the plane's sequence numbers see to that).
+``(shape, dtype)``). Every rank makes the same calls per operation (one, or several rounds
+such as a sort's), in the same order as its peers (the plane's sequence numbers see to
+that).
 
 - :class:`CommTransport` uses the cluster's own comm (TCP/TLS, UCX): any chunk type,
   any hosts, authenticated as every other message of the cluster.
@@ -68,8 +69,10 @@ class Inbox:
                 self._cond.wait(left)
 
     def drop(self, token: str) -> None:
+        """Forget an operation's arrays, of every round."""
         with self._cond:
-            self._items.pop(token, None)
+            for key in [k for k in self._items if k == token or k.startswith(f"{token}#")]:
+                del self._items[key]
 
 
 class CommTransport:
@@ -80,19 +83,24 @@ class CommTransport:
     def __init__(self, worker, inbox: Inbox, token: str, group: list, rank: int, timeout: float):
         self.worker, self.inbox, self.token = worker, inbox, token
         self.group, self.rank, self.timeout = group, rank, timeout
+        self.rounds = 0
 
     def exchange(self, sends: dict, expect: dict) -> dict:
         from distributed.protocol import to_serialize
 
+        # each round under a tag of its own: a fast peer's next round may arrive before
+        # this rank has taken its previous one
+        tag, self.rounds = f"{self.token}#{self.rounds}", self.rounds + 1
+
         async def send_all():
             await asyncio.gather(*(
                 self.worker.rpc(self.group[peer]).hpcgpu_plane_shards(
-                    token=self.token, src=self.rank, arrays=[to_serialize(a) for a in arrays])
+                    token=tag, src=self.rank, arrays=[to_serialize(a) for a in arrays])
                 for peer, arrays in sends.items() if arrays))
 
         future = asyncio.run_coroutine_threadsafe(send_all(), self.worker.loop.asyncio_loop)
         peers = {p for p, shapes in expect.items() if shapes}
-        got = self.inbox.take(self.token, peers, self.timeout)
+        got = self.inbox.take(tag, peers, self.timeout)
         try:
             future.result(self.timeout)
         except TimeoutError:
