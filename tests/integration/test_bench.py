@@ -172,17 +172,8 @@ def test_cli_end_to_end_on_a_local_cpu_cluster(tmp_path):
         "array-sum-strong.png", "bootstrap-weak.png", "groupby-strong.png"]
 
 
-def test_cli_compare_and_batch_mode_address(tmp_path):
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
-        env = {**os.environ, "DASK_SCHEDULER_ADDRESS": cluster.scheduler_address}
-        done = subprocess.run(
-            [*HPCGPU, "bench", "noop", "--size", "tiny", "--repeats", "1", "--warmup", "0",
-             "--out", str(tmp_path / "batch")], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert {r.env.path for r in read_jsonl(tmp_path / "batch" / "results.jsonl")} == {"batch"}
-
+def test_cli_compare(tmp_path):
+    # batch mode (DASK_SCHEDULER_ADDRESS): test_all_in_batch_mode_leaves_out_bootstrap_and_says_so
     done = subprocess.run(
         [*HPCGPU, "bench", "array-sum", "--size", "tiny", "--repeats", "2", "--warmup", "0",
          "--compare", "plain", "--out", str(tmp_path / "cmp")],
@@ -206,6 +197,8 @@ def test_compare_dask_cuda_without_dask_cuda_says_what_to_install(tmp_path):
 
 
 def test_all_in_batch_mode_leaves_out_bootstrap_and_says_so(tmp_path):
+    """Batch mode: the sweep uses the scheduler named by DASK_SCHEDULER_ADDRESS (every record's
+    path is "batch"); ``all`` there runs every workload but bootstrap (noop among them)."""
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
@@ -215,20 +208,29 @@ def test_all_in_batch_mode_leaves_out_bootstrap_and_says_so(tmp_path):
                               capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "all: leaving out bootstrap" in done.stderr
-    names = {r.workload for r in read_jsonl(tmp_path / "all" / "results.jsonl")}
+    runs = read_jsonl(tmp_path / "all" / "results.jsonl")
+    names = {r.workload for r in runs}
     assert "bootstrap" not in names and {"array-sum", "svd", "noop"} <= names
+    assert {r.env.path for r in runs} == {"batch"}
+    assert {r.env.path for r in runs if r.workload == "noop"} == {"batch"}
 
 
 def test_bad_options_are_refused_before_anything_runs(tmp_path):
+    """In this process (click's runner): the refusals need no interpreter of their own each;
+    ``python -m hpcgpu bench`` itself runs in the tests above."""
+    from click.testing import CliRunner
+
+    from hpcgpu.cli import main
+
     for argv, message in [
         (["--gpus", "1,x"], "--gpus '1,x'"),
         (["--scheduler", "slurm", "--compare", "plain"], "--compare runs the references"),
         (["--compare", "cuda"], "unknown ['cuda']"),
         (["arraysum"], "workload 'arraysum' is unknown"),
     ]:
-        done = subprocess.run([*HPCGPU, "bench", *argv, "--out", str(tmp_path / "x")],
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 2 and message in done.stderr, (argv, done.stderr)
+        done = CliRunner().invoke(main, ["bench", *argv, "--out", str(tmp_path / "x")])
+        assert done.exit_code == 2 and message in done.stderr, (argv, done.stderr, done.exception)
+        assert not (tmp_path / "x").exists()  # refused before anything ran
 
 
 @pytest.mark.slurm
