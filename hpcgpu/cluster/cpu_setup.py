@@ -43,7 +43,8 @@ CPU_ONLY = {
 #: hpcgpu's GPU and multi-node arguments, which dask-jobqueue's CPU jobs do not take.
 GPU_ONLY = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
             "gpu_type", "exclusive", "launcher", "one_task_per", "profile", "site", "limits",
-            "scheduler_in_job", *[n for n in NETWORK_OPTIONS if n not in ("interface", "protocol")],
+            "scheduler_in_job", "container",
+            *[n for n in NETWORK_OPTIONS if n not in ("interface", "protocol")],
             *GPU_KEYWORDS)
 #: dask-jobqueue's options that reach its job script unquoted -> their jobqueue.* key.
 _SCRIPT_FIELDS = {"job_name": "name", "queue": "queue", "project": "project",

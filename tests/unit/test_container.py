@@ -93,6 +93,12 @@ def test_container_with_scheduler_in_job_is_refused(image, no_submit):
         SLURMCluster(gpus_per_node=1, container=image, scheduler_in_job=True)
 
 
+def test_container_with_cpu_workers_is_refused(image, no_submit):
+    with pytest.raises(ValueError, match=r"cores=4 is dask-jobqueue's CPU-worker option but container=.* "
+                                         r"asks for GPU workers"):
+        SLURMCluster(cores=4, memory="4GB", container=image)
+
+
 def test_uri_images_and_podman_names_are_the_runtimes_to_find():
     assert container_option("docker://ghcr.io/me/hpcgpu:1").image == "docker://ghcr.io/me/hpcgpu:1"
     assert container_option({"image": "hpcgpu:1", "runtime": "podman-hpc"}).image == "hpcgpu:1"
