@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from hpcgpu.jobspec.container import RUNTIMES, container_option
 from hpcgpu.jobspec.gpuflags import flag_argv, gpu_flags, options_from_flags
 from hpcgpu.jobspec.gpukeywords import SWITCHES, switch_network
 from hpcgpu.launchers import LAUNCHERS
@@ -59,6 +60,16 @@ __all__ = ["run"]
 @click.option("--keep-work-dir", is_flag=True, help="Keep the job directory at the end.")
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds processes get to stop before SIGKILL.")
+@click.option("--container", default=None, metavar="IMAGE",
+              help="Run the workers in this image (a .sif file, a sandbox directory or a URI; "
+                   "the scheduler and SCRIPT stay here): apptainer exec --nv, the job "
+                   "directory bound (docs/containers.md).")
+@click.option("--container-runtime", type=click.Choice(sorted(RUNTIMES)), default="apptainer",
+              show_default=True, help="The runtime that starts --container.")
+@click.option("--container-bind", multiple=True, metavar="PATH",
+              help="More host paths the workers need, bound at the same path (repeatable).")
+@click.option("--container-python", default="python3", show_default=True,
+              help="The image's python, which has hpcgpu.")
 @gpu_flags
 def run(script: str, args: tuple[str, ...], **kw) -> None:
     """Run SCRIPT with a Dask cluster of one worker per GPU of this allocation.
@@ -90,6 +101,10 @@ def run(script: str, args: tuple[str, ...], **kw) -> None:
             worker_args=(*flag_argv(worker_gpu), *split_args(kw["worker_args"])),
             work_dir=kw["work_dir"],
             keep_work_dir=kw["keep_work_dir"], grace=kw["grace"],
+            container=container_option(kw["container"] and {
+                "image": kw["container"], "runtime": kw["container_runtime"],
+                "binds": list(kw["container_bind"])}),
+            container_python=kw["container_python"],
         )
         code = run_batch(options)
     except ValueError as exc:

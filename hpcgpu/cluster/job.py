@@ -9,7 +9,6 @@ and their cancel commands run through :mod:`hpcgpu.system.commands`, the one sub
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
@@ -17,7 +16,7 @@ from distributed.deploy.spec import ProcessInterface
 from hpcgpu.system import commands
 from hpcgpu.system.jobqueue import Job
 from hpcgpu.cluster.faults import submit_with_retries
-from hpcgpu.jobspec.container import Container
+from hpcgpu.jobspec.container import Container, worker_binds
 from hpcgpu.jobspec.dialects import Dialect
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.launchers import Launcher
@@ -176,13 +175,8 @@ class GPUJob(DialectSubmission, Job):
 
     def binds(self) -> tuple[str, ...]:
         """The host paths the workers read or write, for a container to bind: the log
-        directory, the TLS files' directory (the cluster's private one), the scheduler
-        file's, the local directory (unless the job's shell expands it)."""
-        worker = self.worker_command()
-        files = [worker.tls_ca_file, worker.tls_cert, worker.tls_key, worker.scheduler_file]
-        paths = [self.log_directory, *(os.path.dirname(f) for f in files if f)]
-        paths.append(worker.local_directory)
-        return tuple(os.path.abspath(p) for p in paths if p and "$" not in p and not p.startswith("~"))
+        directory and those the worker command names (:func:`~hpcgpu.jobspec.container.worker_binds`)."""
+        return worker_binds(self.worker_command(), self.log_directory or ".")
 
 
 def tls_settings(security: Any) -> dict[str, str | None]:

@@ -30,7 +30,8 @@ from typing import Any
 
 from hpcgpu.jobspec.scriptfields import shell_join, single_line
 
-__all__ = ["Container", "RUNTIMES", "URI_SCHEMES", "bind_paths", "check_image", "container_option"]
+__all__ = ["Container", "RUNTIMES", "URI_SCHEMES", "bind_paths", "check_image", "container_option",
+           "worker_binds"]
 
 #: runtime -> (argv before the options, the GPU flag); apptainer and singularity: ``exec``
 RUNTIMES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -131,9 +132,10 @@ class Container:
         """The runtime's command, which must be on the nodes' PATH."""
         return RUNTIMES[self.runtime][0][0]
 
-    def prefix(self, needed: tuple[str, ...] = ()) -> list[str]:
+    def prefix(self, needed: tuple[str, ...] = (), cwd: str = "$PWD") -> list[str]:
         """The argv in front of the worker's python: the runtime, its options, the binds
-        (``needed`` by hpcgpu first, then the user's; nested ones dropped) and the image.
+        (the user's first, then those ``needed`` by hpcgpu; nested ones dropped) and the
+        image. ``cwd``: the working directory an OCI container gets (a job script's ``$PWD``).
 
         >>> Container.create("img", runtime="podman-hpc", gpus=False).prefix(("/logs",))[:9]
         ['podman-hpc', 'run', '--rm', '--net', 'host', '-e', 'SLURM_*', '-e', 'PMI_*']
@@ -149,7 +151,7 @@ class Container:
                 argv += ["-e", name]
             for path in binds:
                 argv += ["-v", f"{path}:{path}"]
-            argv += ["-v", "$PWD:$PWD", "-w", "$PWD"]
+            argv += ["-v", f"{cwd}:{cwd}", "-w", cwd]
         return argv + list(self.options) + [self.image]
 
     def shell_prefix(self, needed: tuple[str, ...] = ()) -> str:
@@ -160,6 +162,22 @@ class Container:
         """
         return " ".join(f'"{word}"' if word in ("$PWD", "$PWD:$PWD") else shell_join([word])
                         for word in self.prefix(needed))
+
+
+def worker_binds(worker: Any, *more: str) -> tuple[str, ...]:
+    """The host paths a :class:`~hpcgpu.jobspec.worker_command.WorkerCommand` names, for a
+    container to bind: ``more`` (a log directory), the directories of its TLS files and
+    scheduler file, its local directory; not those the job's shell expands (``$TMPDIR``).
+
+    >>> from hpcgpu.jobspec.worker_command import WorkerCommand
+    >>> worker_binds(WorkerCommand(scheduler_file="/s/a.json", tls_cert="/p/c.pem",
+    ...                            local_directory="$TMPDIR"), "/logs")
+    ('/logs', '/p', '/s')
+    """
+    files = [worker.tls_ca_file, worker.tls_cert, worker.tls_key, worker.scheduler_file]
+    paths = [*more, *(os.path.dirname(f) for f in files if f), worker.local_directory]
+    return tuple(dict.fromkeys(os.path.abspath(p) for p in paths
+                               if p and "$" not in p and not p.startswith("~")))
 
 
 def bind_paths(paths) -> list[str]:

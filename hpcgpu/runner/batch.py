@@ -120,7 +120,8 @@ def _start_cluster(s: _Session) -> None:
         **(s.tls.worker_args() if s.tls else {}),
     )
     launcher = get_launcher(o.launcher or s.allocation.default_launcher)
-    argv = workers_argv(s.allocation, launcher, worker, o.python, o.launcher_args)
+    python = o.container_python if o.container else o.python
+    argv = workers_argv(s.allocation, launcher, worker, python, o.launcher_args, o.container)
     env = launcher_environment(s.allocation, launcher, _role_env(s, "worker"))
     s.workers = start_child("workers", argv, env=env, keep_tail=WORKER_TAIL_LINES)
     _say(f"{s.allocation.total_gpus} worker(s), {s.allocation.layout}, through "

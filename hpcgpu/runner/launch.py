@@ -17,6 +17,7 @@ from typing import Mapping
 from hpcgpu.launchers import LAUNCHERS, RANK_VARIABLES, Launcher
 from hpcgpu.launchers.base import ALL_VISIBLE
 from hpcgpu.runner.allocation import Allocation
+from hpcgpu.jobspec.container import Container, worker_binds
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
@@ -24,8 +25,10 @@ __all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", 
 
 
 def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerCommand,
-                 python: str, launcher_args: tuple[str, ...] = ()) -> list[str]:
-    """Launcher prefix, extra launcher arguments, worker command.
+                 python: str, launcher_args: tuple[str, ...] = (),
+                 container: Container | None = None) -> list[str]:
+    """Launcher prefix, extra launcher arguments, the ``container``'s prefix (with the paths
+    the worker command names bound), worker command.
 
     Examples
     --------
@@ -45,6 +48,9 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
     'srun --nodes=1 --ntasks=4 --cpus-per-task=1 --gpus-per-task=1 --kill-on-bad-exit=1
      py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
      --launcher srun'
+    >>> from hpcgpu.jobspec.container import Container
+    >>> shlex.join(workers_argv(a, get_launcher("srun"), w, "python3", (), Container("i.sif")))[103:153]
+    'apptainer exec --nv i.sif python3 -m hpcgpu.worker'
     >>> a1 = Allocation(None, None, nodes=1, gpus_per_node=4, cpus_per_node=8)
     >>> shlex.join(workers_argv(a1, get_launcher("direct"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
     'py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
@@ -60,7 +66,8 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
         prefix = launcher.prefix(shape)
         gpus = allocation.gpus_per_node if allocation.uniform else ALL_VISIBLE
     command = dataclasses.replace(worker, launcher=launcher.name, gpus_per_node=gpus)
-    return [*prefix, *launcher_args, *command.argv(python)]
+    inside = container.prefix(worker_binds(command), cwd=os.getcwd()) if container else []
+    return [*prefix, *launcher_args, *inside, *command.argv(python)]
 
 
 def launcher_environment(allocation: Allocation, launcher: Launcher,

@@ -6,6 +6,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 
+from hpcgpu.jobspec.container import Container
 from hpcgpu.network import UCX_PROTOCOLS, NetworkSettings, resolve
 from hpcgpu.network.advice import log_ucx_hint
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD
@@ -73,6 +74,9 @@ class BatchOptions:
     keep_work_dir: bool = False
     grace: float = 10.0
     python: str = field(default_factory=lambda: sys.executable)
+    #: the workers' image (docs/containers.md) and its python; the scheduler and script stay here
+    container: Container | None = None
+    container_python: str = "python3"
 
     def __post_init__(self) -> None:
         _check_numbers(self)

@@ -9,14 +9,17 @@ worker are real. docs/containers.md says what this does not verify.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
 import sys
 import time
 
 import pytest
 from distributed import Client
 
+from batchtools import ROOT, job_output, slurm_finished
 from cluster_helpers import FAST, SHIMS, check_failing_job_reported
 from conftest import wait_for
 from hpcgpu import SLURMCluster
@@ -81,3 +84,39 @@ def test_image_without_hpcgpu_ends_the_job_saying_so(image, clusters):
     (job,) = cluster.jobs
     assert job.exit_code == 2, job.stderr_tail
     assert f"image {image} on " in job.stderr_tail and "install hpcgpu in the image" in job.stderr_tail
+
+
+#: The batch job's own script: where its workers run, and a sum computed there
+BATCH_SCRIPT = '''import json, os, sys
+import hpcgpu
+with hpcgpu.get_client() as client:
+    where = client.run(lambda: os.environ.get("HPCGPU_IN_CONTAINER"))
+    total = client.submit(sum, range(10)).result()
+json.dump({"where": sorted(set(where.values())), "total": total}, open(sys.argv[1], "w"))
+'''
+
+
+def test_batch_mode_starts_the_workers_in_the_container(slurm, tmp_path, monkeypatch):
+    image = tmp_path / "hpcgpu.sif"
+    image.write_text("stand-in image\n")
+    (tmp_path / "user.py").write_text(BATCH_SCRIPT)
+    monkeypatch.setenv("PATH", f"{SHIMS / 'container'}:{os.environ['PATH']}")
+    monkeypatch.setenv("HPCGPU_SHIM_LOG", str(tmp_path / "shim.log"))
+    # jobscripts/slurm-2x4.sbatch as users submit it, shrunk to one GPU by sbatch's options
+    done = subprocess.run(
+        ["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=1",
+         "--cpus-per-task=1", "--mem=2G", "--time=5", "--job-name=hpcgpu-batch-test",
+         f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", f"--error={tmp_path}/%j.err",
+         f"--export=ALL,HPCGPU_PYTHON={sys.executable},XDG_CACHE_HOME={tmp_path}/cache",
+         str(ROOT / "jobscripts" / "slurm-2x4.sbatch"), "--container", str(image),
+         "--container-python", sys.executable, str(tmp_path / "user.py"), str(tmp_path / "result.json")],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    state = wait_for(lambda: slurm_finished(job_id), 120, 0.5, what=f"job {job_id}")
+    assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
+    assert json.loads((tmp_path / "result.json").read_text()) == {"where": [str(image)], "total": 45}
+    (call,) = (tmp_path / "shim.log").read_text().splitlines()  # srun's one task: the workers
+    binds = call.split()[1].removeprefix("binds=").split(",")
+    tls = call.split("--tls-cert ")[1].split()[0]
+    assert call.startswith("nv=1 ") and any(tls.startswith(b + "/") for b in binds), call

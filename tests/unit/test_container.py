@@ -149,3 +149,33 @@ def test_version_watch_names_both_versions_once_per_worker():
     assert f"distributed 2020.1.0 (client {mine['distributed']})" in seen[0]
     assert "j-0-1" in seen[1] and "reported no versions" in seen[1]
     assert sorted(watch.problems) == ["j-0-0", "j-0-1"]
+
+
+def test_hpcgpu_run_refuses_a_missing_image_before_starting_anything(monkeypatch):
+    from click.testing import CliRunner
+
+    from hpcgpu.cli.run import run
+    from hpcgpu.runner import batch
+
+    monkeypatch.setattr(batch, "run_batch", lambda options: pytest.fail("started"))
+    result = CliRunner().invoke(run, ["--container", "/no/such.sif", "--container-runtime",
+                                      "singularity", "analysis.py"])
+    assert result.exit_code == 2
+    assert "image='/no/such.sif' does not exist" in result.output
+    assert "singularity build" in result.output
+
+
+def test_batch_workers_get_the_working_directory_not_a_shell_word(tmp_path, monkeypatch):
+    from hpcgpu.jobspec.worker_command import WorkerCommand
+    from hpcgpu.launchers import get_launcher
+    from hpcgpu.runner.allocation import Allocation
+    from hpcgpu.runner.launch import workers_argv
+
+    monkeypatch.chdir(tmp_path)
+    worker = WorkerCommand(scheduler="tls://n1:1", tls_cert=str(tmp_path / "job" / "cert.pem"))
+    argv = workers_argv(Allocation(None, None, nodes=1, gpus_per_node=2, cpus_per_node=2),
+                        get_launcher("direct"), worker, "python3", (),
+                        Container.create("hpcgpu:1", runtime="podman"))
+    assert argv[:4] == ["podman", "run", "--rm", "--userns=keep-id"]
+    assert f"{tmp_path}/job:{tmp_path}/job" in argv
+    assert argv[argv.index("-w") + 1] == str(tmp_path) and "$PWD" not in " ".join(argv)
