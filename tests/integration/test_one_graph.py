@@ -56,8 +56,11 @@ def test_a_scheduler_in_its_own_process_runs_the_clients_graph(in_process, tmp_p
     try:
         wait_for(lambda: port_file.exists() and port_file.stat().st_size, 60, what="scheduler file")
         address = json.loads(port_file.read_text())["address"]
-        workers = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2",
-                                    "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], **common)
+        # hpcgpu's worker, as in a job: both workers forked from one server (one interpreter
+        # start-up for the two, where dask worker --nworkers 2 spawns two more)
+        workers = subprocess.Popen([sys.executable, "-m", "hpcgpu.worker", address, "--gpus-per-node", "2",
+                                    "--nthreads", "1", "--no-dashboard"],
+                                   **{**common, "env": dict(common["env"], CUDA_VISIBLE_DEVICES="0,1")})
         done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "out.json"), address], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
