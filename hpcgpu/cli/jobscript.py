@@ -14,6 +14,7 @@ from hpcgpu.jobspec.dialects import DIALECTS, get_dialect
 from hpcgpu.jobspec.gpuflags import given_flags, gpu_flags
 from hpcgpu.launchers import LAUNCHERS, get_launcher
 from hpcgpu.jobspec.queues import check_queue
+from hpcgpu.jobspec.container import RUNTIMES, worker_binds
 from hpcgpu.jobspec.render import render, worker_job_script
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
@@ -93,6 +94,10 @@ def check_script(scheduler: str, text: str) -> tuple[bool | None, str]:
               help="Python on the nodes [default: the config's, else this Python].")
 @click.option("--log-directory", default=None,
               help="Where the job's output goes [default: the config's, else ~/.cache/hpcgpu/logs].")
+@click.option("--container", default=None, metavar="IMAGE",
+              help="Run the workers in this image (apptainer exec --nv; docs/containers.md).")
+@click.option("--container-runtime", default=None, type=click.Choice(sorted(RUNTIMES)),
+              help="The runtime that starts --container [default: apptainer].")
 @click.option("--job-extra-directive", "extra", multiple=True, help="Extra directive (repeatable).")
 @click.option("--prologue", multiple=True, help="Shell line before the workers (repeatable).")
 @click.option("--check", is_flag=True, help="Ask the installed scheduler whether it accepts the script.")
@@ -139,6 +144,9 @@ def _explicit(kw: dict) -> dict:
     explicit["site"] = parse_site_options(kw["site"]) or None
     explicit["job_extra_directives"] = list(kw["extra"]) or None
     explicit["job_script_prologue"] = list(kw["prologue"]) or None
+    if kw["container"]:
+        explicit["container"] = {"image": kw["container"], **({"runtime": kw["container_runtime"]}
+                                                              if kw["container_runtime"] else {})}
     explicit.update(given_flags(kw))  # None: dask-cuda's explicit None (no pool, no spilling)
     return explicit
 
@@ -170,5 +178,7 @@ def _render(scheduler: str, kw: dict) -> tuple[str, ClusterSetup]:
         **{name: tuple(options[name]) for name in (
             "job_extra_directives", "job_directives_skip", "job_script_prologue",
             "job_script_epilogue")},
+        container=options.get("container"),  # with the paths the worker command names bound
+        binds=worker_binds(worker, options["log_directory"]) if options.get("container") else (),
     )
     return render(script), setup

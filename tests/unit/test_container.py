@@ -179,3 +179,20 @@ def test_batch_workers_get_the_working_directory_not_a_shell_word(tmp_path, monk
     assert argv[:4] == ["podman", "run", "--rm", "--userns=keep-id"]
     assert f"{tmp_path}/job:{tmp_path}/job" in argv
     assert argv[argv.index("-w") + 1] == str(tmp_path) and "$PWD" not in " ".join(argv)
+
+
+def test_hpcgpu_jobscript_renders_the_profiles_container_and_the_option(image, tmp_path):
+    from click.testing import CliRunner
+
+    from hpcgpu.cli.jobscript import jobscript
+
+    site = {"scheduler": "slurm", "container": {"image": image, "binds": ["/projects"]}}
+    with dask.config.set({"hpcgpu.profiles.containers": site}):
+        result = CliRunner().invoke(jobscript, ["slurm", "--profile", "containers",
+                                                "--log-directory", str(tmp_path / "logs")])
+    assert result.exit_code == 0, result.output
+    assert f"apptainer exec --nv --bind /projects,{tmp_path / 'logs'} {image} python3 -m hpcgpu.worker" in result.output
+    result = CliRunner().invoke(jobscript, ["slurm", "--container", image, "--container-runtime", "podman-hpc"])
+    assert result.exit_code == 0 and "podman-hpc run --rm --gpu --net host" in result.output
+    result = CliRunner().invoke(jobscript, ["slurm", "--container", str(tmp_path / "gone.sif")])
+    assert result.exit_code == 2 and "gone.sif' does not exist" in result.output
