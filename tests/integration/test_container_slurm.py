@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -55,15 +56,15 @@ def test_worker_in_container_computes_and_other_versions_are_reported(image, clu
     with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"):
         cluster.scale(jobs=1)
         cluster.wait_for_workers(1, timeout=120)
+        # the client is told of the image's hpcgpu as the worker joins: within seconds
         joined = time.monotonic()
+        wait_for(lambda: cluster.versions.problems, timeout=5)
+        assert time.monotonic() - joined < 5
         with Client(cluster) as client:
             # a function of the worker's own os.environ (a bound os.environ.get would carry the client's)
             where = client.submit(lambda: os.environ.get("HPCGPU_IN_CONTAINER"), pure=False).result(timeout=30)
             assert client.submit(sum, range(10)).result(timeout=30) == 45
-        # the worker ran in the "image", and the client was told of its hpcgpu within seconds
-        assert where == str(image)
-        wait_for(lambda: cluster.versions.problems, timeout=5)
-        assert time.monotonic() - joined < 5
+        assert where == str(image)  # the worker ran in the "image"
     (message,) = cluster.versions.problems.values()
     client_version = cluster.versions.mine["hpcgpu"]
     assert f"hpcgpu 0.0.0+image (client {client_version})" in message
@@ -102,6 +103,10 @@ def test_batch_mode_starts_the_workers_in_the_container(slurm, tmp_path, monkeyp
     (tmp_path / "user.py").write_text(BATCH_SCRIPT)
     monkeypatch.setenv("PATH", f"{SHIMS / 'container'}:{os.environ['PATH']}")
     monkeypatch.setenv("HPCGPU_SHIM_LOG", str(tmp_path / "shim.log"))
+    site = tmp_path / "image-site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(IMAGE_SITE)
+    monkeypatch.setenv("HPCGPU_SHIM_SITE", str(site))
     # jobscripts/slurm-2x4.sbatch as users submit it, shrunk to one GPU by sbatch's options
     done = subprocess.run(
         ["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=1",
@@ -116,6 +121,9 @@ def test_batch_mode_starts_the_workers_in_the_container(slurm, tmp_path, monkeyp
     state = wait_for(lambda: slurm_finished(job_id), 120, 0.5, what=f"job {job_id}")
     assert state == ("COMPLETED", "0:0"), job_output(tmp_path, f"{job_id}.*")[-4000:]
     assert json.loads((tmp_path / "result.json").read_text()) == {"where": [str(image)], "total": 45}
+    # hpcgpu run names the image's other hpcgpu in the job's log once the worker is there
+    assert re.search(r"worker '.*' at \S+ runs other versions than this client: hpcgpu 0\.0\.0\+image "
+                     r"\(client ", job_output(tmp_path, f"{job_id}.*"))
     (call,) = (tmp_path / "shim.log").read_text().splitlines()  # srun's one task: the workers
     binds = call.split()[1].removeprefix("binds=").split(",")
     tls = call.split("--tls-cert ")[1].split()[0]

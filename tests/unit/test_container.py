@@ -48,7 +48,7 @@ def worker_line(script: str) -> list[str]:
 ])
 def test_cluster_renders_the_runtime_prefix_with_the_binds_it_needs(runtime, start, image, tmp_path):
     logs = tmp_path / "logs"
-    cluster = SLURMCluster(gpus_per_node=2, log_directory=str(logs), container={
+    cluster = SLURMCluster(gpus_per_node=2, log_directory=str(logs), dashboard_address="localhost:0", container={
         "image": image, "runtime": runtime, "binds": ["/scratch"]})
     try:
         argv = worker_line(cluster.job_script())
@@ -112,7 +112,8 @@ def test_relative_image_is_made_absolute(image, monkeypatch):
 def test_site_profile_gives_the_image_and_binds_and_names_itself_when_wrong(image, tmp_path, no_submit):
     site = {"scheduler": "slurm", "container": {"image": image, "binds": ["/projects", "/scratch"]}}
     with dask.config.set({"hpcgpu.profiles.containers": site}):
-        cluster = SLURMCluster(profile="containers", gpus_per_node=1, log_directory=str(tmp_path / "l"))
+        cluster = SLURMCluster(profile="containers", gpus_per_node=1, log_directory=str(tmp_path / "l"),
+                               dashboard_address="localhost:0")
         try:
             argv = worker_line(cluster.job_script())
         finally:
