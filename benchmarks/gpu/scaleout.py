@@ -7,8 +7,9 @@ bytes that cross GPUs (the plan's own count for the placement the run had is not
 here: ``bytes_crossing`` is the share ``(N-1)/N`` of the moved data, what a random
 placement moves), TF/s for products, and the check of the result. The cases are those of
 the side-by-side table (``../shared/bench/sidebyside.py``, which times dask-cuda on the
-same GPUs), written with hpcgpu.array's plane functions, plus a weak-scaling matmul
-whose size per GPU is fixed (``--weak-rows`` rows of ``a`` per GPU).
+same GPUs), written with hpcgpu.array's plane functions, plus weak-scaling cases whose
+size per GPU is fixed: a matmul (``--weak-rows`` rows of ``a`` per GPU), a tall-and-skinny
+SVD (10 GB per GPU: 1.25 M x 1000 float64) and a 1-D sort (1 GiB of float64 per GPU).
 """
 
 from __future__ import annotations
@@ -58,7 +59,32 @@ def cases(ha, plane, method, g, weak_rows):
     out.append((f"matmul-weak-{weak_rows}-rows-per-gpu", lambda: float(plane.matmul(a, b, method=method).sum().compute()),
                 lambda v: (v - n * 20000 * 20000 / 4) / (n * 20000 * 20000 / 4),
                 20000 ** 2 * 8 * (g - 1) + n * 20000 * 8 * (g - 1) / g, 2 * n * 20000 * 20000))
+    out += weak_cases(ha, plane, method, g)
     return out
+
+
+def weak_cases(ha, plane, method, g):
+    """SVD at 10 GB and sort at 1 GiB per GPU; checks: sum(s**2) against ||A||_F**2, and
+    the largest step down in the sorted output (0 when sorted)."""
+    from distributed import wait
+
+    from hpcgpu.array import linalg
+
+    tall = ha.random.random(size=(1_250_000 * g, 1000), chunks=(125_000, 1000), seed=9).persist()
+    v = ha.random.random(size=(2 ** 27 * g,), chunks=2 ** 24, seed=10).persist()
+    wait([tall, v])
+    frob = float((tall ** 2).sum().compute())
+
+    def svd():
+        u, s, _ = linalg.svd(tall, method=method)
+        return float((s ** 2).sum().compute()) if u is not None else None
+
+    def sort():
+        y = plane.sort(v, method=method)
+        return float((y[:-1] - y[1:]).max().compute())
+
+    return [("svd-weak-10GB-per-gpu", svd, lambda x: (x - frob) / frob, 0, None),
+            ("sort-weak-1GiB-per-gpu", sort, lambda x: max(x, 0.0), 2 ** 30 * (g - 1), None)]
 
 
 def run(g: int, reps: int, paths: list, weak_rows: int, emit) -> None:

@@ -12,6 +12,11 @@ short-and-fat array goes through its transpose (``svd``) or into column blocks a
 as wide as it is tall (``qr``, as Dask's QR of such arrays needs); any other array goes to
 Dask unchanged. Every other name of :mod:`dask.array.linalg` (``cholesky``, ``lstsq``,
 ``solve``, ``tsqr``, ...) is Dask's own object here.
+
+On the collective plane (``method="collective"``, or ``hpcgpu.array.collective: always``)
+a tall-and-skinny QR or SVD of a real array is one QR per worker over all the rows it
+holds and one exchange of the small factors each way
+(:mod:`hpcgpu.array.plane.tsqr`), not a tree of tasks.
 """
 
 from __future__ import annotations
@@ -74,10 +79,30 @@ def _dasks(a: da.Array) -> bool:
     return a.ndim != 2 or any(c != c for dim in a.chunks for c in dim)
 
 
-def qr(a: da.Array):
+def _on_plane(a: da.Array, method: str | None):
+    """``a`` with its columns in one block, for the plane's TSQR; None where the task path
+    runs (not chosen, not a real floating-point array, fewer rows than columns)."""
+    from hpcgpu.array.plane import rechunk, use_collective
+
+    if a.dtype.kind != "f" or a.shape[0] < a.shape[1] or not use_collective(method, "tsqr"):
+        return None
+    return a if a.numblocks[1] == 1 else rechunk(a, (a.chunks[0], (a.shape[1],)), method=method)
+
+
+def _tsqr(a: da.Array, svd: bool, coerce_signs: bool = True):
+    from dask.array.utils import meta_from_array
+
+    from hpcgpu.array.plane.graph import collective
+    from hpcgpu.array.plane.tsqr import TallSkinny
+
+    metas = [a._meta, meta_from_array(a._meta, ndim=1), a._meta] if svd else [a._meta, a._meta]
+    return collective(TallSkinny(a.chunks, a.dtype, svd, coerce_signs), [a], metas)
+
+
+def qr(a: da.Array, method: str | None = None):
     """``q, r = qr(a)``: :func:`dask.array.linalg.qr` of :func:`tall_and_skinny` ``a``;
     a short-and-fat ``a`` in one row block and column blocks at least as wide as it is
-    tall (what Dask's QR of such arrays needs).
+    tall (what Dask's QR of such arrays needs). ``method="collective"``: on the plane.
 
     Examples
     --------
@@ -89,6 +114,9 @@ def qr(a: da.Array):
     """
     if _dasks(a):
         return da.linalg.qr(a)
+    plane = _on_plane(a, method)
+    if plane is not None:
+        return _tsqr(plane, svd=False)
     rows, cols = a.shape
     if rows >= cols:
         return da.linalg.qr(tall_and_skinny(a))
@@ -96,9 +124,10 @@ def qr(a: da.Array):
     return da.linalg.qr(a.rechunk(((rows,), _even(cols, blocks))))
 
 
-def svd(a: da.Array, coerce_signs: bool = True, full_matrices: bool = False):
+def svd(a: da.Array, coerce_signs: bool = True, full_matrices: bool = False, method: str | None = None):
     """``u, s, v = svd(a)``: :func:`dask.array.linalg.svd` of :func:`tall_and_skinny`
-    ``a`` (of its transpose for a short-and-fat ``a``).
+    ``a`` (of its transpose for a short-and-fat ``a``). ``method="collective"``: on the
+    plane.
 
     Examples
     --------
@@ -111,6 +140,9 @@ def svd(a: da.Array, coerce_signs: bool = True, full_matrices: bool = False):
     if _dasks(a) or full_matrices:  # Dask's own answer (full_matrices: its NotImplementedError)
         return da.linalg.svd(a, coerce_signs=coerce_signs, full_matrices=full_matrices)
     if a.shape[0] < a.shape[1]:
-        v, s, u = svd(a.T, coerce_signs=coerce_signs)
+        v, s, u = svd(a.T, coerce_signs=coerce_signs, method=method)
         return u.T, s, v.T
+    plane = _on_plane(a, method)
+    if plane is not None:
+        return _tsqr(plane, svd=True, coerce_signs=coerce_signs)
     return da.linalg.svd(tall_and_skinny(a), coerce_signs=coerce_signs)

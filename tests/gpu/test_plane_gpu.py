@@ -9,6 +9,7 @@ import os
 import time
 
 import dask
+import dask.array
 import numpy as np
 import pytest
 
@@ -84,6 +85,19 @@ def test_sort_and_argsort_over_nccl_equal_numpy(client):
     assert np.array_equal(cupy.asnumpy(order), np.argsort(want, kind="stable"))
     ran = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1])
     assert all(kind == "sort" and path == "nccl" for kind, _, path, _, _ in ran.values()), ran
+
+
+def test_tall_skinny_svd_over_nccl_equals_dasks(client):
+    from hpcgpu.array import linalg
+
+    x = _x((200_000, 500), (25_000, 500), seed=4).persist()
+    u, s, v = dask.compute(*linalg.svd(x, method="collective"))
+    ran = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1])
+    assert all(kind == "tsqr" and path == "nccl" for kind, _, path, _, _ in ran.values()), ran
+    want_u, want_s, want_v = dask.compute(*dask.array.linalg.svd(x))
+    assert np.allclose(cupy.asnumpy(s), cupy.asnumpy(want_s))
+    assert np.allclose(cupy.asnumpy(v), cupy.asnumpy(want_v), atol=1e-8)
+    assert np.allclose(cupy.asnumpy(u), cupy.asnumpy(want_u), atol=1e-8)
 
 
 def test_a_worker_killed_mid_exchange_fails_within_the_timeout_or_is_recomputed(client):

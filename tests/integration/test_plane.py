@@ -236,3 +236,30 @@ def test_sorts_and_a_rechunk_in_flight_keep_their_rounds_apart(client):
     assert np.array_equal(results[3], xv)
     with dask.config.set({"hpcgpu.array.collective": "auto"}):
         assert plane.use_collective(None, "sort")
+
+
+def test_tall_skinny_qr_and_svd_on_three_workers_equal_dasks(client):
+    from hpcgpu.array import linalg
+
+    xv, x = _data((600, 40), (50, 20), "float64", seed=7)
+    x = client.persist(x)
+    q, r = dask.compute(*linalg.qr(x, method="collective"))
+    assert np.allclose(q @ r, xv) and np.allclose(q.T @ q, np.eye(40))
+    ran = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][0])
+    assert set(ran.values()) == {"tsqr"}, ran  # every holder took part (after the column merge)
+    u, s, v = dask.compute(*linalg.svd(x, method="collective"))
+    want_u, want_s, want_v = dask.compute(*da.linalg.svd(x.rechunk((50, 40))))
+    assert np.allclose(s, want_s) and np.allclose(u, want_u) and np.allclose(v, want_v)
+    with dask.config.set({"hpcgpu.array.collective": "auto"}):
+        assert not plane.use_collective(None, "tsqr")  # forced only, until measured on GPUs
+
+
+def test_output_blocks_no_graph_reads_are_not_kept_on_the_workers(client):
+    from hpcgpu.array import linalg
+
+    xv, x = _data((60, 30), 10, "float64", seed=8)
+    assert np.array_equal(plane.rechunk(x, (60, 3), method="collective")[:, :3].compute(), xv[:, :3])
+    _, s, _ = linalg.svd(x.rechunk((10, 30)), method="collective")
+    assert np.allclose(s.compute(), np.linalg.svd(xv, compute_uv=False))  # u and v not asked for
+    left = client.run(lambda dask_worker: {t: len(o) for t, o in dask_worker._hpcgpu_plane.outputs.items()})
+    assert not any(left.values()), left  # nor those of a failed operation (the stall test)

@@ -1,6 +1,7 @@
-"""The plane's sample sort (hpcgpu.array.plane.sorting) on 1 to 5 ranks in threads, over
-an in-memory transport: any chunks, holders, ties, NaN and empty ranks give NumPy's
-``sort`` and stable ``argsort``; every rank makes the same exchanges."""
+"""The plane's operations of several rounds on 1 to 5 ranks in threads, over an in-memory
+transport: the sample sort (any chunks, holders, ties, NaN and empty ranks give NumPy's
+``sort`` and stable ``argsort``) and the tall-and-skinny QR/SVD (NumPy's factors, Dask's
+signs); every rank makes the same exchanges."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from hpcgpu.array.plane.ops import Context, operation
 from hpcgpu.array.plane.sorting import Sort
+from hpcgpu.array.plane.tsqr import TallSkinny
 
 
 class Mailboxes:
@@ -46,21 +48,29 @@ class Mailboxes:
         return Transport()
 
 
-def run_sort(values: np.ndarray, chunks: tuple, holder_of: list, ranks: int, arg: bool):
-    op = operation(Sort((chunks,), values.dtype, arg).spec())
+def run_ranks(op, values: np.ndarray, chunks: tuple, holder_of: list, ranks: int) -> tuple:
+    """Every rank's outputs of ``op`` (through its spec, as workers get it) and the owners,
+    the rows of ``values`` in blocks ``chunks`` held by ``holder_of``."""
+    op = operation(op.spec())
     starts = np.concatenate([[0], np.cumsum(chunks)])
-    holders = {(0, (i,)): holder_of[i] for i in range(len(chunks))}
+    tail = (0,) * (values.ndim - 1)
+    holders = {(0, (i,) + tail): holder_of[i] for i in range(len(chunks))}
     owners = op.owners(holders, ranks)
     mail = Mailboxes()
 
     def rank_run(rank):
-        inputs = {(0, (i,)): values[starts[i]:starts[i + 1]]
+        inputs = {(0, (i,) + tail): values[starts[i]:starts[i + 1]]
                   for i in range(len(chunks)) if holder_of[i] == rank}
         return op.run(Context(rank, ranks, holders, owners, inputs, mail.transport(rank), np))
 
     with ThreadPoolExecutor(ranks) as pool:
         outputs = list(pool.map(rank_run, range(ranks)))
     assert len({tuple(c) for c in mail.calls.values()}) == 1  # the same rounds on every rank
+    return outputs, owners
+
+
+def run_sort(values: np.ndarray, chunks: tuple, holder_of: list, ranks: int, arg: bool):
+    outputs, owners = run_ranks(Sort((chunks,), values.dtype, arg), values, chunks, holder_of, ranks)
     blocks = {}
     for rank, out in enumerate(outputs):
         assert set(out) == {b for b, r in owners.items() if r == rank}
@@ -100,3 +110,44 @@ def test_sample_sort_equals_numpy_on_any_ranks_chunks_and_holders(case):
 def test_a_rank_that_holds_nothing_still_takes_a_bucket():
     values = np.arange(40.0)[::-1].copy()
     assert np.array_equal(run_sort(values, (10, 10, 10, 10), [0, 0, 2, 2], 4, arg=False), np.arange(40.0))
+
+
+@st.composite
+def tall(draw):
+    ranks, cols = draw(st.integers(1, 4)), draw(st.integers(1, 6))
+    chunks = tuple(draw(st.lists(st.integers(1, 9), min_size=1, max_size=7)))
+    if sum(chunks) < cols:
+        chunks += (cols,)
+    holder_of = draw(st.lists(st.integers(0, ranks - 1), min_size=len(chunks), max_size=len(chunks)))
+    used = sorted(set(holder_of))  # ranks are the holders (the plane's group), numbered densely
+    holder_of = [used.index(h) for h in holder_of]
+    seed = draw(st.integers(0, 2**16))
+    values = np.random.default_rng(seed).standard_normal((sum(chunks), cols))
+    return values, chunks, holder_of, len(used)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tall())
+def test_tall_skinny_qr_and_svd_equal_numpy_with_dasks_signs(case):
+    from dask.array.utils import svd_flip
+
+    values, chunks, holder_of, ranks = case
+    cols = values.shape[1]
+    op = TallSkinny((chunks, (cols,)), values.dtype)
+    outputs, owners = run_ranks(op, values, chunks, holder_of, ranks)
+    blocks = {b: v for out in outputs for b, v in out.items()}
+    assert set(blocks) == set(op.out_blocks()) and all(owners[b] == 0 for b in op.out_blocks()[len(chunks):])
+    q = np.concatenate([blocks[(0, i, 0)] for i in range(len(chunks))])
+    r = blocks[(1, 0, 0)]
+    assert np.allclose(q @ r, values) and np.allclose(q.T @ q, np.eye(cols)) and np.allclose(np.tril(r, -1), 0)
+    outputs, _ = run_ranks(TallSkinny((chunks, (cols,)), values.dtype, svd=True), values, chunks, holder_of, ranks)
+    blocks = {b: v for out in outputs for b, v in out.items()}
+    u = np.concatenate([blocks[(0, i, 0)] for i in range(len(chunks))])
+    s, vt = blocks[(1, 0)], blocks[(2, 0, 0)]
+    want_u, want_s, want_vt = np.linalg.svd(values, full_matrices=False)
+    assert np.allclose(s, want_s)
+    # singular vectors unique up to sign, and a sign that rounding cannot tip
+    if len(set(np.round(want_s, 6))) == cols and want_s.min() > 1e-6 and np.abs(want_vt.sum(axis=1)).min() > 1e-6:
+        want_u, want_vt = svd_flip(want_u, want_vt)
+        assert np.allclose(u, want_u, atol=1e-6) and np.allclose(vt, want_vt, atol=1e-6)
+    assert np.allclose((u * s) @ vt, values)

@@ -45,8 +45,9 @@ _TASK_METHODS = ("tasks", "p2p")
 #: (one BLAS call per worker beats a task per block product even on one GPU), rechunk from
 #: two workers; transpose stays on Dask's task path (Dask transposes each block where it
 #: lies; the plane's own transpose, forced, places blocks beside their mirror); sort from
-#: two workers (the task path gathers the sorted axis into one block).
-AUTO_MIN_WORKERS = {"matmul": 1, "rechunk": 2, "transpose": None, "sort": 2}
+#: two workers (the task path gathers the sorted axis into one block); the tall-and-skinny
+#: QR/SVD of :mod:`hpcgpu.array.linalg` only when forced (not yet measured on GPUs).
+AUTO_MIN_WORKERS = {"matmul": 1, "rechunk": 2, "transpose": None, "sort": 2, "tsqr": None}
 
 
 def use_collective(method: str | None = None, kind: str = "rechunk") -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dask._task_spec import Task, TaskRef
 from dask.array.core import Array
 from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from hpcgpu.array.plane.ops import Context
 from hpcgpu.array.plane.plan import block_grid
@@ -50,6 +50,8 @@ def _alone():
 
 
 _ALONE = _alone()
+#: operations whose output blocks the group of one keeps until they are taken
+_ALONE_KEPT = 32
 
 
 class _Nothing:
@@ -109,6 +111,9 @@ def _run_alone(token: str, spec: dict, holders: list) -> list:
     outputs = op.run(Context(0, 1, ranked, owners, inputs, _Nothing(), xp))
     with state._lock:
         state.outputs[token] = outputs
+        # blocks of a graph Dask culled are never taken: keep the latest operations only
+        for stale in list(state.outputs)[:-_ALONE_KEPT]:
+            del state.outputs[stale]
     return [[list(b), "local"] for b in owners]
 
 
@@ -119,20 +124,38 @@ def unpack(token: str, block: tuple, placed: list):
     return PlaneState.take_output(_state(_worker()), token, tuple(block))
 
 
-def collective(op, inputs: list, meta) -> Array:
+def collective(op, inputs: list, meta):
     """The Dask array that ``op`` (an operation of :mod:`hpcgpu.array.plane.ops`) makes
-    of ``inputs`` (Dask arrays, numbered as the operation numbers them)."""
+    of ``inputs`` (Dask arrays, numbered as the operation numbers them); for an operation
+    with several ``outputs`` (their chunks; block ids ``(output, *block)``), a tuple of
+    arrays, ``meta`` then a list."""
     token = tokenize(op.spec(), *(a.name for a in inputs))
-    put_name, bar, out = f"plane-put-{token}", f"plane-barrier-{op.kind}-{token}", f"{op.kind}-plane-{token}"
+    put_name, bar = f"plane-put-{token}", f"plane-barrier-{op.kind}-{token}"
+    outputs = getattr(op, "outputs", None)
+    names = [f"{op.kind}-plane-{token}"] if outputs is None else \
+        [f"{op.kind}-plane-{token}-{k}" for k in range(len(outputs))]
+
+    def key(block: tuple) -> tuple:  # an output block's key
+        return (names[0],) + block if outputs is None else (names[block[0]],) + block[1:]
+
     dsk, markers = {}, []
     for which, a in enumerate(inputs):
         for b in block_grid(a.chunks):
-            key = (put_name, which) + b
-            dsk[key] = PlaneTask(key, put, token, which, b, TaskRef((a.name,) + b))
-            markers.append(TaskRef(key))
+            k = (put_name, which) + b
+            dsk[k] = PlaneTask(k, put, token, which, b, TaskRef((a.name,) + b))
+            markers.append(TaskRef(k))
     blocks = op.out_blocks()
-    dsk[bar] = PlaneTask(bar, barrier, token, op.spec(), [[list(b), [out, *b]] for b in blocks], *markers)
+    dsk[bar] = PlaneTask(bar, barrier, token, op.spec(), [[list(b), list(key(b))] for b in blocks], *markers)
+    unpacks = {name: {} for name in names}
     for b in blocks:
-        dsk[(out,) + b] = PlaneTask((out,) + b, unpack, token, b, TaskRef(bar))
-    graph = HighLevelGraph.from_collections(out, dsk, dependencies=inputs)
-    return Array(graph, out, op.new, meta=meta)
+        unpacks[key(b)[0]][key(b)] = PlaneTask(key(b), unpack, token, b, TaskRef(bar))
+    if outputs is None:
+        graph = HighLevelGraph.from_collections(names[0], {**dsk, **unpacks[names[0]]}, dependencies=inputs)
+        return Array(graph, names[0], op.new, meta=meta)
+    layers = {bar: MaterializedLayer(dsk), **{n: MaterializedLayer(unpacks[n]) for n in names}}
+    deps = {bar: {layer for a in inputs for layer in a.__dask_layers__()}, **{n: {bar} for n in names}}
+    for a in inputs:
+        layers.update(a.dask.layers)
+        deps.update(a.dask.dependencies)
+    graph = HighLevelGraph(layers, deps)
+    return tuple(Array(graph, n, chunks, meta=m) for n, chunks, m in zip(names, outputs, meta))

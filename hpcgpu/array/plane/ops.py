@@ -15,6 +15,7 @@ import numpy as np
 
 from hpcgpu.array.plane.plan import Context, assign_owners, block_grid, pieces, row_panels
 from hpcgpu.array.plane.sorting import Sort
+from hpcgpu.array.plane.tsqr import TallSkinny
 
 __all__ = ["Context", "operation", "Rechunk", "Transpose", "Matmul"]
 
@@ -205,4 +206,6 @@ def operation(spec: dict):
         return Matmul(spec["a_chunks"], spec["b_chunks"], spec["dtype"])
     if kind == "sort":
         return Sort(spec["chunks"], spec["dtype"], spec["arg"])
+    if kind == "tsqr":
+        return TallSkinny(spec["chunks"], spec["dtype"], spec["svd"], spec["coerce_signs"])
     raise ValueError(f"unknown collective operation {kind!r}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from urllib.parse import urlparse
 
@@ -85,10 +86,13 @@ class PlanePlugin(SchedulerPlugin):
         if transport == "nccl" and tuple(group) not in self.nccl_groups:
             nccl_id = await self.scheduler.rpc(group[0]).hpcgpu_plane_nccl_id()
             self.nccl_groups.add(tuple(group))
-        self._restrict(token, {tuple(b): tuple(k) if isinstance(k, list) else k for b, k in unpack},
-                       owners, group)
+        keys = {tuple(b): tuple(k) if isinstance(k, list) else k for b, k in unpack}
+        self._restrict(token, keys, owners, group)
         await self._install(group)
-        msg = dict(token=token, spec=spec, group=group, holders=ranked, gpu=gpu,
+        # the output blocks this graph reads: the others (culled by Dask, or outputs not
+        # asked for) are not kept on the workers, where nothing would ever take them
+        keep = [list(b) for b, k in keys.items() if k in self.scheduler.tasks]
+        msg = dict(token=token, spec=spec, group=group, holders=ranked, gpu=gpu, keep=keep,
                    owners=[[b, r] for b, r in owners.items()], transport=transport, nccl_id=nccl_id)
         await self._idle(group)  # no await from here until every call is marked busy
         seqs = {w: self._next(w) for w in group}
@@ -101,12 +105,18 @@ class PlanePlugin(SchedulerPlugin):
         for f in pending:  # their errors, if any come, are the same failure: read, not logged
             f.add_done_callback(lambda f: f.cancelled() or f.exception())
         if failed:
+            for f, w in calls.items():  # what any rank made of it is dropped once its call ends
+                f.add_done_callback(lambda _, w=w: asyncio.ensure_future(self._drop(w, token, seqs[w])))
             if transport == "nccl":
                 self.nccl_groups.discard(tuple(group))
             worker, error = failed[0]
             raise RuntimeError(f"collective {op.kind} {token} failed on {worker} "
                                f"({len(failed)} of {len(group)} workers so far): {error}") from error
         return [[b, group[r]] for b, r in owners.items()]
+
+    async def _drop(self, worker: str, token: str, seq: int) -> None:
+        with contextlib.suppress(Exception):  # a worker that left has nothing to drop
+            await self.scheduler.rpc(worker).hpcgpu_plane_drop(token=token, seq=seq)
 
     def _group(self, op, holders: set) -> list:
         """The workers that take part: those holding input, and for an operation that

@@ -39,6 +39,7 @@ def state_of(worker) -> "PlaneState":
             worker.handlers["hpcgpu_plane_run"] = state.run
             worker.handlers["hpcgpu_plane_shards"] = state.shards
             worker.handlers["hpcgpu_plane_nccl_id"] = state.nccl_id
+            worker.handlers["hpcgpu_plane_drop"] = state.drop
         return state
 
 
@@ -61,6 +62,7 @@ class PlaneState:
         self.worker = worker
         self.inputs: dict = {}    # token -> {(input, block): array}
         self.outputs: dict = {}   # token -> {block: array}
+        self.made_by: dict = {}   # token -> the sequence number of the run that made its outputs
         self.inbox = Inbox()
         self.comms: dict = {}     # tuple of worker addresses -> NCCL communicator
         self.history: list = []  # (kind, token, transport, ranks, seconds) of recent operations
@@ -84,7 +86,17 @@ class PlaneState:
             value = outputs.pop(block)
             if not outputs:
                 self.outputs.pop(token, None)
+                self.made_by.pop(token, None)
             return value
+
+    async def drop(self, token: str, seq: int) -> None:
+        """Forget the output of run ``seq`` of an operation that failed elsewhere: nothing
+        will take it (a retry's, made by a later run, stays). Its inputs stay too, for
+        Dask's retry (their put tasks do not run again)."""
+        with self._lock:
+            if self.made_by.get(token) == seq:
+                self.outputs.pop(token, None)
+                self.made_by.pop(token, None)
 
     async def shards(self, token: str, src: int, arrays: list) -> None:
         self.inbox.put(token, int(src), list(arrays))
@@ -94,8 +106,8 @@ class PlaneState:
 
         return bytes(nccl.get_unique_id())
 
-    async def run(self, token: str, seq: int, spec: dict, group: list, holders: list,
-                  owners: list, transport: str, nccl_id: bytes | None = None, gpu: bool = False) -> dict:
+    async def run(self, token: str, seq: int, spec: dict, group: list, holders: list, owners: list,
+                  transport: str, nccl_id: bytes | None = None, gpu: bool = False, keep=None) -> dict:
         if self._turn is None:
             self._turn = asyncio.Condition()
         async with self._turn:
@@ -104,7 +116,8 @@ class PlaneState:
             loop = asyncio.get_running_loop()
             work = loop.run_in_executor(
                 self._pool, self._execute, token, spec, list(group), unpack_keys(holders),
-                {tuple(b): int(r) for b, r in owners}, transport, nccl_id, gpu)
+                {tuple(b): int(r) for b, r in owners}, transport, nccl_id, gpu,
+                None if keep is None else {tuple(b) for b in keep}, seq)
             # asyncio.wait, not wait_for: a TimeoutError raised by the work itself is its own
             done, _ = await asyncio.wait({work}, timeout=_watchdog())
             if not done:
@@ -127,7 +140,7 @@ class PlaneState:
         self._pool.shutdown(wait=False)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcgpu-plane")
 
-    def _execute(self, token, spec, group, holders, owners, transport, nccl_id, gpu=False) -> dict:
+    def _execute(self, token, spec, group, holders, owners, transport, nccl_id, gpu, keep, seq) -> dict:
         op = operation(spec)
         rank = group.index(self.worker.address)
         with self._lock:  # read, not taken: a failed attempt leaves them to the next one
@@ -157,7 +170,9 @@ class PlaneState:
         if chan.name == "nccl":
             xp.cuda.get_current_stream().synchronize()
         with self._lock:
-            self.outputs[token] = outputs
+            kept = outputs if keep is None else {b: v for b, v in outputs.items() if b in keep}
+            if kept:
+                self.outputs[token], self.made_by[token] = kept, seq
             self.inputs.pop(token, None)
         seconds = time.perf_counter() - start
         self.history = self.history[-99:] + [(op.kind, token, chan.name, len(group), seconds)]
