@@ -1,10 +1,11 @@
-"""Workers in a container image, on the real local SLURM, through a stand-in ``apptainer``.
+"""Workers in a container image, on the real local SLURM, Grid Engine and OpenPBS, through
+a stand-in ``apptainer``.
 
 Apptainer cannot be installed on these machines (no Debian 12 package, no download from
 its releases), so tests/shims/container/apptainer stands in for it: it checks what hpcgpu
 rendered (``exec``, ``--nv``, the image, every path the worker command names inside a
-``--bind`` path) and runs the command on the host. The job script, sbatch, srun and the
-worker are real. docs/containers.md says what this does not verify.
+``--bind`` path) and runs the command on the host. The job scripts, the schedulers, their
+launchers and the workers are real. docs/containers.md says what this does not verify.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from distributed import Client
 from batchtools import ROOT, job_output, slurm_finished
 from cluster_helpers import FAST, SHIMS, check_failing_job_reported
 from conftest import wait_for
-from hpcgpu import SLURMCluster
-
-pytestmark = pytest.mark.slurm
+from hpcgpu import PBSCluster, SGECluster, SLURMCluster
 
 #: The image's own packages: another hpcgpu than the client's
 IMAGE_SITE = '''import importlib.metadata as m
@@ -48,6 +47,7 @@ def image(slurm, tmp_path, monkeypatch):
     return path
 
 
+@pytest.mark.slurm
 def test_worker_in_container_computes_and_other_versions_are_reported(image, clusters, tmp_path, caplog):
     data = tmp_path / "data"
     data.mkdir()
@@ -78,6 +78,7 @@ def test_worker_in_container_computes_and_other_versions_are_reported(image, clu
     assert "-m hpcgpu.worker" in calls[1]
 
 
+@pytest.mark.slurm
 def test_image_without_hpcgpu_ends_the_job_saying_so(image, clusters):
     cluster = clusters(SLURMCluster, **FAST, gpus_per_node=1, python="/nonexistent/bin/python3",
                        max_failed_jobs=1, container=str(image))
@@ -97,6 +98,7 @@ json.dump({"where": sorted(set(where.values())), "total": total}, open(sys.argv[
 '''
 
 
+@pytest.mark.slurm
 def test_batch_mode_starts_the_workers_in_the_container(slurm, tmp_path, monkeypatch):
     image = tmp_path / "hpcgpu.sif"
     image.write_text("stand-in image\n")
@@ -128,3 +130,33 @@ def test_batch_mode_starts_the_workers_in_the_container(slurm, tmp_path, monkeyp
     binds = call.split()[1].removeprefix("binds=").split(",")
     tls = call.split("--tls-cert ")[1].split()[0]
     assert call.startswith("nv=1 ") and any(tls.startswith(b + "/") for b in binds), call
+
+
+def check_in_container(cls, clusters, tmp_path, **options) -> None:
+    """One worker of ``cls`` in the stand-in image computes. Grid Engine and PBS pass no
+    environment to the job: the prologue puts the runtime on PATH, as a site's
+    ``module load apptainer`` does."""
+    image = tmp_path / "hpcgpu.sif"
+    image.write_text("stand-in image\n")
+    log = tmp_path / "shim.log"
+    cluster = clusters(cls, **FAST, gpus_per_node=1, python=sys.executable, container=str(image),
+                       job_script_prologue=[f"export PATH={SHIMS / 'container'}:$PATH HPCGPU_SHIM_LOG={log}"],
+                       **options)
+    cluster.scale(jobs=1)
+    cluster.wait_for_workers(1, timeout=120)
+    with Client(cluster) as client:
+        where = client.submit(lambda: os.environ.get("HPCGPU_IN_CONTAINER"), pure=False).result(timeout=30)
+        assert client.submit(sum, range(10)).result(timeout=30) == 45
+    assert where == str(image)
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and all(c.startswith("nv=1 binds=") for c in calls), calls
+
+
+@pytest.mark.sge
+def test_sge_worker_in_container_computes(sge, clusters, tmp_path):
+    check_in_container(SGECluster, clusters, tmp_path, profile="sge-gpu")
+
+
+@pytest.mark.pbs
+def test_pbs_worker_in_container_computes(pbs, clusters, tmp_path):  # pbs first: PATH undone last
+    check_in_container(PBSCluster, clusters, tmp_path)
