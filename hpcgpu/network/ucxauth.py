@@ -10,9 +10,9 @@ off (the endpoint is aborted) without a single byte of it being deserialised.
 The secret is the content of a file that only its owner can read (``hpcgpu.ucx-auth.key-file``
 in dask config, ``DASK_HPCGPU__UCX_AUTH__KEY_FILE``: the environment carries the path,
 never the key): a random token (:func:`write_key_file`, :func:`temporary_key`) or the
-cluster's TLS key file. UCX traffic is authenticated but **not encrypted**, and the listener
-is on every address whatever ``interface=`` says: ucxx's Python API takes only a port
-(docs/security.md, "Why every interface").
+cluster's TLS key file. UCX traffic is authenticated but **not encrypted**. ucxx's Python API binds the listener
+on every address whatever it was asked; a socket filter then admits only connections to the
+asked address (:mod:`hpcgpu.network.bindfilter`; docs/security.md, "Why every interface").
 
 The backend reaches distributed through its comm backend registry by the entry point
 ``distributed.comm.backends: ucx+auth`` (pyproject.toml), loaded the first time a process
@@ -32,6 +32,7 @@ import logging
 import os
 import secrets
 import shutil
+import socket
 import stat
 import tempfile
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import Iterator
 import dask.config
 from distributed.comm.core import CommClosedError, FatalCommClosedError
 
+from hpcgpu.network.bindfilter import admit_only
 from hpcgpu.system import leftovers
 
 __all__ = ["SCHEME", "CONFIG_KEY", "read_key", "write_key_file", "temporary_key", "key_for", "register",
@@ -201,6 +203,23 @@ async def _bounded(coroutine, comm, what: str) -> None:
         raise CommClosedError(f"{SCHEME}: {what} failed ({type(exc).__name__}: {exc})") from exc
 
 
+def keep_to_asked_address(host: str, port: int, address: str) -> bool:
+    """ucxx binds the listener on every address: admit only connections to the asked one
+    (:func:`hpcgpu.network.bindfilter.admit_only`); whether it could. Every address asked
+    for (``""``, ``0.0.0.0``) needs nothing."""
+    if host in ("", "0.0.0.0", "::", "*"):
+        return True
+    try:
+        wanted = socket.gethostbyname(host)  # "localhost", a host name: its IPv4 address
+    except OSError:
+        wanted = host
+    if admit_only(port, wanted):
+        return True
+    logger.warning("%s: listens on every address of this host, not only %s (ucxx takes no address, "
+                   "and port %d is no IPv4 TCP listener of this process)", address, host, port)
+    return False
+
+
 _PREFIX = SCHEME + "://"
 
 
@@ -241,6 +260,7 @@ def _classes():
         async def start(self):
             self._key = read_key()  # no key, no listener: fail at start with the fix
             await super().start()
+            keep_to_asked_address(self.ip, self.port, self.address)
 
         async def on_connection(self, comm, handshake_overrides=None):
             try:

@@ -96,23 +96,27 @@ def test_local_mode_over_ucx_auth_listens_as_the_table_says(tmp_path):
                           capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(out.read_text())
-    seen, stray = account(found["sockets"], found["info"])
+    # a wildcard listener that takes connections at one address only is listed at that one
+    shown = [dict(s, ip=s["admits"][0]) if len(s.get("admits", ())) == 1 else s for s in found["sockets"]]
+    seen, stray = account(shown, found["info"])
     assert seen["UCX transport"], found["sockets"]  # the transport's own listeners were seen
     check_against_table("local ucx+auth", seen, stray)
-    # exactly what the table says: the wildcard address, though the cluster advertises 127.0.0.1
+    # bound to the wildcard address (ucxx's API takes none), yet they take a connection at
+    # 127.0.0.1 only, the address the cluster advertises: a socket filter drops the others
     ports = {port for role in ("scheduler", "worker", "nanny") for _, port in roles(found["info"])[role]}
-    assert {s["ip"] for s in found["sockets"] if s["port"] in ports} == {"0.0.0.0"}, found["sockets"]
+    dask = [s for s in found["sockets"] if s["port"] in ports]
+    assert len(dask) == 5 and all(s["ip"] == "0.0.0.0" and s["admits"] == ["127.0.0.1"] for s in dask), dask
     assert found["info"]["address"].startswith("ucx+auth://127.0.0.1:"), found["info"]["address"]
 
 
 @needs_ucx
 def test_ucx_listeners_bind_every_address_because_ucxx_takes_no_host():
-    """Why the ``ucx+auth`` rows of docs/security.md say every interface: distributed-ucxx's
-    listener passes only its port to ucxx (``ucxx.create_listener(cb, port=...)``), whose
-    Python binding builds UCX's listener on the wildcard address (``UCXListener.create(worker,
-    port, ...)``), although UCX and libucxx's C++ ``ListenerBuilder`` can take a host. When an
-    installed ucxx takes one, this fails: then hpcgpu.network.ucxauth passes the listener's
-    host, and the rows become loopback (or the asked interface)."""
+    """Why ucx+auth's listeners need a socket filter (hpcgpu.network.bindfilter) to keep to the
+    asked address: distributed-ucxx passes only its port to ucxx
+    (``ucxx.create_listener(cb, port=...)``), whose Python binding builds UCX's listener on the
+    wildcard address (``UCXListener.create(worker, port, ...)``), although UCX and libucxx's
+    C++ ``ListenerBuilder`` can take a host. When an installed ucxx takes one, this fails:
+    then hpcgpu.network.ucxauth passes the listener's host instead."""
     import ucxx
     from distributed_ucxx.ucxx import UCXXListener
     from ucxx._lib.libucxx import UCXListener
