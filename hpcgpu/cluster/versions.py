@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from hpcgpu.system.versions import local_versions, mismatch
+from hpcgpu.system.versions import local_versions, worker_mismatches
 
 __all__ = ["VersionWatch"]
 
@@ -46,12 +46,7 @@ class VersionWatch:
 
     def watch(self, workers: dict) -> None:
         """Check the workers of a worker-status ``add`` message (address -> identity)."""
-        for address, info in dict(workers).items():
-            name = str(info.get("name"))
-            ours = info.get("hpcgpu")
-            if name in self.problems or not isinstance(ours, dict):
-                continue
-            message = mismatch(self.mine, ours.get("versions"), f"worker {name!r} at {address}")
-            if message:
+        for name, message in worker_mismatches(self.mine, workers).items():
+            if name not in self.problems:
                 self.problems[name] = message
                 self._report(message)

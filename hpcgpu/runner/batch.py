@@ -44,6 +44,7 @@ from hpcgpu.runner.jobdir import JobDirectory, open_job_directory
 from hpcgpu.runner.security import TLSFiles, check_in_environment, temporary_tls, write_tls
 from hpcgpu.runner.signals import STOP_SIGNALS, Stop
 from hpcgpu.system.threadsignals import born_blocked
+from hpcgpu.system.versions import local_versions, worker_mismatches
 from hpcgpu.worker.nannies import stop_through_nannies
 from hpcgpu.worker.startfailure import start_error
 from hpcgpu.jobspec.worker_command import WorkerCommand
@@ -141,7 +142,9 @@ def _wait_for_workers(s: _Session, client) -> bool:
                  + ("" if count != seen else f"; {s.workers.name} (pid {s.workers.pid}) "
                     "still starting them"))
             seen, said = count, now
-        if count >= s.expected:
+        if count >= s.expected:  # an image's hpcgpu, dask or distributed may differ from ours
+            for message in worker_mismatches(local_versions(), client.scheduler_info()["workers"]).values():
+                _say(message)
             return True
         if not s.workers.running():
             raise RuntimeError(f"the launcher exited with code {s.workers.popen.returncode} "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["CHECKED", "local_versions", "mismatch"]
+__all__ = ["CHECKED", "local_versions", "mismatch", "worker_mismatches"]
 
 #: The packages whose versions must match between the client and every worker.
 CHECKED = ("hpcgpu", "dask", "distributed")
@@ -58,3 +58,25 @@ client from the image
         return None
     return (f"{who} runs other versions than this client: {', '.join(differ)}: install the "
             "client's versions in the workers' environment or image, or run the client from the image")
+
+
+def worker_mismatches(mine: dict[str, str], workers: dict) -> dict[str, str]:
+    """Worker name -> :func:`mismatch` message, for the hpcgpu workers of a scheduler's
+    ``workers`` (address -> identity, as ``Client.scheduler_info()`` gives them) whose
+    versions differ; workers without hpcgpu's record (not hpcgpu's worker) are left out.
+
+    >>> mine = {"hpcgpu": "0.2.0", "dask": "1", "distributed": "1"}
+    >>> worker_mismatches(mine, {"tcp://a:1": {"name": "w", "hpcgpu": {"versions": {**mine, "dask": "2"}}},
+    ...                          "tcp://a:2": {"name": "cpu"}})
+    {'w': "worker 'w' at tcp://a:1 runs other versions than this client: dask 2 (client 1): install \
+the client's versions in the workers' environment or image, or run the client from the image"}
+    """
+    found = {}
+    for address, info in dict(workers).items():
+        ours = info.get("hpcgpu")
+        name = str(info.get("name"))
+        message = mismatch(mine, ours.get("versions"), f"worker {name!r} at {address}") \
+            if isinstance(ours, dict) else None
+        if message:
+            found[name] = message
+    return found
