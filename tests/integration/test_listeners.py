@@ -88,6 +88,7 @@ def test_local_mode_listeners_are_the_tables():
 
 
 @needs_ucx
+@pytest.mark.xdist_group("ucx")  # not beside another UCX cluster (tests/conftest.py)
 def test_local_mode_over_ucx_auth_listens_as_the_table_says(tmp_path):
     """UCX's rows: distributed-ucxx's listeners (the key's proof on each connection) and UCX's
     own TCP transport, which listens on each interface in every process."""
