@@ -263,3 +263,29 @@ def test_output_blocks_no_graph_reads_are_not_kept_on_the_workers(client):
     assert np.allclose(s.compute(), np.linalg.svd(xv, compute_uv=False))  # u and v not asked for
     left = client.run(lambda dask_worker: {t: len(o) for t, o in dask_worker._hpcgpu_plane.outputs.items()})
     assert not any(left.values()), left  # nor those of a failed operation (the stall test)
+
+
+def test_workers_that_cannot_open_each_others_gpus_use_the_comm_and_are_told_once(client, caplog, monkeypatch):
+    from hpcgpu.array.plane import worker_side
+    from hpcgpu.array.plane.scheduler_side import PLUGIN_NAME, PlanePlugin
+
+    xv, x = _data((20, 20), 5, "float64")
+    plane.rechunk(x, (20, 2), method="collective").compute()
+    installed = client.run_on_scheduler(lambda dask_scheduler: dict(dask_scheduler.plugins[PLUGIN_NAME].installed))
+    assert set(installed) == set(client.scheduler_info()["workers"]) and set(installed.values()) == {True}
+    plugin = PlanePlugin()
+    group = ["tcp://10.0.0.1:1", "tcp://10.0.0.1:2"]
+    plugin.installed = {group[0]: True, group[1]: False}
+    with caplog.at_level(logging.WARNING, logger="distributed.hpcgpu.plane"):
+        assert [plugin._transport(group, gpu=True) for _ in range(3)] == ["comm"] * 3
+    assert caplog.text.count("cannot open the host's other GPUs") == 1
+    assert "allow-task-sharing" in caplog.text
+    plugin.installed[group[1]] = True
+    assert plugin._transport(group, gpu=True) == "nccl"
+    assert plugin._transport(["tcp://10.0.0.1:1", "tcp://10.0.0.2:1"], gpu=True) == "comm"
+
+    def refused(path, flags):
+        raise PermissionError(1, "Operation not permitted", path)
+
+    monkeypatch.setattr(worker_side.os, "open", refused)
+    assert worker_side.gpus_shared(["/dev/nvidia0"]) is False

@@ -56,8 +56,9 @@ class PlanePlugin(SchedulerPlugin):
     def __init__(self) -> None:
         self.seq: dict = collections.defaultdict(int)
         self.busy: dict = {}  # worker -> its call in progress
-        self.installed: set = set()  # workers whose plane handlers are known to be there
+        self.installed: dict = {}  # worker -> whether it may open every GPU of its host
         self.nccl_groups: set = set()
+        self.walled_groups: set = set()  # groups told once that NCCL cannot join them
         self.restricted: collections.OrderedDict = collections.OrderedDict()
 
     async def start(self, scheduler) -> None:
@@ -67,7 +68,7 @@ class PlanePlugin(SchedulerPlugin):
     def remove_worker(self, scheduler, worker, **kwargs) -> None:
         self.seq.pop(worker, None)
         self.busy.pop(worker, None)
-        self.installed.discard(worker)
+        self.installed.pop(worker, None)
         self.nccl_groups = {g for g in self.nccl_groups if worker not in g}
         for keys in self.restricted.values():
             lift = {k: None for k, w in keys.items() if w == worker and k in scheduler.tasks}
@@ -81,6 +82,7 @@ class PlanePlugin(SchedulerPlugin):
         group = self._group(op, {h[2] for h in holders})
         ranked = [[w, b, group.index(a)] for w, b, a in holders]
         owners = op.owners(unpack_keys(ranked), len(group))
+        await self._install(group)
         transport = self._transport(group, gpu)
         nccl_id = None
         if transport == "nccl" and tuple(group) not in self.nccl_groups:
@@ -88,7 +90,6 @@ class PlanePlugin(SchedulerPlugin):
             self.nccl_groups.add(tuple(group))
         keys = {tuple(b): tuple(k) if isinstance(k, list) else k for b, k in unpack}
         self._restrict(token, keys, owners, group)
-        await self._install(group)
         # the output blocks this graph reads: the others (culled by Dask, or outputs not
         # asked for) are not kept on the workers, where nothing would ever take them
         keep = [list(b) for b, k in keys.items() if k in self.scheduler.tasks]
@@ -127,15 +128,16 @@ class PlanePlugin(SchedulerPlugin):
         return sorted(holders)
 
     async def _install(self, group: list) -> None:
-        """Plane handlers on workers that never ran a plane task (they hold no input)."""
+        """Plane handlers on the workers of ``group`` (once per worker; those holding no
+        input never ran a plane task), and whether each may open every GPU of its host."""
         from distributed.protocol.pickle import dumps
 
         from hpcgpu.array.plane.worker_side import install
 
         missing = [w for w in group if w not in self.installed]
-        if missing:
-            await asyncio.gather(*(self.scheduler.rpc(w).run(function=dumps(install)) for w in missing))
-            self.installed.update(missing)
+        await asyncio.gather(*(self.scheduler.rpc(w).run(function=dumps(install)) for w in missing))
+        shared = await asyncio.gather(*(self.scheduler.rpc(w).hpcgpu_plane_gpus_shared() for w in missing))
+        self.installed.update(zip(missing, map(bool, shared)))
 
     async def _idle(self, group: list) -> None:
         """Until no worker of ``group`` is still in an earlier collective: all ranks then start
@@ -158,7 +160,18 @@ class PlanePlugin(SchedulerPlugin):
         if choice != "auto":
             return choice
         one_host = len({_host(w) for w in group}) == 1
-        return "nccl" if gpu and one_host else "comm"
+        if not (gpu and one_host):
+            return "comm"
+        walled = [w for w in group if not self.installed.get(w, True)]
+        if walled and tuple(group) not in self.walled_groups:
+            self.walled_groups.add(tuple(group))
+            logger.warning(
+                "collective plane: %d of %d workers cannot open the host's other GPUs (a device "
+                "cgroup per task, as srun --gpus-per-task gives under ConstrainDevices): CUDA IPC, "
+                "and so NCCL, cannot join them; the cluster's comm carries the data instead. On "
+                "SLURM 23.11 or later, srun --gres-flags=allow-task-sharing (or SLURM_GRES_FLAGS) "
+                "lifts it; so does a job asked with --gpus-per-node", len(walled), len(group))
+        return "comm" if walled else "nccl"
 
     def _restrict(self, token: str, keys: dict, owners: dict, group: list) -> None:
         wanted = {keys[b]: group[r] for b, r in owners.items() if b in keys}

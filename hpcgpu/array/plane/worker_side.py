@@ -13,6 +13,7 @@ adds three handlers to the worker's server:
 from __future__ import annotations
 
 import asyncio
+import glob
 import logging
 import os
 import threading
@@ -40,14 +41,39 @@ def state_of(worker) -> "PlaneState":
             worker.handlers["hpcgpu_plane_shards"] = state.shards
             worker.handlers["hpcgpu_plane_nccl_id"] = state.nccl_id
             worker.handlers["hpcgpu_plane_drop"] = state.drop
+            worker.handlers["hpcgpu_plane_gpus_shared"] = gpus_shared
         return state
 
 
 def install(dask_worker=None) -> str:
-    """Install the plane on this worker (run by the scheduler on a worker that holds no
-    input of an operation it takes part in)."""
+    """Install the plane on this worker (run by the scheduler on the workers of an
+    operation, once each: those that hold no input never ran a plane task)."""
     state_of(dask_worker)
     return dask_worker.address
+
+
+def gpus_shared(nodes: list | None = None) -> bool:
+    """Whether this process may open every NVIDIA GPU device node of its host (``nodes``:
+    ``/dev/nvidia0``, ...). Not inside a task whose device cgroup holds only its own GPUs
+    (``srun --gpus-per-task`` where SLURM constrains devices): CUDA IPC between such
+    workers fails, and NCCL with it.
+
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     open(os.path.join(d, "nvidia0"), "w").close()
+    ...     gpus_shared([os.path.join(d, "nvidia0"), os.path.join(d, "nvidia1")])
+    True
+    """
+    if nodes is None:
+        nodes = glob.glob("/dev/nvidia[0-9]*")
+    for node in nodes:
+        try:
+            os.close(os.open(node, os.O_RDONLY))
+        except PermissionError:  # the device cgroup (or the file's mode) keeps it from us
+            return False
+        except OSError:  # gone, or not a device this kernel serves: no statement
+            continue
+    return True
 
 
 def unpack_keys(msg_holders: list) -> dict:
