@@ -137,7 +137,7 @@ def test_a_stalled_worker_fails_the_operation_within_the_timeout_then_it_runs_ag
     assert np.array_equal(plane.rechunk(x, (30, 2), method="collective").compute(), xv)
 
 
-def test_workers_joining_between_operations(client):
+def test_workers_joining_and_leaving_between_operations(client):
     xv, x = _data((24, 24), 4, "float64")
     before = plane.rechunk(x, (24, 1), method="collective").compute()
     cluster = client.cluster
@@ -148,6 +148,14 @@ def test_workers_joining_between_operations(client):
     finally:
         cluster.scale(3)
     assert np.array_equal(before, xv) and np.array_equal(after, xv.T)
+    deadline = time.monotonic() + 30
+    while len(client.scheduler_info()["workers"]) > 3:
+        assert time.monotonic() < deadline, "the fourth worker did not leave"
+        time.sleep(0.05)
+    # matmul spreads over every running worker: the one that left is no rank of it
+    assert np.allclose(plane.matmul(x, x, method="collective").compute(), xv @ xv)
+    ranks = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][3])
+    assert set(ranks.values()) == {3}, ranks
 
 
 def _die(dask_worker=None):
