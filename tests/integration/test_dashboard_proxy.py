@@ -43,7 +43,10 @@ def jupyter(tmp_path_factory):
     port, token = _free_port(), secrets.token_hex(16)
     argv = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
             f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", f"--ServerApp.base_url={BASE}",
-            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path_factory.mktemp('jupyter')}"]
+            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path_factory.mktemp('jupyter')}",
+            # enabled here, not by the file pip puts in its installation's etc/jupyter, which a
+            # virtual environment with the system's site-packages does not read
+            "--ServerApp.jpserver_extensions=jupyter_server_proxy=True"]
     server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
