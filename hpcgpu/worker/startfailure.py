@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 import time
 from collections import deque
 from collections.abc import Callable
@@ -128,10 +129,40 @@ class RestartCounter:
 def with_restart_limit(nanny_class: type) -> type:
     """A subclass of ``nanny_class`` (a ``distributed.Nanny``) that closes itself, instead of
     restarting its worker again, once the worker exited :data:`RESTART_LIMIT` times within
-    :data:`RESTART_WINDOW` s; its last line starts with :data:`STORM_MARK`."""
+    :data:`RESTART_WINDOW` s (its last line starts with :data:`STORM_MARK`), or as soon as
+    the worker died of SIGTERM (what a batch system sends every process of a job it stops)."""
 
     class LimitedNanny(nanny_class):
+        def _on_worker_exit_sync(self, exitcode):
+            # before anything reads them: the exit code, and whether this nanny's own memory
+            # monitor sent the SIGTERM (it notes the pid it terminates)
+            memory_pid = getattr(getattr(self, "memory_manager", None), "_last_terminated_pid", -1)
+            by_memory = memory_pid not in (-1, None, self.__dict__.get("_hpcgpu_memory_pid"))
+            self.__dict__.update(_hpcgpu_exitcode=exitcode, _hpcgpu_memory_pid=memory_pid,
+                                 _hpcgpu_by_memory=by_memory)
+            super()._on_worker_exit_sync(exitcode)
+
+        def _stopped_by_sigterm(self) -> bool:
+            # the batch system stops the job (scancel, qdel, the walltime): it signals every
+            # process of the job, this nanny too; a worker restarted meanwhile, or a start
+            # that fails, ended in tracebacks in the job's log
+            if self.__dict__.get("_hpcgpu_exitcode") != -signal.SIGTERM or self.__dict__.get("_hpcgpu_by_memory"):
+                return False
+            logger.info("worker %s stopped by SIGTERM: its nanny closes too", self.name)
+            return True
+
+        async def start_unsafe(self):
+            try:
+                return await super().start_unsafe()
+            except RuntimeError:  # distributed has closed the nanny already
+                if not self._stopped_by_sigterm():
+                    raise
+                return self
+
         async def _on_worker_exit(self, exitcode):
+            if self.status.name == "running" and self._stopped_by_sigterm():
+                await self.close(reason="hpcgpu-worker-sigterm")
+                return
             counter = self.__dict__.setdefault("_hpcgpu_exits", RestartCounter())
             if self.status.name == "running" and counter.exited(time.monotonic()):
                 logger.error("%s: worker %s exited %d times within %g s (last exit code %s); "
