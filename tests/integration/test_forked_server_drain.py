@@ -8,25 +8,34 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 from distributed import Client, LocalCluster
+
+
+@contextmanager
+def forked_workers(tmp_path, name: str):
+    """(client, launcher process, its log): ``python -m hpcgpu.worker`` for two GPUs on a
+    loopback scheduler, both workers connected."""
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
+            Client(cluster) as client, open(tmp_path / "log", "w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", name,
+             "--gpus-per-node", "2", "--death-timeout", "30"],
+            env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""), stderr=log)
+        try:
+            client.wait_for_workers(2, timeout=60)
+            yield client, proc, log
+        finally:
+            proc.kill()
 
 
 def test_a_drain_signal_to_the_launcher_retires_its_forked_workers(tmp_path):
     """SIGUSR1 (SLURM's --signal before the walltime) reaches the workers forked from the
     server, not the server: each retires gracefully and the launcher ends cleanly."""
-    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
-            Client(cluster) as client, open(tmp_path / "log", "w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "dr",
-             "--gpus-per-node", "2", "--death-timeout", "30"],
-            env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""), stderr=log)
-        try:
-            client.wait_for_workers(2, timeout=60)
-            proc.send_signal(signal.SIGUSR1)
-            assert proc.wait(30) == 0
-        finally:
-            proc.kill()
+    with forked_workers(tmp_path, "dr") as (_, proc, log):
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.wait(30) == 0
         log.seek(0)
         assert log.read().count("drain signal: retiring worker") == 2
 
@@ -35,28 +44,19 @@ def test_a_worker_stopped_by_sigterm_is_not_restarted_its_nanny_closes(tmp_path)
     """scancel signals every process of a job: a worker that dies of SIGTERM before its nanny
     acts is not restarted (a restart under the nanny's close ended in tracebacks); the
     nanny closes, the other GPU's worker stays, and SIGTERM to the launcher ends it cleanly."""
-    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
-            Client(cluster) as client, open(tmp_path / "log", "w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "st",
-             "--gpus-per-node", "2", "--death-timeout", "30"],
-            env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""), stderr=log)
-        try:
-            client.wait_for_workers(2, timeout=60)
-            pids = client.run(os.getpid)
-            address, first = min(client.scheduler_info()["workers"].items(), key=lambda w: w[1]["name"])
-            os.kill(pids[address], signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            while len(client.scheduler_info()["workers"]) != 1:
-                assert time.monotonic() < deadline, client.scheduler_info()["workers"]
-                time.sleep(0.05)
-            time.sleep(1)  # a restart, if any, would have registered by now
-            assert [w["name"] for w in client.scheduler_info()["workers"].values()] != [first["name"]]
-            assert len(client.scheduler_info()["workers"]) == 1
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
-        finally:
-            proc.kill()
+    with forked_workers(tmp_path, "st") as (client, proc, log):
+        pids = client.run(os.getpid)
+        address, first = min(client.scheduler_info()["workers"].items(), key=lambda w: w[1]["name"])
+        os.kill(pids[address], signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while len(client.scheduler_info()["workers"]) != 1:
+            assert time.monotonic() < deadline, client.scheduler_info()["workers"]
+            time.sleep(0.05)
+        time.sleep(1)  # a restart, if any, would have registered by now
+        assert [w["name"] for w in client.scheduler_info()["workers"].values()] != [first["name"]]
+        assert len(client.scheduler_info()["workers"]) == 1
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
         log.seek(0)
         text = log.read()
     # that worker's nanny only: once running, or still starting (its worker registered, the
