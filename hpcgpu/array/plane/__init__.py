@@ -161,7 +161,9 @@ def _sort(x, axis, method, arg: bool):
         return collective(Sort(x.chunks, x.dtype, arg), [x], meta)
 
     def one_block(block):
-        xp = type(block).__module__.startswith("cupy") and __import__("cupy") or np
+        xp = np
+        if type(block).__module__.startswith("cupy"):
+            import cupy as xp
         return stable_argsort(xp, block, axis) if arg else xp.sort(block, axis=axis)
 
     if x.numblocks[axis] == 1:
