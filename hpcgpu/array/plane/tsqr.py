@@ -43,7 +43,6 @@ class TallSkinny:
         self.dtype, self.svd, self.coerce_signs = np.dtype(dtype), bool(svd), bool(coerce_signs)
         n = (cols[0],)
         self.outputs = [self.chunks, (n,), (n, n)] if self.svd else [self.chunks, (n, n)]
-        self.new = self.chunks
 
     def spec(self) -> dict:
         return {"kind": self.kind, "chunks": self.chunks, "dtype": self.dtype.str, "svd": self.svd,
