@@ -10,6 +10,9 @@ the side-by-side table (``../shared/bench/sidebyside.py``, which times dask-cuda
 same GPUs), written with hpcgpu.array's plane functions, plus weak-scaling cases whose
 size per GPU is fixed: a matmul (``--weak-rows`` rows of ``a`` per GPU), a tall-and-skinny
 SVD (10 GB per GPU: 1.25 M x 1000 float64) and a 1-D sort (1 GiB of float64 per GPU).
+``--set weak`` runs only those two, after a row each for one GPU's own limit: CuPy's
+``linalg.qr`` of the whole tall matrix and ``cupy.sort`` of the whole vector of the largest
+``--gpus`` count, in this process, before any worker starts.
 """
 
 from __future__ import annotations
@@ -87,7 +90,30 @@ def weak_cases(ha, plane, method, g):
             ("sort-weak-1GiB-per-gpu", sort, lambda x: max(x, 0.0), 2 ** 30 * (g - 1), None)]
 
 
-def run(g: int, reps: int, paths: list, weak_rows: int, emit) -> None:
+def limits(g: int, reps: int, emit) -> None:
+    """One GPU's CuPy on the whole weak-scaling input of ``g`` GPUs: the floor a plane run
+    on ``g`` GPUs is compared with (it cannot beat ``1/g`` of it)."""
+    import cupy
+
+    def sync(fn):
+        def timed_fn():
+            out = fn()
+            cupy.cuda.runtime.deviceSynchronize()
+            return out
+        return timed_fn
+
+    tall = cupy.random.random((1_250_000 * g, 1000))
+    best, med, _ = timed(sync(lambda: cupy.linalg.qr(tall, mode="r")), reps)
+    emit(case="svd-weak-10GB-per-gpu", gpus=g, system="cupy-one-gpu", path="qr-r", best=best, median=med)
+    del tall
+    v = cupy.random.random(2 ** 27 * g)
+    best, med, _ = timed(sync(lambda: cupy.sort(v)), reps)
+    emit(case="sort-weak-1GiB-per-gpu", gpus=g, system="cupy-one-gpu", path="sort", best=best, median=med)
+    del v
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def run(g: int, reps: int, paths: list, weak_rows: int, emit, only_weak: bool = False) -> None:
     from distributed import Client
 
     import hpcgpu.array as ha
@@ -99,7 +125,8 @@ def run(g: int, reps: int, paths: list, weak_rows: int, emit) -> None:
         client.wait_for_workers(g, timeout=120)
         emit(case="cluster", gpus=g, startup_s=round(time.perf_counter() - t0, 2))
         for method in paths:
-            for name, fn, check, crossing, flops in cases(ha, plane, method, g, weak_rows):
+            todo = weak_cases(ha, plane, method, g) if only_weak else cases(ha, plane, method, g, weak_rows)
+            for name, fn, check, crossing, flops in todo:
                 try:
                     best, med, val = timed(fn, reps)
                     row = dict(case=name, gpus=g, system="hpcgpu", path=method, transport="nccl" if method ==
@@ -125,6 +152,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--paths", default="collective,tasks")
     ap.add_argument("--weak-rows", type=int, default=20000)
+    ap.add_argument("--set", choices=("all", "weak"), default="all")
     ap.add_argument("--out", default="scaleout.jsonl")
     a = ap.parse_args()
 
@@ -133,8 +161,11 @@ def main() -> None:
         with open(a.out, "a") as fh:
             fh.write(json.dumps(row) + "\n")
 
-    for g in map(int, a.gpus.split(",")):
-        run(g, a.reps, a.paths.split(","), a.weak_rows, emit)
+    counts = [int(g) for g in a.gpus.split(",")]
+    if a.set == "weak":
+        limits(max(counts), a.reps, emit)
+    for g in counts:
+        run(g, a.reps, a.paths.split(","), a.weak_rows, emit, only_weak=a.set == "weak")
 
 
 if __name__ == "__main__":

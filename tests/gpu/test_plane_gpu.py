@@ -100,6 +100,23 @@ def test_tall_skinny_svd_over_nccl_equals_dasks(client):
     assert np.allclose(cupy.asnumpy(u), cupy.asnumpy(want_u), atol=1e-8)
 
 
+def test_pieces_made_just_before_the_exchange_arrive_whole(client):
+    """Blocks large enough that the kernels making the pieces (a transpose's copies, a
+    sort's buckets, a QR's R) still run when the exchange starts: NCCL's stream must wait
+    for them. On two H200 these sizes lost or mixed pieces before it did."""
+    from hpcgpu.array import linalg, plane
+
+    x = _x((8000, 8000), (2000, 2000), seed=5).persist()
+    want = float((x + x.T).sum().compute())
+    assert float((x + plane.transpose(x, method="collective")).sum().compute()) == pytest.approx(want, rel=1e-12)
+    v = _x((2 ** 24,), 2 ** 21, seed=6).persist()
+    y = cupy.asnumpy(plane.sort(v, method="collective").compute())
+    assert np.array_equal(y, np.sort(cupy.asnumpy(v.compute())))
+    a = _x((2_000_000, 100), (200_000, 100), seed=7).persist()
+    _, s, _ = linalg.svd(a, method="collective")
+    assert float((s ** 2).sum().compute()) == pytest.approx(float((a ** 2).sum().compute()), rel=1e-9)
+
+
 def test_a_worker_killed_mid_exchange_fails_within_the_timeout_or_is_recomputed(client):
     from hpcgpu.array import plane
     from hpcgpu.array.plane.worker_side import state_of

@@ -10,7 +10,8 @@ that).
   any hosts, authenticated as every other message of the cluster.
 - :class:`NcclTransport` packs each peer's pieces into one buffer on the GPU and moves them
   with NCCL send/receive in one group: data stays on the GPUs and takes NVLink where there
-  is one.
+  is one. The group runs on a stream of its own that waits for the caller's stream (where
+  the pieces were made), and returns once it has finished.
 
 A peer that does not send within ``timeout`` seconds (no progress) makes the exchange
 raise :class:`PlaneTimeout`, naming the peers it waited for.
@@ -140,13 +141,16 @@ class NcclTransport:
         import cupy
         from cupy.cuda import nccl
 
+        # Buffers are made and packed on the caller's stream, so the packing runs after the
+        # kernels that produced the pieces, and a buffer's memory goes back to the pool on the
+        # stream that reads it. NCCL's own stream starts once that work is done.
+        send_bufs = {p: self._pack(arrays) for p, arrays in sends.items() if arrays}
+        recv = {}
+        for p, shapes in expect.items():
+            offsets, size = _layout(shapes)
+            recv[p] = (cupy.empty(size, dtype=cupy.uint8), offsets)
         stream = cupy.cuda.Stream(non_blocking=True)
-        with stream:
-            send_bufs = {p: self._pack(arrays) for p, arrays in sends.items() if arrays}
-            recv = {}
-            for p, shapes in expect.items():
-                offsets, size = _layout(shapes)
-                recv[p] = (cupy.empty(size, dtype=cupy.uint8), offsets)
+        stream.wait_event(cupy.cuda.get_current_stream().record())
         nccl.groupStart()
         for p, buf in send_bufs.items():
             self.comm.send(buf.data.ptr, buf.size, nccl.NCCL_UINT8, p, stream.ptr)
