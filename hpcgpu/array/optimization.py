@@ -38,6 +38,8 @@ from hpcgpu.array.fused import force_all, fused_backends, run_step
 from hpcgpu.array.fused.runner import _run_subgraph
 from hpcgpu.array.fused.batch import run_alike_chains
 from hpcgpu.array.graphtrees import exclusive_trees
+from hpcgpu.array.plane import wanted
+from hpcgpu.array.plane.idioms import route
 from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
@@ -252,6 +254,7 @@ def _gc_paused():
 def _optimize(dsk, keys: list, settings: Settings):
     if not isinstance(dsk, HighLevelGraph):
         dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
+    dsk = route(dsk, lambda kind: wanted(kind, settings.collective, settings.workers), keys)
     dsk = fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys).cull(set(keys))
     graph, least, width = lazy_graph(dsk), None, settings.width
     if width == "auto":  # as many leaves per task as keeps every thread busy

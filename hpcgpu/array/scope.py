@@ -17,7 +17,7 @@ from typing import Any
 import dask
 from dask.highlevelgraph import HighLevelGraph
 
-__all__ = ["mark_layer", "holds_hpcgpu_array", "Settings", "cluster_threads", "TASKS_PER_THREAD"]
+__all__ = ["mark_layer", "holds_hpcgpu_array", "Settings", "cluster_threads", "cluster_workers", "TASKS_PER_THREAD"]
 
 #: names of the arrays hpcgpu.array made, for graphs that reach the optimiser as plain dicts
 #: in this process; a HighLevelGraph carries the mark on the array's layer (:func:`mark_layer`)
@@ -84,6 +84,11 @@ class Settings:
     tasks_per_thread : int
         ``hpcgpu.array.tasks-per-thread``: fused tasks per worker thread that ``width="auto"``
         aims at (:func:`~hpcgpu.array.optimization.auto_width`).
+    collective : str
+        ``hpcgpu.array.collective``: ``auto``, ``always`` or ``never``, for Dask's own
+        ``x @ y`` and ``x.rechunk(...)`` (:mod:`hpcgpu.array.plane.idioms`).
+    workers : int
+        Workers of the client's cluster (0: no distributed client), for ``auto``.
 
     Examples
     --------
@@ -99,6 +104,8 @@ class Settings:
     threads: int = 1
     fused_kernels: Any = "auto"
     tasks_per_thread: int = TASKS_PER_THREAD
+    collective: str = "auto"
+    workers: int = 0
 
     @classmethod
     def current(cls) -> "Settings":
@@ -110,16 +117,29 @@ class Settings:
                    fuse_active=dask.config.get("optimization.fuse.active", None),
                    threads=cluster_threads(),
                    fused_kernels=dask.config.get("hpcgpu.array.fused-kernels", "auto"),
-                   tasks_per_thread=int(dask.config.get("hpcgpu.array.tasks-per-thread", TASKS_PER_THREAD)))
+                   tasks_per_thread=int(dask.config.get("hpcgpu.array.tasks-per-thread", TASKS_PER_THREAD)),
+                   collective=str(dask.config.get("hpcgpu.array.collective", "auto")),
+                   workers=cluster_workers())
 
 
-def cluster_threads() -> int:
-    """Worker threads of the default Dask client's cluster (as its last scheduler update
-    says: no round trip here), or this machine's cores where there is no client."""
+def _identity() -> dict:
+    """The default Dask client's last word from its scheduler (no round trip here); empty
+    without distributed or a client (the local scheduler)."""
     try:
         from distributed import default_client
 
-        identity = getattr(default_client(), "_scheduler_identity", None) or {}
-    except (ImportError, ValueError):  # no distributed, or no client: the local scheduler
-        identity = {}
-    return int(identity.get("total_threads") or 0) or (os.cpu_count() or 1)
+        return getattr(default_client(), "_scheduler_identity", None) or {}
+    except (ImportError, ValueError):
+        return {}
+
+
+def cluster_threads() -> int:
+    """Worker threads of the default Dask client's cluster, or this machine's cores where
+    there is no client."""
+    return int(_identity().get("total_threads") or 0) or (os.cpu_count() or 1)
+
+
+def cluster_workers() -> int:
+    """Workers of the default Dask client's cluster; 0 without a client."""
+    identity = _identity()
+    return int(identity.get("n_workers") or len(identity.get("workers") or ()))

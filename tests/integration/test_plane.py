@@ -86,6 +86,25 @@ def test_auto_takes_the_plane_with_two_workers_and_says_so(client, caplog):
         assert not plane.use_collective()
 
 
+def test_dasks_own_matmul_and_rechunk_of_hpcgpu_arrays_take_the_plane_under_auto(client):
+    import hpcgpu.array as ha
+
+    def last_kinds():
+        return {h[0] for h in client.run(lambda dask_worker: state_of(dask_worker).history[-1:]
+                                         and state_of(dask_worker).history[-1]).values() if h}
+
+    av, bv = _data((30, 21), (7, (5, 16)), "float64", seed=1)[0], _data((21, 11), 4, "float64", seed=2)[0]
+    a, b = ha.from_array(av, chunks=(7, (5, 16))), ha.from_array(bv, chunks=((5, 16), 4))
+    assert np.allclose((a @ b).compute(), av @ bv) and last_kinds() == {"matmul"}
+    y = a.rechunk((30, 3))
+    assert np.array_equal(y.compute(), av) and y.chunks == ((30,), (3,) * 7) and last_kinds() == {"rechunk"}
+    plain = da.from_array(2 * av, chunks=(7, (5, 16)))  # not an hpcgpu array: Dask's own graph
+    client.run(lambda dask_worker: state_of(dask_worker).history.clear())
+    with dask.config.set({"hpcgpu.array.collective": "never"}):
+        assert np.allclose((a @ b).compute(), av @ bv)
+    assert np.array_equal(plain.rechunk((30, 3)).compute(), 2 * av) and last_kinds() == set()
+
+
 def test_auto_on_one_worker_takes_the_plane_for_matmul_only():
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster):

@@ -33,10 +33,11 @@ import dask.array as da
 import numpy as np
 from dask.array.core import normalize_chunks
 
+from hpcgpu.array.scope import cluster_workers
 from hpcgpu.array.plane.graph import collective
 from hpcgpu.array.plane.ops import Matmul, Rechunk, Transpose
 
-__all__ = ["rechunk", "transpose", "matmul", "sort", "argsort", "use_collective", "AUTO_MIN_WORKERS"]
+__all__ = ["rechunk", "transpose", "matmul", "sort", "argsort", "use_collective", "wanted", "AUTO_MIN_WORKERS"]
 
 logger = logging.getLogger("distributed.hpcgpu.plane")
 _TASK_METHODS = ("tasks", "p2p")
@@ -64,20 +65,22 @@ def use_collective(method: str | None = None, kind: str = "rechunk") -> bool:
         return True
     if method is not None:
         raise ValueError(f"method={method!r}: use 'collective', 'tasks' or 'p2p'")
-    choice = str(dask.config.get("hpcgpu.array.collective", "auto"))
+    return wanted(kind, str(dask.config.get("hpcgpu.array.collective", "auto")), cluster_workers())
+
+
+def wanted(kind: str, choice: str, workers: int) -> bool:
+    """Whether ``hpcgpu.array.collective`` = ``choice`` takes the plane for an operation of
+    ``kind`` on a distributed cluster of ``workers`` workers (0: no distributed client).
+
+    >>> wanted("matmul", "auto", 1), wanted("matmul", "auto", 0), wanted("transpose", "always", 0)
+    (True, False, True)
+    """
     if choice in ("always", "never"):
         return choice == "always"
     if choice != "auto":
         raise ValueError(f"hpcgpu.array.collective={choice!r}: use auto, always or never")
-    if AUTO_MIN_WORKERS[kind] is None:
-        return False
-    try:
-        from distributed import default_client
-
-        info = getattr(default_client(), "_scheduler_identity", None) or {}
-    except (ImportError, ValueError):
-        return False
-    return int(info.get("n_workers") or len(info.get("workers") or ())) >= AUTO_MIN_WORKERS[kind]
+    least = AUTO_MIN_WORKERS[kind]
+    return least is not None and workers >= least
 
 
 def _say(kind: str, plane: bool) -> None:

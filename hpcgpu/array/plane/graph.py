@@ -20,7 +20,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from hpcgpu.array.plane.ops import Context
 from hpcgpu.array.plane.plan import block_grid
 
-__all__ = ["collective", "put", "barrier", "unpack"]
+__all__ = ["collective", "collective_tasks", "put", "barrier", "unpack"]
 
 
 class PlaneTask(Task):
@@ -124,34 +124,47 @@ def unpack(token: str, block: tuple, placed: list):
     return PlaneState.take_output(_state(_worker()), token, tuple(block))
 
 
-def collective(op, inputs: list, meta):
-    """The Dask array that ``op`` (an operation of :mod:`hpcgpu.array.plane.ops`) makes
-    of ``inputs`` (Dask arrays, numbered as the operation numbers them); for an operation
-    with several ``outputs`` (their chunks; block ids ``(output, *block)``), a tuple of
-    arrays, ``meta`` then a list."""
-    token = tokenize(op.spec(), *(a.name for a in inputs))
+def collective_tasks(op, inputs: list, names: list | None = None) -> tuple[dict, dict]:
+    """The tasks of ``op`` on ``inputs`` (``(name, chunks)`` of each input array, numbered
+    as the operation numbers them): the puts and the barrier, and per output name its
+    unpack tasks. ``names``: the outputs' names (default: made from the operation's token).
+    """
+    # named outputs are part of the token: two graphs' layers of the same operation on the
+    # same input each take their own output blocks
+    token = tokenize(op.spec(), *(name for name, _ in inputs), names)
     put_name, bar = f"plane-put-{token}", f"plane-barrier-{op.kind}-{token}"
     outputs = getattr(op, "outputs", None)
-    names = [f"{op.kind}-plane-{token}"] if outputs is None else \
-        [f"{op.kind}-plane-{token}-{k}" for k in range(len(outputs))]
+    names = names or ([f"{op.kind}-plane-{token}"] if outputs is None else
+                      [f"{op.kind}-plane-{token}-{k}" for k in range(len(outputs))])
 
     def key(block: tuple) -> tuple:  # an output block's key
         return (names[0],) + block if outputs is None else (names[block[0]],) + block[1:]
 
     dsk, markers = {}, []
-    for which, a in enumerate(inputs):
-        for b in block_grid(a.chunks):
+    for which, (name, chunks) in enumerate(inputs):
+        for b in block_grid(chunks):
             k = (put_name, which) + b
-            dsk[k] = PlaneTask(k, put, token, which, b, TaskRef((a.name,) + b))
+            dsk[k] = PlaneTask(k, put, token, which, b, TaskRef((name,) + b))
             markers.append(TaskRef(k))
     blocks = op.out_blocks()
     dsk[bar] = PlaneTask(bar, barrier, token, op.spec(), [[list(b), list(key(b))] for b in blocks], *markers)
     unpacks = {name: {} for name in names}
     for b in blocks:
         unpacks[key(b)[0]][key(b)] = PlaneTask(key(b), unpack, token, b, TaskRef(bar))
+    return dsk, unpacks
+
+
+def collective(op, inputs: list, meta):
+    """The Dask array that ``op`` (an operation of :mod:`hpcgpu.array.plane.ops`) makes
+    of ``inputs`` (Dask arrays, numbered as the operation numbers them); for an operation
+    with several ``outputs`` (their chunks; block ids ``(output, *block)``), a tuple of
+    arrays, ``meta`` then a list."""
+    dsk, unpacks = collective_tasks(op, [(a.name, a.chunks) for a in inputs])
+    names, outputs = list(unpacks), getattr(op, "outputs", None)
     if outputs is None:
         graph = HighLevelGraph.from_collections(names[0], {**dsk, **unpacks[names[0]]}, dependencies=inputs)
         return Array(graph, names[0], op.new, meta=meta)
+    bar = next(k for k in dsk if isinstance(k, str))
     layers = {bar: MaterializedLayer(dsk), **{n: MaterializedLayer(unpacks[n]) for n in names}}
     deps = {bar: {layer for a in inputs for layer in a.__dask_layers__()}, **{n: {bar} for n in names}}
     for a in inputs:

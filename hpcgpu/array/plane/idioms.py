@@ -1,0 +1,137 @@
+"""Dask's own ``a @ b`` and ``x.rechunk(...)`` on the plane: a pass over the graph.
+
+Users write Dask: ``a @ b`` and ``x.rechunk(...)`` build Dask's layers (a block product
+per block triple and a tree of sums; split and merge stages), not the plane's. This pass,
+run by hpcgpu's optimiser on graphs that hold hpcgpu arrays, finds those layers and puts
+the plane's operation in their place under the name of the last one: the keys, chunks and
+dtype the rest of the graph reads stay as they were, and only the layers between the
+inputs and that last one go. Where ``hpcgpu.array.collective`` (carried with the graph in
+:class:`~hpcgpu.array.scope.Settings`) does not choose the plane, or a shape is not one
+the plane takes (a layer read by something else, chunk types other than NumPy's and
+CuPy's, inputs of another dtype than the result), the graph is left as it is.
+
+Examples
+--------
+>>> import dask.array as da, numpy as np
+>>> x = da.from_array(np.arange(16.0).reshape(4, 4), chunks=2)
+>>> y = x @ x
+>>> routed = route(y.__dask_graph__(), lambda kind: True, y.__dask_keys__())
+>>> sorted(n.split("-")[0] for n in routed.layers)
+['_chunk_sum', 'array']
+>>> from dask.array.core import Array
+>>> bool((Array(routed, y.name, y.chunks, meta=y._meta).compute() == x.compute() @ x.compute()).all())
+True
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+from dask.blockwise import Blockwise
+from dask.core import flatten
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+from hpcgpu.array.plane.graph import collective_tasks
+from hpcgpu.array.plane.ops import Matmul, Rechunk
+
+__all__ = ["route"]
+
+#: the layers of Dask's ``_sum_wo_cat`` after a matmul's block products, in order
+_SUM_STAGES = ("chunk_sum-", "_chunk_sum-partial-", "_chunk_sum-aggregate-")
+#: the layers of Dask's task rechunk (one or several stages)
+_RECHUNK_STAGES = ("rechunk-split-", "rechunk-merge-")
+#: chunk types the plane's operations take
+_CHUNK_TYPES = ("numpy.ndarray", "cupy.ndarray", "cupy._core.core.ndarray")
+
+
+def route(dsk: HighLevelGraph, choose: Callable[[str], bool], keys=()) -> HighLevelGraph:
+    """``dsk`` with each matmul and rechunk that ``choose(kind)`` wants on the plane
+    replaced by the plane's layer (see the module's docstring). A layer that ``keys``
+    (the keys asked for) name stays, unless it is the last of the ones replaced."""
+    found = []
+    dependents = _dependents(dsk)
+    if choose("matmul"):
+        found += list(_matmuls(dsk, dependents))
+    if choose("rechunk"):
+        found += list(_rechunks(dsk, dependents))
+    asked = {k[0] if isinstance(k, tuple) else k for k in flatten(keys)}
+    found = [f for f in found if asked.isdisjoint(f[2][:-1])]
+    if not found:
+        return dsk
+    layers, deps = dict(dsk.layers), dict(dsk.dependencies)
+    for op, inputs, chain in found:
+        last = chain[-1]
+        tasks, unpacks = collective_tasks(op, inputs, names=[last])
+        for name in chain:
+            layers.pop(name, None), deps.pop(name, None)
+        layers[last] = MaterializedLayer({**tasks, **unpacks[last]},
+                                         collection_annotations=dsk.layers[last].collection_annotations)
+        deps[last] = {name for name, _ in inputs}
+    return HighLevelGraph(layers, deps)
+
+
+def _dependents(dsk: HighLevelGraph) -> dict:
+    out: dict = {name: set() for name in dsk.layers}
+    for name, deps in dsk.dependencies.items():
+        for d in deps:
+            out.setdefault(d, set()).add(name)
+    return out
+
+
+def _array(dsk: HighLevelGraph, name: str):
+    """(chunks, dtype) of the array a layer makes, or None if the layer does not say, or
+    its blocks are of a type the plane does not take."""
+    info = (dsk.layers[name].collection_annotations or {}) if name in dsk.layers else {}
+    if "chunks" not in info or "dtype" not in info or info.get("chunk_type") not in _CHUNK_TYPES:
+        return None
+    return tuple(tuple(int(c) for c in axis) for axis in info["chunks"]), np.dtype(info["dtype"])
+
+
+def _chain(start: str, stages: tuple, dependents: dict, end: str | None = None) -> list:
+    """``start`` and the layers after it while each is the only reader of the one before
+    and is named as one of ``stages`` (up to one named ``end``, if given)."""
+    chain = [start]
+    while not (end and chain[-1].startswith(end)):
+        nxt = dependents.get(chain[-1], set())
+        if len(nxt) != 1 or not next(iter(nxt)).startswith(stages):
+            break
+        chain.append(next(iter(nxt)))
+    return chain
+
+
+def _matmuls(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
+    from dask.array.routines import _matmul
+
+    for name, layer in dsk.layers.items():
+        if not isinstance(layer, Blockwise) or getattr(layer.task, "func", None) is not _matmul \
+                or layer.new_axes or layer.concatenate or len(layer.indices) != 2:
+            continue
+        (a, ia), (b, ib) = layer.indices
+        if ia is None or ib is None or len(ia) != 2 or len(ib) != 2 or ia[1] != ib[0] \
+                or tuple(layer.output_indices) != (ia[0], ia[1], ib[1]):
+            continue
+        chain = _chain(name, _SUM_STAGES, dependents, end=_SUM_STAGES[-1])
+        got = [_array(dsk, n) for n in (a, b, chain[-1])]
+        if not chain[-1].startswith(_SUM_STAGES[-1]) or None in got:
+            continue
+        (ac, adt), (bc, bdt), (oc, odt) = got
+        if ac[1] == bc[0] and oc == (ac[0], bc[1]) and adt == bdt == odt:
+            yield Matmul(ac, bc, odt), [(a, ac), (b, bc)], chain
+
+
+def _rechunks(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
+    for name in dsk.layers:
+        deps = dsk.dependencies.get(name, set())
+        if not name.startswith(_RECHUNK_STAGES) or len(deps) != 1:
+            continue
+        (source,) = deps
+        if source.startswith(_RECHUNK_STAGES) and len(dependents.get(source, ())) == 1:
+            continue  # not the first stage (a stage that others read too ends a chain)
+        chain = _chain(name, _RECHUNK_STAGES, dependents)
+        got = [_array(dsk, n) for n in (source, chain[-1])]
+        if None in got or any(len(dsk.dependencies.get(n, ())) != 1 for n in chain):
+            continue
+        (xc, xdt), (yc, ydt) = got
+        if xdt == ydt and xc != yc and np.prod([len(c) for c in xc]) > 1:
+            yield Rechunk(xc, yc, xdt), [(source, xc)], chain
