@@ -3,6 +3,12 @@
 Shows that ``ucx+auth`` carries CUDA frames like ``ucx`` (the exchange happens once per
 connection, the data path is distributed-ucxx's) and what a new connection costs.
 
+The scheduler and client live in this process, each worker behind a nanny in a process of
+its own, both as a ``LocalGPUCluster`` has them: this process registers hpcgpu's schemes
+(:mod:`hpcgpu.network.schemes`) and each worker loads hpcgpu's worker preload, which
+registers them there, so ``ucx+auth`` works from a source tree on ``PYTHONPATH`` (no
+package metadata, no entry point) as from an installed hpcgpu.
+
     python benchmarks/gpu/ucxauth_transfer.py [size_mib] [repeat]
 """
 
@@ -21,7 +27,7 @@ import time  # noqa: E402
 from distributed import Client, Nanny, Scheduler  # noqa: E402
 from distributed.comm import connect  # noqa: E402
 
-from hpcgpu.network import ucxauth  # noqa: E402
+from hpcgpu.network import schemes, ucxauth  # noqa: E402
 
 
 def make(n: int):
@@ -48,9 +54,10 @@ async def _connects(address: str, n: int = 20) -> float:
 
 async def case(protocol: str, size: int, repeat: int) -> dict:
     async with Scheduler(protocol=protocol, interface="lo", dashboard_address=":0") as scheduler:
-        env = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
-        async with Nanny(scheduler.address, nthreads=1, env=env) as a, \
-                Nanny(scheduler.address, nthreads=1, env=env) as b, \
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        env = {"CUDA_VISIBLE_DEVICES": gpu, "HPCGPU_GPU": gpu}  # both workers on one GPU
+        worker = dict(nthreads=1, env=env, preload=["hpcgpu.worker.preload"])  # as LocalGPUCluster's
+        async with Nanny(scheduler.address, **worker) as a, Nanny(scheduler.address, **worker) as b, \
                 Client(scheduler.address, asynchronous=True) as client:
             await client.wait_for_workers(2)
             times, kinds = [], set()
@@ -71,7 +78,7 @@ async def case(protocol: str, size: int, repeat: int) -> dict:
 def main() -> None:
     size = int(float(sys.argv[1]) * 2**20) if len(sys.argv) > 1 else 256 * 2**20
     repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    ucxauth.register()
+    schemes.register()  # the scheduler and client of this process, as LocalGPUCluster does
     with ucxauth.temporary_key():
         for protocol in ("tcp", "ucx", "ucx+auth"):
             print(json.dumps(asyncio.run(case(protocol, size, repeat))), flush=True)

@@ -27,8 +27,8 @@ from hpcgpu.network.dashboard import dashboard_link
 from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.system.closelog import quiet_expected_close
+from hpcgpu.network.schemes import register as register_schemes
 from hpcgpu.network.tls import cluster_security
-from hpcgpu.network.unixcomm import register as register_unix_comm
 from hpcgpu.system.threadsignals import block_here
 from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
@@ -163,8 +163,7 @@ class LocalGPUCluster(SpecCluster):
         security = cluster_security(security, default=True, warn_plain=True)
         protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
         own_protocol = same_host_protocol(protocol, security, host, interface)
-        if own_protocol == "unix":
-            register_unix_comm()  # the nannies live in this process
+        register_schemes()  # unix, ucx+auth: the scheduler and nannies live in this process
         if host is None and interface is None:
             host = "127.0.0.1"  # as distributed.LocalCluster: not reachable from other hosts
         self._dashboard_address = dashboard_address

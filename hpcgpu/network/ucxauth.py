@@ -16,9 +16,9 @@ asked address (:mod:`hpcgpu.network.bindfilter`; docs/security.md, "Why every in
 
 The backend reaches distributed through its comm backend registry by the entry point
 ``distributed.comm.backends: ucx+auth`` (pyproject.toml), loaded the first time a process
-meets a ``ucx+auth://`` address, in every process (scheduler, nanny, worker, client);
-importing hpcgpu registers nothing. :func:`register` does the same in this process for
-an environment whose package metadata predates the entry point.
+meets a ``ucx+auth://`` address; importing hpcgpu registers nothing. :func:`register` does
+the same in this process where there is no such metadata (a source tree on ``PYTHONPATH``):
+the processes hpcgpu starts call it (:mod:`hpcgpu.network.schemes`).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ __all__ = ["SCHEME", "CONFIG_KEY", "read_key", "write_key_file", "temporary_key"
            "client_proof", "server_proof", "UCXAuthBackend"]
 
 SCHEME = "ucx+auth"
+_PREFIX = SCHEME + "://"
 CONFIG_KEY = "hpcgpu.ucx-auth.key-file"
 #: seconds a new connection has to complete the exchange
 HANDSHAKE_TIMEOUT = 10.0
@@ -220,9 +221,6 @@ def keep_to_asked_address(host: str, port: int, address: str) -> bool:
     return False
 
 
-_PREFIX = SCHEME + "://"
-
-
 def _as_ucx(address: str) -> str:
     return "ucx://" + address[len(_PREFIX):] if address.startswith(_PREFIX) else address
 
@@ -288,8 +286,15 @@ def UCXAuthBackend():  # noqa: N802 - the entry point names a factory, as a clas
 
 
 def register() -> None:
-    """Put the backend into distributed's registry in this process, if it is not there."""
+    """Put the backend into distributed's registry in this process, if it is not there
+    (distributed-ucxx is imported when the scheme is first used: not here)."""
     from distributed.comm.registry import backends
 
-    if SCHEME not in backends:
-        backends[SCHEME] = UCXAuthBackend()
+    backends.setdefault(SCHEME, _OnFirstUse())
+
+
+class _OnFirstUse:
+    """The backend, built (distributed-ucxx imported) when distributed first asks it something."""
+
+    def __getattr__(self, name):
+        return getattr(UCXAuthBackend(), name)  # the classes are built once (_classes)

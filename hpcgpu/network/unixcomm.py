@@ -20,8 +20,8 @@ It carries distributed's own TCP comm (framing, serialisation, offload) over the
 The backend reaches distributed by the entry point ``distributed.comm.backends: unix``
 (pyproject.toml), loaded the first time a process meets a ``unix://`` address; importing
 hpcgpu registers nothing. :func:`register` puts it in the registry of a process that runs
-hpcgpu from a source tree without package metadata (``PYTHONPATH``): ``LocalGPUCluster``
-and the workers' preload call it.
+hpcgpu from a source tree without package metadata (``PYTHONPATH``): the processes hpcgpu
+starts call it (:mod:`hpcgpu.network.schemes`).
 
 Examples
 --------

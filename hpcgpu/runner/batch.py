@@ -258,6 +258,9 @@ def run_batch(options: BatchOptions) -> int:
             _start_cluster(session)
             from distributed import Client
 
+            from hpcgpu.network.schemes import register as register_schemes
+
+            register_schemes()  # this process's client: ucx+auth:// without entry points
             security = session.own_tls.security() if session.own_tls else None
             with config_context(net, "client"), born_blocked():  # its loop's thread too
                 client = Client(session.address, security=security, timeout="60s")

@@ -51,12 +51,13 @@ def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None)
     >>> " ".join(argv)  # doctest: +NORMALIZE_WHITESPACE
     'python3 -m distributed.cli.dask_scheduler --port 0 --protocol tls
      --preload hpcgpu.system.closelog --preload hpcgpu.runner.address_pipe
-     --preload hpcgpu.system.warmup --no-dashboard
+     --preload hpcgpu.system.warmup --preload hpcgpu.network.schemes --no-dashboard
      --tls-ca-file /j/ca.pem --tls-cert /j/cert.pem --tls-key /j/key.pem'
     """
     argv = [python, "-m", "distributed.cli.dask_scheduler", "--port", "0",
             "--protocol", options.protocol, "--preload", "hpcgpu.system.closelog",
-            "--preload", "hpcgpu.runner.address_pipe", "--preload", "hpcgpu.system.warmup"]
+            "--preload", "hpcgpu.runner.address_pipe", "--preload", "hpcgpu.system.warmup",
+            "--preload", "hpcgpu.network.schemes"]  # unix, ucx+auth where no entry point is
     if options.interface:
         argv += ["--interface", options.interface]
     if options.dashboard_address is None:

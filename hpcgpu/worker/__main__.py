@@ -238,7 +238,9 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
                        options["protocol"] or (scheduler or "").split("://")[0])
     from distributed.cli import dask_worker as cli
     from distributed.cli.dask_worker import main as dask_worker
+    from hpcgpu.network.schemes import register as register_schemes
 
+    register_schemes()  # the nannies listen in this process: ucx+auth:// without entry points
     cli.Nanny = with_restart_limit(cli.Nanny)  # a restart storm ends the job, reported
 
     extra = tuple(ctx.args)

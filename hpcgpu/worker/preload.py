@@ -15,7 +15,7 @@ import logging
 import os
 
 from hpcgpu.network.tls import load_tornado_tls_defaults
-from hpcgpu.network.unixcomm import register as register_unix_comm
+from hpcgpu.network.schemes import register as register_schemes
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.system import warmup
 from hpcgpu.system.versions import local_versions
@@ -26,8 +26,9 @@ from hpcgpu.worker.placement import physical_gpu
 # Under "distributed." so that Dask's logging configuration shows it at INFO.
 logger = logging.getLogger("distributed.hpcgpu")
 # Imported as a preload while the worker is built, before it listens: a worker of a source
-# tree without package metadata (no entry point) can still listen on ``unix://``.
-register_unix_comm()
+# tree without package metadata (no entry point) can still listen on ``unix://`` and
+# ``ucx+auth://`` (the import registers them already; said here, where it matters).
+register_schemes()
 
 
 async def dask_setup(worker) -> None:
