@@ -66,9 +66,10 @@ def test_site_limit_is_read_from_scontrol(make):
 def test_walltime_replacement_per_element_is_one_new_array(make):
     """Three elements started together near their walltime together: each is marked retiring
     and replaced, the three replacements in one sbatch; the old elements end by themselves
-    (COMPLETED, not TIMEOUT) once their workers retired, and the work goes on."""
-    cluster = make(gpus_per_node=1, walltime="00:02:00", retire_before="40s",
-                   lifetime_stagger="5s", replace_ahead="30s")
+    (COMPLETED, not TIMEOUT) once their workers retired, and the work goes on. A 1-minute
+    walltime (SLURM's shortest): replaced ~16 s in, retired ~36-40 s in."""
+    cluster = make(gpus_per_node=1, walltime="00:01:00", retire_before="20s",
+                   lifetime_stagger="2s", replace_ahead="15s")
     cluster.scale(gpus=3)
     cluster.wait_for_workers(gpus=3, timeout=120)
     first = {job.name: job.job_id for job in cluster.jobs}
@@ -92,8 +93,8 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     with cluster.get_client() as client:
         assert client.submit(lambda: 6 * 7).result() == 42
         names = {w["name"].rsplit("-", 2)[0] for w in scheduler_workers(client).values()}
-    # The work goes on in the replacements only. On a busy machine the replacements, with
-    # the same 2-minute walltime, may near theirs before this line and be replaced in turn.
+    # The work goes on in the replacements only. The replacements, with the same 1-minute
+    # walltime, may near theirs before this line and be replaced in turn.
     assert names and names.isdisjoint(first), names
     assert names <= {job.name for job in cluster.jobs} - set(first), (names, cluster.job_table())
 

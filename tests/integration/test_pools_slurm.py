@@ -169,10 +169,11 @@ def test_bad_pools_are_refused_before_anything_is_submitted(slurm, clusters):
 
 
 def test_walltime_replacement_is_per_pool(make):
-    """A pool with a 2-minute walltime is replaced by a job of the same pool near its end; the
+    """A pool with a 1-minute walltime (SLURM's shortest) is replaced by a job of the same
+    pool near its end (~10 s in: a quarter of it, less the planner's gather window); the
     default pool (10 minutes) and the CPU pool keep their jobs."""
-    cluster = make(pools={"cpu": CPU_POOL, "short": dict(gpus_per_node=1, walltime="00:02:00")},
-                   retire_before="40s", lifetime_stagger="5s", replace_ahead="30s")
+    cluster = make(pools={"cpu": CPU_POOL, "short": dict(gpus_per_node=1, walltime="00:01:00")},
+                   retire_before="20s", lifetime_stagger="2s", replace_ahead="30s")
     cluster.scale(gpus=2)
     cluster.scale(jobs=1, pool="short")
     cluster.scale(jobs=1, pool="cpu")

@@ -24,20 +24,26 @@ def make(slurm, clusters):
     return lambda **options: clusters(SLURMCluster, **{**FAST, **options})
 
 
+#: links of 1 s in the walltime test's chain: it outlasts the first job's retirement
+#: (41-45 s after its start) by about 10 s, so that the chain goes on in the replacement
+N_LINKS = 52
+
+
 def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path):
-    """A 2-minute job under a 95 s computation: its workers retire ~70-80 s in, the
-    replacement (submitted ~40 s in) takes their data; nothing is lost or recomputed."""
-    cluster = make(gpus_per_node=2, walltime="00:02:00", retire_before="40s",
-                   lifetime_stagger="5s", replace_ahead="30s")
-    assert "--walltime 120 --retire-before 40s --lifetime-stagger 5s" in cluster.job_script()
+    """A 1-minute job (SLURM's shortest walltime) under a 55 s computation: its workers
+    retire ~41-45 s in, 15 s before SLURM's limit; the replacement (submitted ~16 s in, 25 s
+    to start and connect) takes their data; nothing is lost or recomputed."""
+    cluster = make(gpus_per_node=2, walltime="00:01:00", retire_before="15s",
+                   lifetime_stagger="2s", replace_ahead="20s")
+    assert "--walltime 60 --retire-before 15s --lifetime-stagger 2s" in cluster.job_script()
     cluster.adapt(minimum_jobs=1, maximum_jobs=1, interval="500ms")
     cluster.wait_for_workers(gpus=2, timeout=60)
     first = cluster.jobs[0]
     log = str(tmp_path / "runs.log")
     with Client(cluster) as client:
-        futures = run_chain(client, 90, log, pause=1.0)
+        futures = run_chain(client, N_LINKS, log, pause=1.0)
         results = client.gather(futures)
-        assert results == [sum(range(i + 1)) for i in range(90)]
+        assert results == [sum(range(i + 1)) for i in range(N_LINKS)]
         # The first job's workers left gracefully, before SLURM's time limit: COMPLETED,
         # not TIMEOUT, and its replacement was connected before they went.
         assert squeue_state(first.job_id) == "COMPLETED", cluster.job_table()
@@ -47,7 +53,7 @@ def test_walltime_retirement_hands_data_over_and_replaces_in_time(make, tmp_path
         workers = scheduler_workers(client).values()
         assert workers and all(not w["name"].startswith(first.name + "-") for w in workers)
     counts = runs(log)
-    assert set(counts) == set(range(90))
+    assert set(counts) == set(range(N_LINKS))
     # Data held by the retiring workers moved: nothing finished before was recomputed.
     # (At most the link running at the moment of each retirement can run twice; on a slow
     # machine the replacement job may retire too before the chain ends.)
