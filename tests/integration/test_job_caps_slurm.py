@@ -64,23 +64,39 @@ def make(slurm, clusters):
     return make
 
 
-def test_queued_cap_holds_the_target_back_and_submits_as_jobs_start(make, caplog):
+@pytest.fixture
+def observed(make, caplog):
+    """``with observed() as (calls, most):`` while the block runs, the cluster's warnings
+    (in ``caplog``), the commands it runs and the most jobs squeue listed at once."""
+    @contextmanager
+    def observe():
+        with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"), \
+                recorded_commands() as calls, watched(make.job_name) as most:
+            yield calls, most
+
+    return observe
+
+
+def said(caplog, part: str) -> list[str]:
+    """The messages logged that hold ``part``."""
+    return [r.getMessage() for r in caplog.records if part in r.getMessage()]
+
+
+def test_queued_cap_holds_the_target_back_and_submits_as_jobs_start(make, observed, caplog):
     cluster = make(max_queued_jobs=2)
-    with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"), \
-            recorded_commands() as calls, watched(make.job_name) as most:
+    with observed() as (calls, most):
         cluster.scale(jobs=5)
         cluster.wait_for_workers(gpus=5, timeout=120)
     assert most["PENDING"] <= 2, most
     assert len(submits(calls, "sbatch")) >= 3, submits(calls, "sbatch")  # 2 + 2 + 1 at most
     assert sorted(squeue_states(make.job_name)) == ["RUNNING"] * 5
-    said = [r.getMessage() for r in caplog.records if "holds back" in r.getMessage()]
-    assert len(said) == 1 and said[0].startswith("max_queued_jobs=2 holds back"), said
+    warned = said(caplog, "holds back")
+    assert len(warned) == 1 and warned[0].startswith("max_queued_jobs=2 holds back"), warned
 
 
-def test_running_cap_goes_out_as_one_throttled_array(make, caplog):
+def test_running_cap_goes_out_as_one_throttled_array(make, observed, caplog):
     cluster = make(max_running_jobs=2)
-    with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"), \
-            recorded_commands() as calls, watched(make.job_name) as most:
+    with observed() as (calls, most):
         cluster.scale(jobs=4)
         cluster.wait_for_workers(gpus=2, timeout=120)
         wait_for(lambda: sorted(squeue_states(make.job_name)) == ["PENDING"] * 2 + ["RUNNING"] * 2,
@@ -93,9 +109,9 @@ def test_running_cap_goes_out_as_one_throttled_array(make, caplog):
     reasons = subprocess.run(["squeue", "-h", "-r", "-n", make.job_name, "-t", "PD", "-o", "%r"],
                              capture_output=True, text=True).stdout.split()
     assert set(reasons) == {"JobArrayTaskLimit"}, reasons
-    said = [r.getMessage() for r in caplog.records if "max_running_jobs" in r.getMessage()]
-    assert said == ["max_running_jobs=2: the 4 new jobs go out as one array, at most 2 of "
-                    "them running at once; the others wait in the scheduler's queue"], said
+    assert said(caplog, "max_running_jobs") == [
+        "max_running_jobs=2: the 4 new jobs go out as one array, at most 2 of them running at "
+        "once; the others wait in the scheduler's queue"]
 
 
 def test_a_cap_above_the_site_ceiling_is_refused_before_anything_starts(make):
@@ -110,15 +126,14 @@ def test_a_cap_above_the_site_ceiling_is_refused_before_anything_starts(make):
     assert not submits(calls, "sbatch")
 
 
-def test_adapt_under_a_running_cap_with_plain_jobs_says_so_once(make, caplog):
+def test_adapt_under_a_running_cap_with_plain_jobs_says_so_once(make, observed, caplog):
     cluster = make(max_running_jobs=2, job_arrays=False)
-    with caplog.at_level(logging.WARNING, logger="hpcgpu.cluster"), \
-            watched(make.job_name) as most:
+    with observed() as (_, most):
         cluster.adapt(minimum_jobs=4, maximum_jobs=4, interval="200ms")
         cluster.wait_for_workers(gpus=2, timeout=120)
         time.sleep(3)  # adapt's ticks and the monitor's polls go on: no more jobs, no more lines
         assert sorted(squeue_states(make.job_name)) == ["RUNNING"] * 2
     assert most["ALIVE"] <= 2, most  # plain jobs: none beyond the cap waits in the queue
-    said = [r.getMessage() for r in caplog.records if "holds back" in r.getMessage()]
-    assert said == ["max_running_jobs=2 holds back new jobs: 2 submitted now; the other 2 of "
-                    "the target wait here and are submitted as running jobs end"], said
+    assert said(caplog, "holds back") == [
+        "max_running_jobs=2 holds back new jobs: 2 submitted now; the other 2 of the target "
+        "wait here and are submitted as running jobs end"]
