@@ -3,12 +3,14 @@ listeners, read back (#38 break 5): the table is checked against running cluster
 
 ``listening(pids)`` reads the sockets (psutil); ``roles(info)`` names the ports the scheduler
 reports (``Client.scheduler_info()``); ``account(...)`` says what each socket is and lists
-those nobody accounts for; ``table()`` reads the documented listeners.
+those nobody accounts for; ``table()`` reads the documented listeners; ``connects(...)``
+says whether a listener takes a connection at an address.
 """
 
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import psutil
@@ -49,6 +51,16 @@ def listening(pids) -> list[dict]:
         found += [{"pid": pid, "name": name, "ip": s.laddr.ip, "port": s.laddr.port, "mpi": mpi, "ucx": ucx}
                   for s in sockets if s.status == psutil.CONN_LISTEN]
     return found
+
+
+def connects(address: str, port: int, timeout: float = 1.5) -> bool:
+    """Whether a TCP connection to ``address:port`` is set up within ``timeout`` seconds
+    (a listener's socket filter, or none there, refuses it)."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _has_library(process: psutil.Process, library: str) -> bool:

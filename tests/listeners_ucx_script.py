@@ -17,15 +17,7 @@ os.environ.setdefault("UCX_TLS", "tcp")  # no GPU, no InfiniBand here
 
 import psutil  # noqa: E402
 
-from listeners import listening, with_descendants  # noqa: E402
-
-
-def _connects(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=1.5):
-            return True
-    except OSError:
-        return False
+from listeners import connects, listening, with_descendants  # noqa: E402
 
 
 def admitting(sockets: list[dict], addresses: list[str]) -> None:
@@ -33,7 +25,7 @@ def admitting(sockets: list[dict], addresses: list[str]) -> None:
     connection ("admits"): a socket filter keeps ucx+auth's to the asked one."""
     wild = [s for s in sockets if s["ip"] == "0.0.0.0"]
     with ThreadPoolExecutor(16) as pool:
-        found = list(pool.map(lambda pair: _connects(*pair), [(a, s["port"]) for s in wild for a in addresses]))
+        found = list(pool.map(lambda pair: connects(*pair), [(a, s["port"]) for s in wild for a in addresses]))
     for i, sock in enumerate(wild):
         sock["admits"] = [a for a, ok in zip(addresses, found[i * len(addresses):(i + 1) * len(addresses)]) if ok]
 

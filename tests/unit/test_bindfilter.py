@@ -14,6 +14,7 @@ import pytest
 
 from hpcgpu.network.bindfilter import admit_only
 from hpcgpu.network.ucxauth import keep_to_asked_address
+from listeners import connects
 
 
 @pytest.fixture
@@ -25,11 +26,7 @@ def wildcard():
 
 
 def _connects(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+    return connects(address, port, timeout=0.5)
 
 
 def test_a_filtered_listener_takes_connections_at_the_asked_address_only(wildcard):
