@@ -113,7 +113,7 @@ def limits(g: int, reps: int, emit) -> None:
     cupy.get_default_memory_pool().free_all_blocks()
 
 
-def run(g: int, reps: int, paths: list, weak_rows: int, emit, only_weak: bool = False) -> None:
+def run(g: int, reps: int, paths: list, weak_rows: int, emit, only_weak: bool = False, only: str = "") -> None:
     from distributed import Client
 
     import hpcgpu.array as ha
@@ -126,7 +126,7 @@ def run(g: int, reps: int, paths: list, weak_rows: int, emit, only_weak: bool = 
         emit(case="cluster", gpus=g, startup_s=round(time.perf_counter() - t0, 2))
         for method in paths:
             todo = weak_cases(ha, plane, method, g) if only_weak else cases(ha, plane, method, g, weak_rows)
-            for name, fn, check, crossing, flops in todo:
+            for name, fn, check, crossing, flops in (c for c in todo if only in c[0]):
                 try:
                     best, med, val = timed(fn, reps)
                     row = dict(case=name, gpus=g, system="hpcgpu", path=method, transport="nccl" if method ==
@@ -153,6 +153,7 @@ def main() -> None:
     ap.add_argument("--paths", default="collective,tasks")
     ap.add_argument("--weak-rows", type=int, default=20000)
     ap.add_argument("--set", choices=("all", "weak"), default="all")
+    ap.add_argument("--only", default="", help="run only the cases whose name holds this text")
     ap.add_argument("--out", default="scaleout.jsonl")
     a = ap.parse_args()
 
@@ -165,7 +166,7 @@ def main() -> None:
     if a.set == "weak":
         limits(max(counts), a.reps, emit)
     for g in counts:
-        run(g, a.reps, a.paths.split(","), a.weak_rows, emit, only_weak=a.set == "weak")
+        run(g, a.reps, a.paths.split(","), a.weak_rows, emit, only_weak=a.set == "weak", only=a.only)
 
 
 if __name__ == "__main__":
