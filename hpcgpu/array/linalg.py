@@ -13,8 +13,8 @@ as wide as it is tall (``qr``, as Dask's QR of such arrays needs); any other arr
 Dask unchanged. Every other name of :mod:`dask.array.linalg` (``cholesky``, ``lstsq``,
 ``solve``, ``tsqr``, ...) is Dask's own object here.
 
-On the collective plane (``method="collective"``, or ``hpcgpu.array.collective: always``)
-a tall-and-skinny QR or SVD of a real array is one QR per worker over all the rows it
+On the collective plane (``hpcgpu.array.collective: auto`` on a distributed cluster, the
+default, or ``method="collective"``; ``method="tasks"`` keeps Dask's TSQR) a tall-and-skinny QR or SVD of a real array is one QR per worker over all the rows it
 holds and one exchange of the small factors each way
 (:mod:`hpcgpu.array.plane.tsqr`), not a tree of tasks.
 """

@@ -277,8 +277,11 @@ def test_tall_skinny_qr_and_svd_on_three_workers_equal_dasks(client):
     u, s, v = dask.compute(*linalg.svd(x, method="collective"))
     want_u, want_s, want_v = dask.compute(*da.linalg.svd(x.rechunk((50, 40))))
     assert np.allclose(s, want_s) and np.allclose(u, want_u) and np.allclose(v, want_v)
-    with dask.config.set({"hpcgpu.array.collective": "auto"}):
-        assert not plane.use_collective(None, "tsqr")  # forced only, until measured on GPUs
+    client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history.clear())
+    with dask.config.set({"hpcgpu.array.collective": "auto"}):  # the plane's one QR per worker
+        assert np.allclose(linalg.svd(x)[1].compute(), want_s)
+    ran = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][0])
+    assert set(ran.values()) == {"tsqr"}, ran
 
 
 def test_output_blocks_no_graph_reads_are_not_kept_on_the_workers(client):
