@@ -77,6 +77,16 @@ def test_a_rechunk_routed_to_the_plane_equals_dasks_exactly(data):
     assert np.array_equal(_run(routed, y), x.compute())
 
 
+def test_each_routed_operation_says_so_once(caplog):
+    x = da.from_array(np.arange(64.0).reshape(8, 8), chunks=4)
+    y = x.rechunk((8, 2), method="tasks") @ x
+    with caplog.at_level("INFO", logger="distributed.hpcgpu.plane"):
+        routed = route(y.__dask_graph__(), _always, y.__dask_keys__())
+    said = sorted(r.getMessage().split(":")[0] for r in caplog.records)
+    ran = sorted(str(k).split("-")[2] for k in dict(routed) if str(k).startswith("plane-barrier-"))
+    assert said == ran and "matmul" in said and "rechunk" in said, said  # Dask aligns x too
+
+
 def test_what_is_not_chosen_or_is_read_elsewhere_stays():
     x = da.from_array(np.arange(64.0).reshape(8, 8), chunks=4)
     y = x @ x

@@ -25,6 +25,7 @@ True
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Iterator
 
 import numpy as np
@@ -36,6 +37,8 @@ from hpcgpu.array.plane.graph import collective_tasks
 from hpcgpu.array.plane.ops import Matmul, Rechunk
 
 __all__ = ["route"]
+
+logger = logging.getLogger("distributed.hpcgpu.plane")
 
 #: the layers of Dask's ``_sum_wo_cat`` after a matmul's block products, in order
 _SUM_STAGES = ("chunk_sum-", "_chunk_sum-partial-", "_chunk_sum-aggregate-")
@@ -68,6 +71,7 @@ def route(dsk: HighLevelGraph, choose: Callable[[str], bool], keys=()) -> HighLe
         layers[last] = MaterializedLayer({**tasks, **unpacks[last]},
                                          collection_annotations=dsk.layers[last].collection_annotations)
         deps[last] = {name for name, _ in inputs}
+        logger.info("%s: collective path (Dask's layers up to %s)", op.kind, last)
     return HighLevelGraph(layers, deps)
 
 
