@@ -14,10 +14,15 @@ from dask.core import toposort
 __all__ = ["exclusive_trees"]
 
 
-def exclusive_trees(dsk: Mapping, keys: set, width: int) -> list:
+def exclusive_trees(dsk: Mapping, keys: set, width: int, shared=frozenset()) -> list:
     """``[(root, keys of its tree, each after its dependencies)]``: the maximal subtrees of
     2 to ``width`` leaves that their root owns exclusively (each key of the tree has one
     dependent, none is an output key but the root), in dependency order.
+
+    ``shared``: leaves (keys without dependencies) that every tree reading them may hold a
+    copy of, whatever their number of dependents: blocks cheaper to make again than to
+    send (a generated block read by ``x + x.T``). A tree lists such a leaf once, however
+    many of its keys read it, and counts it once per read (a block made per read).
 
     One walk over the graph in dependency order (dsk's own order when it is one, as
     :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), carrying each candidate
@@ -25,17 +30,17 @@ def exclusive_trees(dsk: Mapping, keys: set, width: int) -> list:
     """
     uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
     try:
-        return _trees_in_order(dsk, dsk, keys, width, uses)
+        return _trees_in_order(dsk, dsk, keys, width, uses, shared)
     except _OutOfOrder:
         order = toposort(dsk, dependencies={k: v.dependencies & dsk.keys() for k, v in dsk.items()})
-        return _trees_in_order(dsk, order, keys, width, uses)
+        return _trees_in_order(dsk, order, keys, width, uses, shared)
 
 
 class _OutOfOrder(Exception):
     """A key came before one of the keys it depends on."""
 
 
-def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter) -> list:
+def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter, shared) -> list:
     counts: dict = {}  # leaves under each key it owns exclusively, 0 if not such a tree
     members: dict = {}  # the keys of each candidate tree not yet taken into its parent's
     for key in order:
@@ -48,10 +53,13 @@ def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter) -
             count = counts.get(d)
             if count is None and d in dsk:
                 raise _OutOfOrder(d)
-            owned = owned and bool(count) and d not in keys and uses[d] == 1
+            owned = owned and bool(count) and d not in keys and (uses[d] == 1 or d in shared)
             total += count or 0
         counts[key] = total if owned and total <= width else 0
         if counts[key]:  # its dependencies' trees become part of its own (last dependency first)
-            members[key] = [k for d in reversed(tuple(deps)) for k in members.pop(d)] + [key]
-    return [(key, tree) for key, tree in members.items() if counts[key] >= 2]
+            parts = [[d] if d in shared else members.pop(d) for d in reversed(tuple(deps))]
+            members[key] = [k for part in parts for k in part] + [key]
+            if shared and len(members[key]) > 2:  # a shared leaf read twice in one tree: listed once
+                members[key] = list(dict.fromkeys(members[key]))
+    return [(key, tree) for key, tree in members.items() if counts[key] >= 2 and key not in shared]
 

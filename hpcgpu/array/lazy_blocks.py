@@ -14,26 +14,34 @@ from __future__ import annotations
 
 from dask._task_spec import DataNode, GraphNode, TaskRef, convert_legacy_graph, parse_input
 from dask.blockwise import Blockwise, blockwise_token
+from dask.core import keys_in_tasks
 from dask.highlevelgraph import HighLevelGraph
 
-__all__ = ["BlockStep", "build_blocks", "lazy_graph", "materialize_remaining"]
+__all__ = ["BlockStep", "LegacyStep", "build_blocks", "io_dep_axes", "lazy_graph", "materialize_remaining"]
 
 
 class BlockStep:
-    """Block ``key`` (``(layer name, *coords)``) of the block-local Blockwise ``layer``.
+    """Block ``key`` (``(layer name, *coords)``) of the block-local Blockwise ``layer``,
+    whose ``inputs`` are ``(name, axes)`` pairs: block ``coords`` reads block
+    ``[coords[a] for a in axes]`` of input ``name`` (``axes`` None: ``coords`` itself).
 
-    Pickled with its layer: the blocks of one fused task share the layer object, which
-    pickle writes once.
+    Pickled with its layer: the blocks of one fused task share the layer object (and
+    the ``inputs`` tuple), which pickle writes once.
     """
 
-    __slots__ = ("layer", "coords", "key", "dependencies")
+    __slots__ = ("layer", "coords", "key", "inputs", "dependencies")
 
     def __init__(self, layer: Blockwise, key: tuple, inputs: tuple):
-        self.layer, self.key, self.coords = layer, key, key[1:]
-        self.dependencies = tuple(dict.fromkeys([(name,) + self.coords for name in inputs]))  # x + x: x once
+        self.layer, self.key, self.coords, self.inputs = layer, key, key[1:], inputs
+        self.dependencies = tuple(dict.fromkeys([_input_block(name, axes, self.coords)
+                                                 for name, axes in inputs]))  # x + x: x once
 
     def __reduce__(self):
-        return BlockStep, (self.layer, self.key, tuple(k[0] for k in self.dependencies))
+        return BlockStep, (self.layer, self.key, self.inputs)
+
+
+def _input_block(name, axes, coords: tuple) -> tuple:
+    return (name, *coords) if axes is None else (name, *[coords[a] for a in axes])
 
 
 def build_blocks(steps) -> dict:
@@ -50,7 +58,8 @@ def build_blocks(steps) -> dict:
 def _block_local_tasks(layer: Blockwise, blocks: list) -> dict:
     """What ``dask.blockwise._make_blockwise_graph`` makes for ``blocks`` of a block-local
     layer (:func:`_block_local_inputs`), with one substitution per block instead of one per
-    argument: an input's block has the output block's coordinates, so no index mapping."""
+    argument: an input's block has the output block's coordinates (or a permutation of
+    them), so no index mapping."""
     task, consts, per_block = layer.task, {}, []
     for i, (arg, index) in enumerate(layer.indices):
         token = blockwise_token(i)
@@ -59,38 +68,52 @@ def _block_local_tasks(layer: Blockwise, blocks: list) -> dict:
         if index is None:
             consts[token] = arg if isinstance(arg, (GraphNode, TaskRef)) else DataNode(None, arg)
         else:
-            per_block.append((token, arg, layer.io_deps.get(arg)))
+            per_block.append((token, arg, layer.io_deps.get(arg), _axes(tuple(index), tuple(layer.output_indices))))
     task = task.substitute(consts) if consts else task
     built = {}
     for coords in blocks:
         subs = {}
-        for token, arg, io_dep in per_block:
+        for token, arg, io_dep, axes in per_block:
             if io_dep is None:
-                subs[token] = (arg, *coords)
+                subs[token] = _input_block(arg, axes, coords)
             else:  # made from the block index (e.g. block_id)
-                value = parse_input(io_dep.get(coords, coords))
+                at = coords if axes is None else tuple(coords[a] for a in axes)
+                value = parse_input(io_dep.get(at, at))
                 subs[token] = value if isinstance(value, GraphNode) else DataNode(None, value)
         key = (layer.output, *coords)
         built[key] = task.substitute(subs, key=key)
     return built
 
 
+def io_dep_axes(layer: Blockwise, name: str) -> tuple | None:
+    """Block ``coords`` of a block-local ``layer`` gives its io_dep ``name`` the block index
+    ``[coords[a] for a in axes]`` (``normal(...).T``); None: ``coords`` itself."""
+    index = next(i for arg, i in layer.indices if isinstance(arg, str) and arg == name)
+    return _axes(tuple(index), tuple(layer.output_indices))
+
+
+def _axes(index: tuple, output: tuple) -> tuple | None:
+    """Where each axis of an input indexed ``index`` is in the output (None: in place)."""
+    return None if index == output else tuple(output.index(i) for i in index)
+
+
 def _block_local_inputs(layer) -> tuple | None:
-    """The array inputs of ``layer`` if each is indexed and blocked like its output."""
+    """``((name, axes), ...)`` for the array inputs of ``layer`` if each is indexed like
+    its output, or by a permutation of its indices (``x.T``), and blocked alike."""
     if not isinstance(layer, Blockwise) or layer.new_axes:
         return None
-    out_blocks = tuple(layer.dims[i] for i in layer.output_indices)
+    output = tuple(layer.output_indices)
     inputs = []
     for name, index in layer.indices:
         if index is None:
             continue  # a constant
-        if index != layer.output_indices:
-            return None
+        if len(index) != len(output) or set(index) != set(output) or len(set(index)) != len(index):
+            return None  # a contraction, a broadcast or a repeated index
         if name in layer.io_deps:
             continue  # made from the block index (e.g. block_id), not another layer
-        if tuple(layer.numblocks[name]) != out_blocks:
+        if tuple(layer.numblocks[name]) != tuple(layer.dims[i] for i in index):
             return None  # broadcast along an axis
-        inputs.append(name)
+        inputs.append((name, _axes(tuple(index), output)))
     return tuple(inputs)
 
 
@@ -106,20 +129,53 @@ def lazy_graph(hlg: HighLevelGraph) -> dict:
     graph: dict = {}
     for _, layer, inputs in layers:
         if inputs is None:
-            graph.update(convert_legacy_graph(dict(layer), all_keys))
+            graph.update(_legacy_steps(dict(layer), all_keys))
         else:
             graph.update((key, BlockStep(layer, key, inputs)) for key in layer.get_output_keys())
     return graph
+
+
+class LegacyStep:
+    """A task in Dask's legacy tuple form (a reduction tree's node), converted to a
+    :class:`~dask._task_spec.Task` where it runs: the fusion pass needs only its
+    dependencies, and most such nodes end inside a fused task."""
+
+    __slots__ = ("key", "task", "dependencies")
+
+    def __init__(self, key, task, dependencies):
+        self.key, self.task, self.dependencies = key, task, frozenset(dependencies)
+
+    def build(self) -> GraphNode:
+        """The node Dask's ``convert_legacy_graph`` makes of it."""
+        (node,) = convert_legacy_graph({self.key: self.task}, self.dependencies | {self.key}).values()
+        return node
+
+    def __reduce__(self):
+        return LegacyStep, (self.key, self.task, self.dependencies)
+
+
+def _legacy_steps(layer: dict, all_keys: set) -> dict:
+    """``layer`` with its legacy tuples as LegacySteps, its other nodes converted."""
+    out, rest = {}, {}
+    for key, task in layer.items():
+        if type(task) is tuple and task and callable(task[0]):
+            out[key] = LegacyStep(key, task, keys_in_tasks(all_keys, [task]))
+        else:
+            rest[key] = task
+    out.update(convert_legacy_graph(rest, all_keys))
+    return out
 
 
 def materialize_remaining(graph: dict) -> dict:
     """``graph`` with every BlockStep replaced by its task (a layer at once when most of
     its blocks are left: Dask builds a whole layer faster than block by block)."""
     left: dict = {}
+    out = dict(graph)
     for key, node in graph.items():
         if isinstance(node, BlockStep):
             left.setdefault(id(node.layer), (node.layer, []))[1].append(key)
-    out = dict(graph)
+        elif isinstance(node, LegacyStep):
+            out[key] = node.build()
     for layer, keys in left.values():
         if len(keys) * 2 > len(layer.get_output_keys()):
             out.update((key, layer[key]) for key in keys)

@@ -15,15 +15,19 @@ about 8 tasks per worker thread, at least 16 leaves each (:func:`auto_width`), i
 of at least 256 leaves. A fixed width applies to graphs of at least ``width ** 2`` leaves,
 and ``hpcgpu.array.fuse-width = 0`` turns the pass off.
 
-The blocks of block-local Blockwise layers enter the pass unbuilt
-(:mod:`hpcgpu.array.lazy_blocks`): each fused task builds its own on the worker, where
-it also orders blockwise subgraphs once and moves slices first (:mod:`hpcgpu.array.pushdown`).
+The blocks of block-local Blockwise layers (``x + 1``, ``x + x.T``) and the nodes of
+reduction trees enter the pass unbuilt (:mod:`hpcgpu.array.lazy_blocks`): each fused task
+builds its own on the worker, where it also orders blockwise subgraphs once and moves
+slices first (:mod:`hpcgpu.array.pushdown`). A generated block that several trees read
+(``x`` in ``(x + x.T).sum()``) is made again in each of them rather than kept as a task
+of its own (:func:`_regenerable`): drawing a block costs less than a task.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+from collections import Counter
 from typing import Any, Mapping
 
 import dask
@@ -34,13 +38,13 @@ from dask.blockwise import fuse_roots, optimize_blockwise
 from dask.core import toposort
 from dask.highlevelgraph import HighLevelGraph
 
-from hpcgpu.array.fused import force_all, fused_backends, run_step
+from hpcgpu.array.fused import LazyBlock, force_all, fused_backends, run_step
 from hpcgpu.array.fused.runner import _run_subgraph
-from hpcgpu.array.fused.batch import run_alike_chains
+from hpcgpu.array.fused.batch import pure_layer, run_alike_chains
 from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.plane import wanted
 from hpcgpu.array.plane.idioms import route
-from hpcgpu.array.lazy_blocks import BlockStep, build_blocks, lazy_graph, materialize_remaining
+from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, lazy_graph, materialize_remaining
 from hpcgpu.array.pushdown import push_slices_down
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
 
@@ -120,7 +124,8 @@ def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
     ordered once, and (with ``pushdown``) slices moved before elementwise operations."""
     plans: dict = {}
     built = build_blocks([s for s in steps if isinstance(s, BlockStep)])
-    tasks = [_without_dask_order(built[s.key] if isinstance(s, BlockStep) else s, plans) for s in steps]
+    tasks = [_without_dask_order(built[s.key] if isinstance(s, BlockStep) else s.build()
+                                 if isinstance(s, LegacyStep) else s, plans) for s in steps]
     return push_slices_down(tasks, _run_subgraph) if pushdown else tasks
 
 
@@ -133,15 +138,21 @@ def _run_fused(steps: tuple, outkey, pushdown: bool, backends: frozenset | None 
     if backends:
         values, steps = run_alike_chains(steps, lambda chain: _run_steps(chain, {}, pushdown, backends)[chain[-1].key],
                                          backends)
+        if values and not any(isinstance(v, LazyBlock) for v in values.values()):
+            backends = frozenset()  # the first chain recorded nothing (NumPy blocks under "auto"): nor will the rest
     return force_all(_run_steps(steps, values, pushdown, backends)[outkey])
 
 
 def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict:
-    """Run ``steps`` (:func:`chain_tasks`) into ``values``, dropping each value after its single use."""
-    for task in chain_tasks(steps, pushdown):
+    """Run ``steps`` (:func:`chain_tasks`) into ``values``, dropping each value after its last use."""
+    tasks = chain_tasks(steps, pushdown)
+    left = Counter(key for task in tasks for key in task.dependencies)  # a shared block is read twice
+    for task in tasks:
         values[task.key] = run_step(task, values, backends) if backends else task(values)
         for key in task.dependencies:
-            del values[key]  # a GPU block goes back to the pool before the next is made
+            left[key] -= 1
+            if not left[key]:
+                del values[key]  # a GPU block goes back to the pool before the next is made
     return values
 
 
@@ -168,12 +179,31 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     min_leaves = width * width if min_leaves is None else min_leaves
     if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < min_leaves:
         return dict(dsk)
-    out = dict(dsk)
-    for key, order in exclusive_trees(dsk, keys, width):
+    out, shared = dict(dsk), _regenerable(dsk)
+    for key, order in exclusive_trees(dsk, keys, width, shared):
         for k in order:
-            del out[k]
+            out.pop(k, None)  # a shared block may be in several trees
         # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
         out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown, backends)
+    if shared:  # a shared block that a key outside the trees still reads stays
+        read = {d for node in out.values() if getattr(node, "func", None) is not _run_fused for d in node.dependencies}
+        out.update((k, dsk[k]) for k in shared & read if k not in out)
+    return out
+
+
+def _regenerable(dsk: Mapping) -> set:
+    """The blocks that a fused tree may make again rather than share: those of block-local
+    layers made from their block's index alone (a generator, ``ones``, maybe with
+    elementwise steps fused in) that call only pure functions (a block made twice is the
+    same block)."""
+    pure: dict = {}
+    out = set()
+    for key, node in dsk.items():
+        if isinstance(node, BlockStep) and not node.dependencies:
+            if id(node.layer) not in pure:
+                pure[id(node.layer)] = pure_layer(node.layer)
+            if pure[id(node.layer)]:
+                out.add(key)
     return out
 
 

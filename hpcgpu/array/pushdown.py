@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+from collections import Counter
 
 import numpy as np
 from dask._task_spec import DataNode, Task, TaskRef
@@ -29,20 +30,23 @@ _GETITEMS = {getitem, operator.getitem}
 
 
 def push_slices_down(steps: list[Task], run_subgraph) -> list[Task]:
-    """``steps`` (one chain, in order, each value used once) with slices moved before
-    elementwise operations. ``run_subgraph`` is the function of blockwise-fused steps,
+    """``steps`` (one chain, in order) with slices moved before elementwise operations
+    whose value only the slice reads. ``run_subgraph`` is the function of blockwise-fused steps,
     whose ``plan`` argument is ``(inner steps, output key, input keys)``.
     """
     out: list[Task] = []
+    reads = Counter(key for step in steps for key in step.dependencies)
     for step in steps:
-        _append(out, step, run_subgraph)
+        _append(out, step, run_subgraph, reads)
     return out
 
 
-def _append(out: list[Task], step: Task, run_subgraph) -> None:
+def _append(out: list[Task], step: Task, run_subgraph, reads: Counter) -> None:
     producer = out[-1] if out else None
-    # only tasks move: a DataNode (a block given in memory) or an alias stays where it is
-    if not isinstance(producer, Task) or not _is_basic_slice_of(step, producer.key):
+    # only tasks move: a DataNode (a block given in memory) or an alias stays where it is;
+    # a value read twice (a block a fused tree shares) stays as it is for its other reader
+    if (not isinstance(producer, Task) or reads[producer.key] > 1
+            or not _is_basic_slice_of(step, producer.key)):
         out.append(step)
         return
     split = _split_elementwise_tail(producer, run_subgraph)
@@ -54,7 +58,7 @@ def _append(out: list[Task], step: Task, run_subgraph) -> None:
     sliced_key = (f"{_name(step.key)}-before-{_name(producer.key)}", *_index(step.key))
     # a view, not Dask's copy of a small slice: the operation after it writes a new array
     sliced = Task(sliced_key, operator.getitem, TaskRef(rebuild.source), *step.args[1:])
-    _append(out, sliced, run_subgraph)  # the slice may move further down
+    _append(out, sliced, run_subgraph, reads)  # the slice may move further down
     out.append(rebuild.make(step.key, sliced_key))
 
 

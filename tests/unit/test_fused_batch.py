@@ -103,6 +103,22 @@ def test_blocks_in_memory_are_never_batched(counted):
     assert counted["batched"] == 0
 
 
+@pytest.mark.parametrize("expression", ["x.T * 2", "(x + x.T) * 2", "x * x[::-1]"])
+def test_transposed_and_shared_generated_blocks_batch_with_their_own_keys(expression):
+    """A generator read transposed (block (i, j) is drawn with key (j, i)) is no batch of
+    its output coordinates, and a block read by two chains is made for each: the square
+    array's chains are alike, so a batch that took coordinates for keys would be wrong."""
+    x = ha.random.normal(0, 1, size=(64, 64), chunks=(4, 4), seed=3, backend="cpu")
+    total = eval(expression, {"x": x}).sum(axis=0)
+    with dask.config.set({"hpcgpu.array.fuse-width": 16}):
+        got = compute(total, True)
+        if expression == "x.T * 2":
+            for chain in _chains(total):
+                with pytest.raises(NotAlike):
+                    chain_print(chain, {})
+    np.testing.assert_array_equal(got, compute(total, False))
+
+
 @settings(max_examples=200, deadline=None)
 @given(seed=st.one_of(st.integers(0, 2**32), st.integers(0, 2**130)),
        ids=st.lists(st.lists(st.integers(0, 2**32 - 1), min_size=0, max_size=4), min_size=1, max_size=8))

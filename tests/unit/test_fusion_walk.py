@@ -7,13 +7,15 @@ from __future__ import annotations
 import random
 
 import dask
+import dask.local
+import numpy as np
 from dask._task_spec import Task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hpcgpu.array as ha
 from hpcgpu.array.graphtrees import exclusive_trees
-from hpcgpu.array.lazy_blocks import lazy_graph
+from hpcgpu.array.lazy_blocks import lazy_graph, materialize_remaining
 
 
 def _reference(dsk, keys, width):
@@ -90,3 +92,43 @@ def _f(*args):
 def test_random_graph_trees_as_before(case):
     dsk, keys, width = case
     assert exclusive_trees(dsk, keys, width) == _reference(dsk, keys, width)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(graphs(), st.data())
+def test_shared_leaves_are_copied_into_each_tree_that_reads_them(case, data):
+    """With ``shared`` leaves, every tree is still a tree its root owns: it lists each key
+    once and after its dependencies, holds every dependency of its keys (a shared leaf
+    maybe in other trees too), and no key but a shared leaf is in two trees."""
+    dsk, keys, width = case
+    leaves = sorted(k for k, node in dsk.items() if not node.dependencies)
+    shared = set(data.draw(st.lists(st.sampled_from(leaves), unique=True))) if leaves else set()
+    trees = exclusive_trees(dsk, keys, width, shared)
+    seen: set = set()
+    for root, tree in trees:
+        assert tree[-1] == root and len(set(tree)) == len(tree) and root not in shared
+        for i, key in enumerate(tree):
+            assert set(dsk[key].dependencies) <= set(tree[:i])
+            assert key == root or key in shared or key not in keys
+        inner = set(tree) - shared
+        assert not inner & seen
+        seen |= inner
+    assert exclusive_trees(dsk, keys, width, set()) == _reference(dsk, keys, width)
+
+
+def test_a_transposed_sum_fuses_with_its_generated_blocks_made_twice():
+    """``(x + x.T).sum()``: each generated block is read by two blocks of the sum, so no
+    tree owns it; made again in each tree that reads it, the graph fuses as the plain sum."""
+    from hpcgpu.array.optimization import fuse_generated_trees
+
+    x = ha.random.normal(10, 1, size=(40, 40), chunks=(2, 2), seed=0, backend="cpu")
+    y = (x + x.T).sum()
+    keys = list(dask.core.flatten(y.__dask_keys__()))
+    hlg = dask.blockwise.optimize_blockwise(y.__dask_graph__(), keys=keys)
+    dsk = lazy_graph(hlg.cull(set(keys)))
+    fused = fuse_generated_trees(dsk, keys, 32, min_leaves=2)  # a leaf per read: 16 blocks of the sum
+    assert len(fused) < len(dsk) // 20
+    assert not any(k[0] == x.name for k in fused if isinstance(k, tuple))  # every block made inside a tree
+    with dask.config.set({"hpcgpu.array.fuse-width": 0}):
+        want = y.compute(scheduler="sync")
+    np.testing.assert_allclose(dask.local.get_sync(materialize_remaining(fused), keys)[0], want, rtol=1e-12)

@@ -84,10 +84,14 @@ def _elementwise(draw):
 @st.composite
 def steps(draw, ndim: int, shape: tuple, backend: str):
     """One step (name, function of a dask or NumPy array) valid for an array of ``shape``."""
-    kinds = ["elementwise", "slice", "transpose", "rechunk", "concatenate", "broadcast", "map_blocks"]
+    kinds = ["elementwise", "slice", "transpose", "rechunk", "concatenate", "broadcast", "map_blocks", "self"]
     if ndim == 2:
         kinds += ["int_index", "none_ellipsis", "map_overlap", "cumsum"]
     kind = draw(st.sampled_from(kinds))
+    if kind == "self":  # each block read by two blocks of the result (a generated one made twice)
+        if ndim == 2 and shape[0] == shape[1] and draw(st.booleans()):
+            return "x + x.T", lambda x: x + x.T
+        return "x * x[::-1]", lambda x: x * x[::-1]
     if kind == "elementwise":
         return _elementwise(draw)
     if kind == "slice":

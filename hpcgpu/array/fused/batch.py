@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections import Counter
 
 import numpy as np
 from dask._task_spec import DataNode, GraphNode, Task, TaskRef
 
 from hpcgpu.array.fused.expr import LazyBlock
 from hpcgpu.array.fused.nodes import RandomLeaf, Reduce, leaves_of
-from hpcgpu.array.lazy_blocks import BlockStep
+from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, io_dep_axes
 
-__all__ = ["split_chains", "chain_print", "run_alike_chains", "NotAlike"]
+__all__ = ["split_chains", "chain_print", "run_alike_chains", "NotAlike", "pure_layer"]
 
 #: top-level modules whose functions are pure by their contract (equal calls, equal values)
 _PURE = frozenset({"dask", "numpy", "operator", "_operator", "hpcgpu", "cupy", "cupyx", "math"})
@@ -49,7 +50,8 @@ class NotAlike(Exception):
 def split_chains(steps) -> list[list]:
     """The chains among ``steps`` (a fused task's steps, each after its dependencies):
     runs that start at a step without dependencies, each next step using exactly the step
-    before it. Steps with several dependencies (the combining tree) belong to none.
+    before it, which no other step reads. Steps with several dependencies (the combining
+    tree) belong to none.
 
     Examples
     --------
@@ -60,12 +62,13 @@ def split_chains(steps) -> list[list]:
     [['a', 'b'], ['c']]
     """
     chains, current = [], None
+    reads = Counter(key for step in steps for key in step.dependencies)
     for step in steps:
         deps = step.dependencies
         if not deps:
             current = [step]
             chains.append(current)
-        elif current is not None and len(deps) == 1 and current[-1].key in deps:
+        elif current is not None and len(deps) == 1 and current[-1].key in deps and reads[current[-1].key] == 1:
             current.append(step)
         else:
             current = None
@@ -136,16 +139,31 @@ def _value(value, refs: dict | None):
     return ("id", id(value))  # any other object is alike only to itself
 
 
+def _check_layer(layer) -> None:
+    """NotAlike unless every function and constant of Blockwise ``layer`` is of the pure kinds."""
+    for arg, index in layer.indices:
+        if index is None:
+            _value(arg, None)
+    _value(layer.task, None)
+
+
+def pure_layer(layer) -> bool:
+    """Whether Blockwise ``layer`` calls only functions known to be pure (Dask's, NumPy's,
+    CuPy's, hpcgpu's...): a block of it may be made twice, with the same value."""
+    try:
+        _check_layer(layer)
+    except NotAlike:
+        return False
+    return True
+
+
 def _layer_print(step: BlockStep, layers: dict):
     """What a block of ``step``'s layer depends on besides its coordinates (checked once
     per layer: its functions and constants)."""
     layer = step.layer
     if id(layer) not in layers:
         try:
-            for arg, index in layer.indices:
-                if index is None:
-                    _value(arg, None)
-            _value(layer.task, None)
+            _check_layer(layer)
             layers[id(layer)] = None
         except NotAlike as error:
             layers[id(layer)] = error
@@ -155,10 +173,14 @@ def _layer_print(step: BlockStep, layers: dict):
 
     per_block = []
     for name, dep in layer.io_deps.items():
-        if isinstance(dep, RandomBlocks):  # the block's key comes with its batch
+        axes = io_dep_axes(layer, name)
+        if isinstance(dep, RandomBlocks):  # the block's key comes with its batch, as its coordinates
+            if axes is not None:
+                raise NotAlike("a random block of other coordinates (a transposed generator)")
             per_block.append(("random", dep.block_shape(step.coords)))
         else:
-            per_block.append(_value(dep.get(step.coords, step.coords), None))
+            at = step.coords if axes is None else tuple(step.coords[a] for a in axes)
+            per_block.append(_value(dep.get(at, at), None))
     return ("block", id(layer), tuple(per_block))
 
 
@@ -175,8 +197,8 @@ def chain_print(chain: list, layers: dict) -> tuple:
                 raise NotAlike("block steps at different coordinates")
             coords = step.coords
             parts.append(_layer_print(step, layers))
-        elif isinstance(step, Task):
-            parts.append(_value(step, refs))
+        elif isinstance(step, (Task, LegacyStep)):
+            parts.append(_value(step.build() if isinstance(step, LegacyStep) else step, refs))
         else:
             raise NotAlike(f"{type(step).__name__} step")
         refs[step.key] = position
