@@ -96,6 +96,8 @@ def test_dasks_own_matmul_and_rechunk_of_hpcgpu_arrays_take_the_plane_under_auto
     av, bv = _data((30, 21), (7, (5, 16)), "float64", seed=1)[0], _data((21, 11), 4, "float64", seed=2)[0]
     a, b = ha.from_array(av, chunks=(7, (5, 16))), ha.from_array(bv, chunks=((5, 16), 4))
     assert np.allclose((a @ b).compute(), av @ bv) and last_kinds() == {"matmul"}
+    client.run(lambda dask_worker: state_of(dask_worker).history.clear())
+    assert np.allclose(a.dot(b).compute(), av @ bv) and last_kinds() == {"matmul"}
     y = a.rechunk((30, 3))
     assert np.array_equal(y.compute(), av) and y.chunks == ((30,), (3,) * 7) and last_kinds() == {"rechunk"}
     plain = da.from_array(2 * av, chunks=(7, (5, 16)))  # not an hpcgpu array: Dask's own graph

@@ -47,16 +47,18 @@ def products(draw):
 
 
 @settings(max_examples=40, deadline=None)
-@given(products())
-def test_a_product_routed_to_the_plane_keeps_keys_chunks_and_values(ab):
+@given(products(), st.sampled_from(["matmul", "dot"]))
+def test_a_product_routed_to_the_plane_keeps_keys_chunks_and_values(ab, how):
     a, b = ab
-    y = a @ b
+    y = a @ b if how == "matmul" else a.dot(b)
     routed = route(y.__dask_graph__(), _always, y.__dask_keys__())
     kinds = {name.split("-")[0] for name in routed.layers}
     plane = any(k.startswith("plane") for layer in routed.layers.values() for k in map(str, layer))
-    # Dask sums block products when the inner axis has several blocks (one block: a getitem)
-    summed = any(n.startswith("_chunk_sum-aggregate-") for n in y.dask.layers)
-    assert plane == summed and ("matmul" in kinds) != summed, sorted(kinds)
+    # Dask's matmul sums block products when the inner axis has several blocks (one block: a
+    # getitem); its dot always sums, and keeps the sum's dtype (int32 products sum as int64)
+    summed = any(n.startswith(("_chunk_sum-aggregate-", "sum-aggregate-")) for n in y.dask.layers)
+    routable = summed and y.dtype == a.dtype == b.dtype
+    assert plane == routable and (how in kinds or "tensordot" in kinds) != routable, sorted(kinds)
     assert y.name in routed.layers and set(routed.layers[y.name].keys()) >= set(dask.core.flatten(y.__dask_keys__()))
     got = _run(routed, y)
     assert got.dtype == y.dtype and np.allclose(got, a.compute() @ b.compute())

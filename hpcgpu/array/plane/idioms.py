@@ -1,6 +1,6 @@
-"""Dask's own ``a @ b`` and ``x.rechunk(...)`` on the plane: a pass over the graph.
+"""Dask's own ``a @ b``, ``a.dot(b)`` and ``x.rechunk(...)`` on the plane: a pass over the graph.
 
-Users write Dask: ``a @ b`` and ``x.rechunk(...)`` build Dask's layers (a block product
+Users write Dask: ``a @ b`` (or ``a.dot(b)``) and ``x.rechunk(...)`` build Dask's layers (a block product
 per block triple and a tree of sums; split and merge stages), not the plane's. This pass,
 run by hpcgpu's optimiser on graphs that hold hpcgpu arrays, finds those layers and puts
 the plane's operation in their place under the name of the last one: the keys, chunks and
@@ -42,6 +42,8 @@ logger = logging.getLogger("distributed.hpcgpu.plane")
 
 #: the layers of Dask's ``_sum_wo_cat`` after a matmul's block products, in order
 _SUM_STAGES = ("chunk_sum-", "_chunk_sum-partial-", "_chunk_sum-aggregate-")
+#: the layers of the ``sum`` after ``tensordot``'s block products (``a.dot(b)``)
+_DOT_SUM_STAGES = ("sum-", "sum-partial-", "sum-aggregate-")
 #: the layers of Dask's task rechunk (one or several stages)
 _RECHUNK_STAGES = ("rechunk-split-", "rechunk-merge-")
 #: chunk types the plane's operations take
@@ -104,20 +106,36 @@ def _chain(start: str, stages: tuple, dependents: dict, end: str | None = None) 
     return chain
 
 
-def _matmuls(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
-    from dask.array.routines import _matmul
+def _products(layer) -> tuple | None:
+    """The sum stages after ``layer`` if it is the block products of a 2-D ``a @ b``
+    (Dask's ``matmul``) or ``a.dot(b)`` (``tensordot`` over a's columns and b's rows)."""
+    from dask.array.routines import _matmul, _tensordot
 
+    if not isinstance(layer, Blockwise) or layer.new_axes or layer.concatenate or len(layer.indices) != 2:
+        return None
+    func, kwargs = getattr(layer.task, "func", None), getattr(layer.task, "kwargs", None) or {}
+    (_, ia), (_, ib) = layer.indices
+    if ia is None or ib is None or len(ia) != 2 or len(ib) != 2 or ia[1] != ib[0] \
+            or tuple(layer.output_indices) != (ia[0], ia[1], ib[1]):
+        return None
+    if func is _matmul:
+        return _SUM_STAGES
+    axes = kwargs.get("axes")
+    if func is _tensordot and not kwargs.get("is_sparse") and axes is not None \
+            and tuple(map(tuple, axes)) == ((1,), (0,)):
+        return _DOT_SUM_STAGES
+    return None
+
+
+def _matmuls(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
     for name, layer in dsk.layers.items():
-        if not isinstance(layer, Blockwise) or getattr(layer.task, "func", None) is not _matmul \
-                or layer.new_axes or layer.concatenate or len(layer.indices) != 2:
+        stages = _products(layer)
+        if stages is None:
             continue
-        (a, ia), (b, ib) = layer.indices
-        if ia is None or ib is None or len(ia) != 2 or len(ib) != 2 or ia[1] != ib[0] \
-                or tuple(layer.output_indices) != (ia[0], ia[1], ib[1]):
-            continue
-        chain = _chain(name, _SUM_STAGES, dependents, end=_SUM_STAGES[-1])
+        (a, _), (b, _) = layer.indices
+        chain = _chain(name, stages, dependents, end=stages[-1])
         got = [_array(dsk, n) for n in (a, b, chain[-1])]
-        if not chain[-1].startswith(_SUM_STAGES[-1]) or None in got:
+        if not chain[-1].startswith(stages[-1]) or None in got:
             continue
         (ac, adt), (bc, bdt), (oc, odt) = got
         if ac[1] == bc[0] and oc == (ac[0], bc[1]) and adt == bdt == odt:
