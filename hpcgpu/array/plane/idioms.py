@@ -1,7 +1,8 @@
 """Dask's own ``a @ b``, ``a.dot(b)`` and ``x.rechunk(...)`` on the plane: a pass over the graph.
 
-Users write Dask: ``a @ b`` (or ``a.dot(b)``) and ``x.rechunk(...)`` build Dask's layers (a block product
-per block triple and a tree of sums; split and merge stages), not the plane's. This pass,
+Users write Dask: ``a @ b`` (or ``a.dot(b)``) and ``x.rechunk(...)`` build Dask's layers
+(a block product per block triple and a tree of sums; split and merge stages), not the
+plane's. This pass,
 run by hpcgpu's optimiser on graphs that hold hpcgpu arrays, finds those layers and puts
 the plane's operation in their place under the name of the last one: the keys, chunks and
 dtype the rest of the graph reads stay as they were, and only the layers between the
@@ -69,7 +70,7 @@ def route(dsk: HighLevelGraph, choose: Callable[[str], bool], keys=()) -> HighLe
         last = chain[-1]
         tasks, unpacks = collective_tasks(op, inputs, names=[last])
         for name in chain:
-            layers.pop(name, None), deps.pop(name, None)
+            del layers[name], deps[name]
         layers[last] = MaterializedLayer({**tasks, **unpacks[last]},
                                          collection_annotations=dsk.layers[last].collection_annotations)
         deps[last] = {name for name, _ in inputs}
