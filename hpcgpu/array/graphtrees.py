@@ -21,8 +21,9 @@ def exclusive_trees(dsk: Mapping, keys: set, width: int, shared=frozenset()) -> 
 
     ``shared``: leaves (keys without dependencies) that every tree reading them may hold a
     copy of, whatever their number of dependents: blocks cheaper to make again than to
-    send (a generated block read by ``x + x.T``). A tree lists such a leaf once, however
-    many of its keys read it, and counts it once per read (a block made per read).
+    send (a generated block read by ``x + x.T``). A tree lists such a leaf once per key
+    that reads it, right before that key (a block made per read, freed after it), and
+    counts it once per read.
 
     One walk over the graph in dependency order (dsk's own order when it is one, as
     :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), carrying each candidate
@@ -57,9 +58,9 @@ def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter, s
             total += count or 0
         counts[key] = total if owned and total <= width else 0
         if counts[key]:  # its dependencies' trees become part of its own (last dependency first)
-            parts = [[d] if d in shared else members.pop(d) for d in reversed(tuple(deps))]
-            members[key] = [k for part in parts for k in part] + [key]
-            if shared and len(members[key]) > 2:  # a shared leaf read twice in one tree: listed once
-                members[key] = list(dict.fromkeys(members[key]))
+            ordered = reversed(tuple(deps))
+            if shared:  # the shared leaves last: each made just before its reader
+                ordered = sorted(ordered, key=lambda d: d in shared)
+            members[key] = [k for d in ordered for k in ([d] if d in shared else members.pop(d))] + [key]
     return [(key, tree) for key, tree in members.items() if counts[key] >= 2 and key not in shared]
 

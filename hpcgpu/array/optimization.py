@@ -19,15 +19,15 @@ The blocks of block-local Blockwise layers (``x + 1``, ``x + x.T``) and the node
 reduction trees enter the pass unbuilt (:mod:`hpcgpu.array.lazy_blocks`): each fused task
 builds its own on the worker, where it also orders blockwise subgraphs once and moves
 slices first (:mod:`hpcgpu.array.pushdown`). A generated block that several trees read
-(``x`` in ``(x + x.T).sum()``) is made again in each of them rather than kept as a task
-of its own (:func:`_regenerable`): drawing a block costs less than a task.
+(``x`` in ``(x + x.T).sum()``) is made again for each key that reads it rather than kept
+as a task of its own (:func:`_regenerable`): drawing a block costs less than a task, and
+no block waits for its second reader.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-from collections import Counter
 from typing import Any, Mapping
 
 import dask
@@ -146,14 +146,22 @@ def _run_fused(steps: tuple, outkey, pushdown: bool, backends: frozenset | None 
 def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict:
     """Run ``steps`` (:func:`chain_tasks`) into ``values``, dropping each value after its last use."""
     tasks = chain_tasks(steps, pushdown)
-    left = Counter(key for task in tasks for key in task.dependencies)  # a shared block is read twice
-    for task in tasks:
+    for task, done in zip(tasks, _last_reads(tasks)):
         values[task.key] = run_step(task, values, backends) if backends else task(values)
-        for key in task.dependencies:
-            left[key] -= 1
-            if not left[key]:
-                del values[key]  # a GPU block goes back to the pool before the next is made
+        for key in done:
+            del values[key]  # a GPU block goes back to the pool before the next is made
     return values
+
+
+def _last_reads(tasks: list) -> list:
+    """Per task, the keys it reads last before they are made again (a shared block is
+    made once per reader) or never read again."""
+    later, out = set(), []
+    for task in reversed(tasks):
+        out.append([key for key in task.dependencies if key not in later])
+        later.discard(task.key)
+        later.update(task.dependencies)
+    return out[::-1]
 
 
 def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdown: bool = True,
@@ -197,14 +205,10 @@ def _regenerable(dsk: Mapping) -> set:
     elementwise steps fused in) that call only pure functions (a block made twice is the
     same block)."""
     pure: dict = {}
-    out = set()
-    for key, node in dsk.items():
-        if isinstance(node, BlockStep) and not node.dependencies:
-            if id(node.layer) not in pure:
-                pure[id(node.layer)] = pure_layer(node.layer)
-            if pure[id(node.layer)]:
-                out.add(key)
-    return out
+    for node in dsk.values():
+        if isinstance(node, BlockStep) and not node.dependencies and id(node.layer) not in pure:
+            pure[id(node.layer)] = pure_layer(node.layer)
+    return {k for k, v in dsk.items() if isinstance(v, BlockStep) and not v.dependencies and pure[id(v.layer)]}
 
 
 def _without_dask_order(task: Task, plans: dict) -> Task:
@@ -248,7 +252,6 @@ def optimize(dsk, keys, settings: Settings | None = None, **kwargs):
         return dask_array_optimize(dsk, keys, **kwargs)
     with _gc_paused():
         return _optimize(dsk, list(dask.core.flatten(keys)), settings)
-
 
 
 def auto_width(leaves: int, threads: int, per_thread: int = TASKS_PER_THREAD) -> int:

@@ -98,21 +98,26 @@ def test_random_graph_trees_as_before(case):
 @given(graphs(), st.data())
 def test_shared_leaves_are_copied_into_each_tree_that_reads_them(case, data):
     """With ``shared`` leaves, every tree is still a tree its root owns: it lists each key
-    once and after its dependencies, holds every dependency of its keys (a shared leaf
-    maybe in other trees too), and no key but a shared leaf is in two trees."""
+    after its dependencies and holds every dependency of its keys; a shared leaf is listed
+    once per key that reads it, each copy read before the next is made (maybe in other
+    trees too), any other key once, and in one tree only."""
     dsk, keys, width = case
     leaves = sorted(k for k, node in dsk.items() if not node.dependencies)
     shared = set(data.draw(st.lists(st.sampled_from(leaves), unique=True))) if leaves else set()
     trees = exclusive_trees(dsk, keys, width, shared)
     seen: set = set()
     for root, tree in trees:
-        assert tree[-1] == root and len(set(tree)) == len(tree) and root not in shared
+        assert tree[-1] == root and root not in shared
         for i, key in enumerate(tree):
             assert set(dsk[key].dependencies) <= set(tree[:i])
             assert key == root or key in shared or key not in keys
-        inner = set(tree) - shared
-        assert not inner & seen
-        seen |= inner
+            if key in shared:  # this copy is read before the next copy is made
+                after = tree[i + 1:]
+                end = after.index(key) if key in after else len(after)
+                assert any(key in dsk[k].dependencies for k in after[:end])
+        inner = [k for k in tree if k not in shared]
+        assert len(set(inner)) == len(inner) and not set(inner) & seen
+        seen |= set(inner)
     assert exclusive_trees(dsk, keys, width, set()) == _reference(dsk, keys, width)
 
 
@@ -129,6 +134,25 @@ def test_a_transposed_sum_fuses_with_its_generated_blocks_made_twice():
     fused = fuse_generated_trees(dsk, keys, 32, min_leaves=2)  # a leaf per read: 16 blocks of the sum
     assert len(fused) < len(dsk) // 20
     assert not any(k[0] == x.name for k in fused if isinstance(k, tuple))  # every block made inside a tree
+    # no block waits for its second reader: a task holds as many values at once as the plain sum's
+    plain = (x + 1).sum()
+    plain_dsk = lazy_graph(dask.blockwise.optimize_blockwise(plain.__dask_graph__(), keys=plain.__dask_keys__()))
+    plain_fused = fuse_generated_trees(plain_dsk, plain.__dask_keys__(), 16, min_leaves=2)
+    assert _most_held(fused) <= _most_held(plain_fused) + 1
     with dask.config.set({"hpcgpu.array.fuse-width": 0}):
         want = y.compute(scheduler="sync")
     np.testing.assert_allclose(dask.local.get_sync(materialize_remaining(fused), keys)[0], want, rtol=1e-12)
+
+
+def _most_held(graph) -> int:
+    """The most values any fused task of ``graph`` holds at once."""
+    from hpcgpu.array.optimization import _last_reads, _run_fused, chain_tasks
+
+    most = 0
+    for node in graph.values():
+        if getattr(node, "func", None) is _run_fused:
+            tasks, held = chain_tasks(node.args[0].value, False), set()
+            for task, done in zip(tasks, _last_reads(tasks)):
+                held = (held | {task.key}) - set(done)
+                most = max(most, len(held))
+    return most
