@@ -53,7 +53,13 @@ print(json.dumps({"uid": __import__("os").getuid(), "said": said}))
 """
 
 
-def _listeners(pids: list[int], dask_ports: set[int]) -> tuple[list, list]:
+def _port(address: str) -> int | None:
+    """The TCP port of a Dask address (None for ``unix://`` and ``inproc://``)."""
+    tail = address.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _listeners(pids: list[int], dask_ports: set) -> tuple[list, list]:
     """(TCP listeners not Dask's, abstract Unix socket names) of these processes."""
     tcp = []
     inodes = set()
@@ -93,8 +99,8 @@ def test_a_second_user_neither_joins_nor_disturbs_the_nccl_group():
         assert np.array_equal(cupy.asnumpy(plane.rechunk(x, (8000, 500), method="collective").compute()), want)
         assert {h[2] for h in client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1]).values()} == {"nccl"}
         pids = list(client.run(os.getpid).values())
-        ports = {int(a.rsplit(":", 1)[1]) for a in client.scheduler_info()["workers"]}
-        ports |= {int(w["nanny"].rsplit(":", 1)[1]) for w in client.scheduler_info()["workers"].values()}
+        workers = client.scheduler_info()["workers"]
+        ports = {_port(a) for w, info in workers.items() for a in (w, info["nanny"])}  # Dask's own
         tcp, unix = _listeners(pids, ports)
         assert all(addr.ip in ("127.0.0.1", "::1") for addr in tcp), tcp  # NCCL on loopback only
         from cupy.cuda import nccl
