@@ -3,6 +3,8 @@ row panels are contiguous (property tests over random chunkings)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
@@ -78,3 +80,28 @@ def test_overlaps_refuse_different_lengths():
 
     with pytest.raises(ValueError, match="different lengths"):
         overlaps((2, 2), (3,))
+
+
+def test_nccl_sees_loopback_and_no_multicast_from_its_first_call(monkeypatch):
+    """The plane's first NCCL call in a worker (rank 0 making the unique id, before any
+    communicator) already sees NCCL_SOCKET_IFNAME=lo and NCCL_NVLS_ENABLE=0: NCCL picks its
+    network interface once per process (on two H200, an id made without them put every
+    later NCCL listener on the host's address). A value the user set stays."""
+    import sys
+    import types
+
+    from hpcgpu.array.plane.worker_side import PlaneState
+
+    seen = []
+    nccl = types.SimpleNamespace(get_unique_id=lambda: seen.append(
+        (os.environ.get("NCCL_SOCKET_IFNAME"), os.environ.get("NCCL_NVLS_ENABLE"))) or b"id")
+    cuda = types.SimpleNamespace(nccl=nccl)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
+    for key in ("NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE"):
+        monkeypatch.delenv(key, raising=False)
+    assert PlaneState(None).nccl_id() == b"id" and seen == [("lo", "0")]
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
+    PlaneState(None).nccl_id()
+    assert seen[-1] == ("ib0", "0")

@@ -130,6 +130,7 @@ class PlaneState:
     def nccl_id(self) -> bytes:
         from cupy.cuda import nccl
 
+        _nccl_env()  # making the id is this process's first NCCL call on rank 0
         return bytes(nccl.get_unique_id())
 
     async def run(self, token: str, seq: int, spec: dict, group: list, holders: list, owners: list,
@@ -211,12 +212,19 @@ class PlaneState:
             return CommTransport(self.worker, self.inbox, token, group, rank, timeout)
         comm = self.comms.get(tuple(group))
         if comm is None:
-            # multicast can take a host's shared GPUs down; within one host NCCL's
-            # bootstrap sockets stay on loopback (the scheduler chose NCCL for one host only)
-            os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+            _nccl_env()
             comm = self.comms[tuple(group)] = _form(len(group), nccl_id, rank, timeout)
         return NcclTransport(comm, rank, timeout)
+
+
+def _nccl_env() -> None:
+    """NCCL's settings where the user set none, before this process's first NCCL call (NCCL
+    reads them once, then keeps the network interface it chose for every later socket):
+    multicast off (it can take a host's shared GPUs down), and sockets on loopback (the
+    scheduler chooses NCCL within one host only). On two H200 a unique id made first, without
+    them, put the workers' NCCL listeners on the host's address."""
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
 def _watchdog() -> float:
