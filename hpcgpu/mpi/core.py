@@ -24,7 +24,6 @@ import dask
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
-from hpcgpu.runner.security import temporary_tls
 from hpcgpu.system.threadsignals import born_blocked
 from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import physical_gpu, placement_from_env, shared_gpu_error
@@ -108,6 +107,8 @@ def _shared_security(comm, security: bool):
     behind when a rank is killed), sent to every rank; ``(None, None)`` without ``security``."""
     tls = pems = None
     if comm.Get_rank() == 0 and security:
+        from hpcgpu.runner.security import temporary_tls
+
         tls = temporary_tls()
         pems = {"ca": tls.ca_file, "cert": tls.cert, "key": tls.key}
     return tls, _security(comm.bcast(pems, root=0))

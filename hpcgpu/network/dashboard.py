@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import dask.config
-from distributed.utils import format_dashboard_link
 
 __all__ = ["dashboard_host", "dashboard_link", "dashboard_url", "tunnel_url"]
 
@@ -48,12 +47,18 @@ def dashboard_url(dashboard_address: Any, scheduler_host: str, port: int) -> str
     ...     dashboard_url("127.0.0.1:8787", "node3", 8790)
     '/hub/proxy/8790/status'
     """
+    from distributed.utils import format_dashboard_link  # distributed is imported where a link is made
+
     return format_dashboard_link(dashboard_host(dashboard_address, scheduler_host), port)
 
 
 def tunnel_url(port: int) -> str:
     """Where ``ssh -L port:localhost:port`` brings the dashboard on the user's own machine:
     distributed's default template at ``localhost``, whatever this site's template says."""
+    # imported before the config is set: importing distributed adds its defaults to the
+    # config, which leaving the ``set`` below would take away again
+    from distributed.utils import format_dashboard_link
+
     with dask.config.set({"distributed.dashboard.link": "{scheme}://{host}:{port}/status"}):
         return format_dashboard_link("localhost", port)
 
