@@ -1,5 +1,6 @@
-"""Run by tests/integration/test_ucxauth_batch.py inside a batch job: compute over ``ucx+auth``, and
-check that a plain ``ucx://`` connection to the same scheduler is refused."""
+"""Run by tests/integration/test_ucxauth_batch.py inside a batch job: compute over ``ucx+auth``
+(hpcgpu's client and a plain ``distributed.Client`` of the script's own), and check that a
+plain ``ucx://`` connection to the same scheduler is refused."""
 
 import asyncio
 import os
@@ -28,8 +29,12 @@ def main() -> int:
     key = os.environ["DASK_HPCGPU__UCX_AUTH__KEY_FILE"]
     mode = oct(stat.S_IMODE(os.stat(key).st_mode))
     plain = asyncio.run(_plain(client.scheduler.address))
-    print("RESULT", client.scheduler.address, total, workers, "key", mode, "plain", plain)
-    ok = client.scheduler.address.startswith("ucx+auth://") and total == 42 and mode == "0o600" \
+    from distributed import Client
+
+    with Client() as own:  # a plain Client of the script's own, as DASK_SCHEDULER_ADDRESS says
+        again = own.submit(lambda: 42, pure=False).result(timeout=60)
+    print("RESULT", client.scheduler.address, total, workers, "key", mode, "plain", plain, "own", again)
+    ok = client.scheduler.address.startswith("ucx+auth://") and total == again == 42 and mode == "0o600" \
         and all(a.startswith("ucx+auth://") for a in workers) and plain.startswith("refused")
     sys.exit(0 if ok else 3)
 

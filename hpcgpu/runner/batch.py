@@ -29,6 +29,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+import dask
+
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
@@ -165,6 +167,9 @@ def _run_script(s: _Session) -> int:
            "HPCGPU_N_WORKERS": str(s.allocation.total_gpus)}
     if s.tls is not None:
         env.update(s.tls.environment())
+    if s.network.protocol == "ucx+auth":  # the script's own Client, where no entry point names it
+        env["DASK_DISTRIBUTED__CLIENT__PRELOAD"] = repr(
+            [*dask.config.get("distributed.client.preload", []), "hpcgpu.network.schemes"])
     # Its own process group: a forwarded signal reaches whatever the script started too.
     s.stop.script = start_child("script", script_argv(o.python, o.script, o.args), env=env)
     code = None

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hpcgpu.network import ucxauth
+from sourcetree import hide_entry_points
 from ucx_marks import needs_ucx
 
 pytestmark = needs_ucx
@@ -276,14 +277,6 @@ def test_a_test_that_configured_ucx_first_does_not_decide_the_next_ones_ucx():
     assert run.returncode == 0 and "2 passed" in output, output[-4000:]
 
 
-#: a source tree on PYTHONPATH, as on the lent GPU machines: no package metadata, so no entry
-#: point names hpcgpu's backends (a sitecustomize, so in every process, spawned ones included)
-HIDE_ENTRY_POINTS = """
-import importlib.metadata as metadata
-_all = metadata.entry_points
-metadata.entry_points = lambda **select: metadata.EntryPoints(
-    e for e in _all(**select) if not e.value.startswith("hpcgpu."))
-"""
 WITHOUT_METADATA = """
 from distributed import Client
 from distributed.comm.registry import get_backend
@@ -308,9 +301,8 @@ def test_local_gpu_cluster_over_ucx_auth_without_package_metadata(tmp_path):
     """Its scheduler, nannies and worker processes register the backend themselves
     (hpcgpu.network.schemes): without that, each worker process failed with "unknown
     address scheme 'ucx+auth'" and the nannies did not start."""
-    (tmp_path / "sitecustomize.py").write_text(HIDE_ENTRY_POINTS)
     (tmp_path / "script.py").write_text(WITHOUT_METADATA)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=hide_entry_points(tmp_path / "site"))
     done = subprocess.run([sys.executable, str(tmp_path / "script.py")], capture_output=True, text=True,
                           timeout=150, env=env)
     said = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]  # UCX writes there too
