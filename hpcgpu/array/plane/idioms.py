@@ -55,12 +55,11 @@ def route(dsk: HighLevelGraph, choose: Callable[[str], bool], keys=()) -> HighLe
     """``dsk`` with each matmul and rechunk that ``choose(kind)`` wants on the plane
     replaced by the plane's layer (see the module's docstring). A layer that ``keys``
     (the keys asked for) name stays, unless it is the last of the ones replaced."""
-    found = []
+    finders = [find for kind, find in (("matmul", _matmuls), ("rechunk", _rechunks)) if choose(kind)]
+    if not finders:  # auto without a distributed client, or never: no walk over the layers
+        return dsk
     dependents = _dependents(dsk)
-    if choose("matmul"):
-        found += list(_matmuls(dsk, dependents))
-    if choose("rechunk"):
-        found += list(_rechunks(dsk, dependents))
+    found = [f for find in finders for f in find(dsk, dependents)]
     asked = {k[0] if isinstance(k, tuple) else k for k in flatten(keys)}
     found = [f for f in found if asked.isdisjoint(f[2][:-1])]
     if not found:
