@@ -40,14 +40,20 @@ def one(client, n, chunk, backend) -> dict:
     tasks = stream.data
     starts = [s["start"] for t in tasks for s in t["startstops"] if s["action"] == "compute"]
     stops = [s["stop"] for t in tasks for s in t["startstops"] if s["action"] == "compute"]
-    busy: dict = {}
+    per: dict = {}  # worker -> [busy, first start, last stop, tasks]
     for t in tasks:
         for s in t["startstops"]:
             if s["action"] == "compute":
-                busy[t["worker"]] = busy.get(t["worker"], 0.0) + s["stop"] - s["start"]
+                w = per.setdefault(t["worker"], [0.0, s["start"], s["stop"], 0])
+                w[0] += s["stop"] - s["start"]
+                w[1], w[2], w[3] = min(w[1], s["start"]), max(w[2], s["stop"]), w[3] + 1
+    rows = sorted(per.values())
     return {"wall": t_done - t0, "submit": t_submitted - t0, "first_task": min(starts) - t0,
             "last_task_end": max(stops) - t0, "gather": t_done - max(stops), "tasks": len(tasks),
-            "busy_per_worker": sorted(round(b, 4) for b in busy.values())}
+            "busy_per_worker": [round(w[0], 4) for w in rows],
+            "first_per_worker": [round(w[1] - t0, 4) for w in rows],
+            "last_per_worker": [round(w[2] - t0, 4) for w in rows],
+            "tasks_per_worker": [w[3] for w in rows]}
 
 
 def main() -> None:
