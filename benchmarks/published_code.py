@@ -114,7 +114,7 @@ def sizes_for(name: str, gpus: str | None = None) -> dict:
     ((40000, 10000), (20000, 10000))
     """
     if gpus is None and name != "cpu":
-        from hpcgpu.cluster.local import visible_gpus
+        from hpcgpu.cluster.local.cluster import visible_gpus
 
         gpus = ",".join(visible_gpus())
     s = dict(SIZES[name], gpus=gpus or "")

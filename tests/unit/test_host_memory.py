@@ -74,7 +74,7 @@ def test_svd_on_all_gpus_restarts_no_worker_and_each_gets_a_host_share():
     from distributed.system import MEMORY_LIMIT
 
     import hpcgpu.array as ha
-    from hpcgpu.cluster.local import visible_gpus
+    from hpcgpu.cluster.local.cluster import visible_gpus
 
     n = len(visible_gpus())
     assert n >= 1

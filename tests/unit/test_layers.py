@@ -24,10 +24,11 @@ LAYERS = {
     "hpcgpu.runner": 4,
     "hpcgpu.mpi": 4,
     "hpcgpu.cluster": 5,
-    "hpcgpu.doctor": 6,
-    "hpcgpu.bench": 6,
-    "hpcgpu.cli": 7,
-    "hpcgpu": 8,
+    "hpcgpu.cluster.local": 6,
+    "hpcgpu.doctor": 7,
+    "hpcgpu.bench": 7,
+    "hpcgpu.cli": 8,
+    "hpcgpu": 9,
 }
 
 

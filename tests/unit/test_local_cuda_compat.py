@@ -14,7 +14,7 @@ from distributed.deploy.spec import SpecCluster
 from distributed.system import MEMORY_LIMIT
 
 from hpcgpu import LocalGPUCluster
-from hpcgpu.cluster.localspec import CLUSTER_KEYWORDS, SCHEDULER_KEYWORDS
+from hpcgpu.cluster.local.spec import CLUSTER_KEYWORDS, SCHEDULER_KEYWORDS
 from hpcgpu.worker.gpuinfo import count_gpus
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import ENV_VARIABLE, GPUWorkerOptions

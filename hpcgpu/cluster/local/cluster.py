@@ -18,8 +18,8 @@ from distributed import Scheduler
 from distributed.deploy.spec import SpecCluster
 from distributed.worker_memory import parse_memory_limit
 
-from hpcgpu.cluster.localspec import (gpu_options, nanny_and_worker_class, same_host_protocol,
-                                      split_local_kwargs, ucx_protocol)
+from hpcgpu.cluster.local.spec import (gpu_options, nanny_and_worker_class, same_host_protocol,
+                                       split_local_kwargs, ucx_protocol)
 from hpcgpu.cluster.shutdown import close_at_exit
 from hpcgpu.network.colocate import CoLocateRoots
 from hpcgpu.network.config import QUIET_PROGRESS
