@@ -1,5 +1,6 @@
 """Where a local GPU cluster's start-up goes: dask-cuda's LocalCUDACluster beside hpcgpu's
-LocalGPUCluster (TLS on and off), interleaved, with the published notebook's arguments.
+LocalGPUCluster (TLS on and off; ``--flavors dask-cuda-ucx,hpcgpu-ucx``: over UCX), interleaved,
+with the published notebook's arguments.
 
 Per start: the constructor's wall time, when the worker process was created, and the
 worker's own log lines with their times (import, RMM, plugins, registration), as offsets
@@ -22,13 +23,15 @@ GPUS = "0"  # CUDA_VISIBLE_DEVICES of both clusters (--gpus)
 
 
 def make(flavor: str):
-    if flavor == "dask-cuda":
+    """``dask-cuda``, ``hpcgpu`` (TLS), ``hpcgpu-tcp``; a ``-ucx`` suffix: ``protocol="ucx"``."""
+    ucx = {"protocol": "ucx"} if flavor.endswith("-ucx") else {}
+    if flavor.startswith("dask-cuda"):
         from dask_cuda import LocalCUDACluster
 
-        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=GPUS, **ARGS)
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=GPUS, **ARGS, **ucx)
     from hpcgpu import LocalGPUCluster
 
-    return LocalGPUCluster(CUDA_VISIBLE_DEVICES=GPUS, **ARGS, **({"security": False} if flavor == "hpcgpu-tcp" else {}))
+    return LocalGPUCluster(CUDA_VISIBLE_DEVICES=GPUS, **ARGS, **ucx, **({"security": False} if flavor == "hpcgpu-tcp" else {}))
 
 
 def _stamp(line: str) -> float | None:
