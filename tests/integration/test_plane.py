@@ -14,7 +14,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, wait
 
 from hpcgpu.array import plane
 from hpcgpu.array.plane.worker_side import state_of
@@ -235,6 +235,18 @@ def test_blocks_held_by_one_worker_are_multiplied_and_rechunked_by_all(client):
     ranks = client.run(lambda dask_worker: dask_worker._hpcgpu_plane.history[-1][3])
     assert set(ranks) == set(workers) and set(ranks.values()) == {len(workers)}, ranks
     assert np.array_equal(plane.rechunk(a, (36, 2), method="collective").compute(), av)
+
+
+def test_a_persisted_input_is_put_by_one_task_per_worker_that_holds_it(client):
+    av, a = _data((36, 24), (6, 8), "float64", seed=5)
+    a = client.persist(a)
+    wait(a)
+    y = plane.matmul(a, a.T.rechunk((8, 6)), method="collective")
+    put_tasks = [k for k in dict(y.__dask_graph__()) if isinstance(k, tuple) and str(k[0]).startswith("plane-put")]
+    holders = {w for ws in client.who_has(a).values() for w in ws}
+    # a's 12 blocks by one group task per worker that holds some (a.T.rechunk is not persisted)
+    assert sum(str(k[0]).startswith("plane-putgroup") for k in put_tasks) == len(holders), put_tasks
+    assert np.allclose(y.compute(), av @ av.T)
 
 
 @pytest.mark.parametrize("kind", ["float-nan", "int-ties"])

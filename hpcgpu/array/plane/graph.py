@@ -1,7 +1,8 @@
 """A collective as a Dask graph: put every input block, one barrier, unpack every output.
 
 ``put`` tasks run where Dask has each input block and hand it to the worker's plane (the
-block stays where it is); the barrier asks the scheduler to run the operation on every
+block stays where it is; the blocks of a persisted input, one ``put_group`` task per
+worker that holds them: :func:`held_groups`); the barrier asks the scheduler to run the operation on every
 worker that holds input; ``unpack`` tasks, restricted by the scheduler to the worker that
 owns their block, return it as an ordinary key. None of the three is fused with its
 neighbours (``block_fusion``): the scheduler must see them by their own keys.
@@ -20,7 +21,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from hpcgpu.array.plane.ops import Context
 from hpcgpu.array.plane.plan import block_grid
 
-__all__ = ["collective", "collective_tasks", "put", "barrier", "unpack"]
+__all__ = ["collective", "collective_tasks", "held_groups", "put", "put_group", "barrier", "unpack"]
 
 
 class PlaneTask(Task):
@@ -75,9 +76,20 @@ def put(token: str, which: int, block: tuple, value) -> list:
     return [which, list(block), worker.address if worker else "local", gpu]
 
 
+def put_group(token: str, which: int, blocks: list, *values) -> list:
+    """Hand several input blocks held by this worker to its plane: one task, not one per
+    block (:func:`collective_tasks`' ``groups``); return where each is."""
+    return [put(token, which, block, value) for block, value in zip(blocks, values)]
+
+
+def _markers(done: tuple) -> list:
+    """The puts' results, one ``[which, block, address, gpu]`` per block."""
+    return [m for r in done for m in (r if r and isinstance(r[0], list) else [r])]
+
+
 def barrier(token: str, spec: dict, unpack_list: list, *markers) -> list:
     """Run the operation on every worker that holds input; return ``[[block, address]]``."""
-    worker = _worker()
+    worker, markers = _worker(), _markers(markers)
     holders = [m[:3] for m in markers]
     if worker is None:
         return _run_alone(token, spec, holders)
@@ -124,14 +136,18 @@ def unpack(token: str, block: tuple, placed: list):
     return PlaneState.take_output(_state(_worker()), token, tuple(block))
 
 
-def collective_tasks(op, inputs: list, names: list | None = None) -> tuple[dict, dict]:
+def collective_tasks(op, inputs: list, names: list | None = None,
+                     groups: list | None = None) -> tuple[dict, dict]:
     """The tasks of ``op`` on ``inputs`` (``(name, chunks)`` of each input array, numbered
     as the operation numbers them): the puts and the barrier, and per output name its
     unpack tasks. ``names``: the outputs' names (default: made from the operation's token).
+    ``groups``: per input, None or lists of its blocks that one worker holds (a persisted
+    input): one put task per list, which Dask runs where its blocks are, instead of one
+    per block (each task costs the scheduler and the barrier's transfers alike).
     """
     # named outputs are part of the token: two graphs' layers of the same operation on the
     # same input each take their own output blocks
-    token = tokenize(op.spec(), *(name for name, _ in inputs), names)
+    token = tokenize(op.spec(), *(name for name, _ in inputs), names, groups)
     put_name, bar = f"plane-put-{token}", f"plane-barrier-{op.kind}-{token}"
     outputs = getattr(op, "outputs", None)
     names = names or ([f"{op.kind}-plane-{token}"] if outputs is None else
@@ -142,7 +158,16 @@ def collective_tasks(op, inputs: list, names: list | None = None) -> tuple[dict,
 
     dsk, markers = {}, []
     for which, (name, chunks) in enumerate(inputs):
+        grouped = (groups or [None] * len(inputs))[which] or []
+        for g, blocks in enumerate(grouped):
+            k = (f"plane-putgroup-{token}", which, g)
+            dsk[k] = PlaneTask(k, put_group, token, which, [list(b) for b in blocks],
+                               *(TaskRef((name,) + tuple(b)) for b in blocks))
+            markers.append(TaskRef(k))
+        taken = {tuple(b) for blocks in grouped for b in blocks}
         for b in block_grid(chunks):
+            if b in taken:
+                continue
             k = (put_name, which) + b
             dsk[k] = PlaneTask(k, put, token, which, b, TaskRef((name,) + b))
             markers.append(TaskRef(k))
@@ -159,7 +184,7 @@ def collective(op, inputs: list, meta):
     of ``inputs`` (Dask arrays, numbered as the operation numbers them); for an operation
     with several ``outputs`` (their chunks; block ids ``(output, *block)``), a tuple of
     arrays, ``meta`` then a list."""
-    dsk, unpacks = collective_tasks(op, [(a.name, a.chunks) for a in inputs])
+    dsk, unpacks = collective_tasks(op, [(a.name, a.chunks) for a in inputs], groups=held_groups(inputs))
     names, outputs = list(unpacks), getattr(op, "outputs", None)
     if outputs is None:
         graph = HighLevelGraph.from_collections(names[0], {**dsk, **unpacks[names[0]]}, dependencies=inputs)
@@ -172,3 +197,33 @@ def collective(op, inputs: list, meta):
         deps.update(a.dask.dependencies)
     graph = HighLevelGraph(layers, deps)
     return tuple(Array(graph, n, chunks, meta=m) for n, chunks, m in zip(names, outputs, meta))
+
+
+def held_groups(inputs: list) -> list | None:
+    """Per input array, its blocks grouped by the worker that holds them, where the
+    array is persisted on this process's distributed client and its blocks are in memory
+    (None for an input that is not, and for all where no client is current)."""
+    try:
+        from distributed import Future, default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return None
+    if client.asynchronous:  # its who_has would be a coroutine: the ungrouped graph is as right
+        return None
+    out = []
+    for a in inputs:
+        # a persisted array is one layer of futures: read nothing else (a layer of a
+        # graph still to run would be materialised just to be looked at)
+        layers = a.__dask_graph__().layers
+        mapping = getattr(layers.get(a.name), "mapping", None) if len(layers) == 1 else None
+        keys = list(mapping or ())
+        if not keys or not all(isinstance(mapping[k], Future) for k in keys):
+            out.append(None)
+            continue
+        by_worker: dict = {}
+        for key, where in client.who_has([mapping[k] for k in keys]).items():
+            if where:
+                by_worker.setdefault(sorted(where)[0], []).append(list(key[1:]))
+        out.append([sorted(blocks) for _, blocks in sorted(by_worker.items())] or None)
+    return out if any(out) else None

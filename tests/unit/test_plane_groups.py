@@ -1,0 +1,83 @@
+"""A collective's puts grouped by the worker that holds the blocks (a persisted input): every
+input block is handed to the plane exactly once, by one group task or by its own put, and
+the barrier reads every put; without a cluster the grouped graph gives the task path's
+values (property tests over random chunkings and groupings)."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from dask._task_spec import TaskRef
+from hypothesis import given, settings, strategies as st
+
+from hpcgpu.array.plane.graph import _markers, collective_tasks
+from hpcgpu.array.plane.ops import Matmul, Transpose
+from hpcgpu.array.plane.plan import block_grid
+
+
+@st.composite
+def chunks_and_groups(draw):
+    chunks = tuple(tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))) for _ in range(2))
+    blocks = [list(b) for b in block_grid(chunks)]
+    # each block to one of 3 workers, or to none (not in memory yet: a put of its own)
+    where = draw(st.lists(st.integers(-1, 2), min_size=len(blocks), max_size=len(blocks)))
+    groups = [[b for b, w in zip(blocks, where) if w == k] for k in range(3)]
+    return chunks, [g for g in groups if g] or None
+
+
+def _puts(dsk: dict) -> dict:
+    """``{block: number of put tasks that hand it to the plane}``."""
+    seen: dict = {}
+    for key, task in dsk.items():
+        if isinstance(key, str):
+            continue
+        refs = [a for a in task.args if isinstance(a, TaskRef)]
+        for ref in refs:
+            block = tuple(ref.key[1:])
+            seen[block] = seen.get(block, 0) + 1
+    return seen
+
+
+@given(chunks_and_groups())
+@settings(max_examples=80, deadline=None)
+def test_every_block_is_put_exactly_once_and_the_barrier_reads_every_put(case):
+    chunks, groups = case
+    dsk, unpacks = collective_tasks(Transpose(chunks, (1, 0), "f8"), [("x", chunks)], groups=[groups])
+    assert _puts(dsk) == {b: 1 for b in block_grid(chunks)}
+    (barrier,) = [t for k, t in dsk.items() if isinstance(k, str)]
+    puts = {k for k in dsk if not isinstance(k, str)}
+    assert set(barrier.dependencies) == puts
+    assert len(puts) == len(groups or []) + sum(1 for _ in block_grid(chunks)) - sum(map(len, groups or []))
+    assert len(next(iter(unpacks.values()))) == sum(1 for _ in block_grid(chunks[::-1]))
+
+
+def test_a_grouping_is_part_of_the_token():
+    chunks = ((2, 2), (2, 2))
+    op = Transpose(chunks, (1, 0), "f8")
+    plain, _ = collective_tasks(op, [("x", chunks)])
+    grouped, _ = collective_tasks(op, [("x", chunks)], groups=[[[[0, 0], [0, 1]]]])
+    assert {k for k in plain if isinstance(k, str)} != {k for k in grouped if isinstance(k, str)}
+
+
+def test_markers_of_groups_and_single_puts_flatten_alike():
+    one = [0, [1, 0], "tcp://a", False]
+    group = [[0, [0, 0], "tcp://b", False], [0, [0, 1], "tcp://b", False]]
+    assert _markers((one, group)) == [one, *group]
+
+
+@given(chunks_and_groups())
+@settings(max_examples=15, deadline=None)
+def test_grouped_graph_gives_the_task_paths_product_without_a_cluster(case):
+    chunks, groups = case
+    a = np.arange(float(sum(chunks[0]) * sum(chunks[1]))).reshape(sum(chunks[0]), sum(chunks[1]))
+    x = da.from_array(a, chunks=chunks)
+    op = Matmul(x.chunks, x.T.chunks, x.dtype)
+    xt = x.T.rechunk(chunks[::-1])
+    groups_t = None if groups is None else [[b[::-1] for b in g] for g in groups]
+    dsk, unpacks = collective_tasks(op, [(x.name, x.chunks), (xt.name, xt.chunks)], groups=[groups, groups_t])
+    (name,) = unpacks
+    graph = {**dict(x.__dask_graph__()), **dict(xt.__dask_graph__()), **dsk, **unpacks[name]}
+    out = da.Array(graph, name, op.new, dtype=x.dtype)
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_allclose(out.compute(), a @ a.T)
