@@ -2,7 +2,9 @@
 
 Python blocks run as scripts, as written (``python block.py`` in an empty directory: CPU
 workers where the block says GPU; the real local SLURM and Grid Engine where it names
-them), and end without a traceback; shell blocks run with bash; YAML parses.
+them; forked from an interpreter that imported distributed once, tests/blockserver.py, whose
+blocks see what ``python block.py`` gives them: test_a_block_sees_what_python_block_py_gives),
+and end without a traceback; shell blocks run with bash; YAML parses.
 Blocks marked ``<!-- not-run: reason -->`` (a GPU, a real site, an install) are checked
 without running: Python compiled and its hpcgpu imports resolved, shell through
 ``bash -n``, each hpcgpu command parsed by click, and the repository files it names exist.
@@ -24,6 +26,7 @@ import click
 import pytest
 import yaml
 
+from blockserver import BlockServer
 from docblocks import LANGUAGES, ROOT, Block, blocks_of, commands, how_checked, indented_code, pages
 
 BLOCKS = [block for page in pages() for block in blocks_of(page)]
@@ -94,24 +97,32 @@ def _check_python_without_running(block: Block) -> None:
                     importlib.import_module(alias.name)
 
 
+@pytest.fixture(scope="module")
+def block_server(tmp_path_factory):
+    """One per test process: the blocks' scripts are forked from it (tests/blockserver.py)."""
+    outputs = tmp_path_factory.mktemp("block-output")
+    server = BlockServer(_environment(outputs), outputs)
+    yield server
+    server.close()
+
+
 @pytest.mark.parametrize("block", _blocks("python"))
-def test_python_block(block: Block, request, tmp_path):
+def test_python_block(block: Block, request, tmp_path, block_server):
     if block.not_run:
         _check_python_without_running(block)
         return
     text = block.runnable_text()
     _needs_schedulers(request, text)
-    done = _run_as_script(text, tmp_path)
+    done = _run_as_script(text, tmp_path, block_server)
     assert done.returncode == 0, f"{block.id} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     # a block that ends with its cluster open: closed at exit, cleanly (no traceback)
     assert "Traceback" not in done.stderr, f"{block.id} ended with a traceback:\n{done.stderr[-4000:]}"
 
 
-def _run_as_script(text: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """The block saved as ``block.py`` and run with ``python block.py``, as a reader would."""
+def _run_as_script(text: str, tmp_path: Path, server: BlockServer) -> subprocess.CompletedProcess:
+    """The block saved as ``block.py`` and run as ``python block.py``, as a reader would."""
     (tmp_path / "block.py").write_text(text)
-    return subprocess.run([sys.executable, "block.py"], cwd=tmp_path, env=_environment(tmp_path),
-                          capture_output=True, text=True, timeout=TIMEOUT)
+    return server.run(tmp_path / "block.py", _environment(tmp_path), TIMEOUT)
 
 
 # ------------------------------------------------------------------ shell
@@ -221,9 +232,42 @@ def test_the_checks_fail_on_broken_blocks(tmp_path):
         _check_python_without_running(Block("x", 1, "python", "from hpcgpu.nope import x\n", "GPU"))
 
 
-def test_a_failing_python_block_fails(tmp_path):
+def test_a_failing_python_block_fails(tmp_path, block_server):
     done = _run_as_script("from distributed import LocalCluster\n"
                           "cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)\n"
-                          "raise ValueError('the block is wrong')\n", tmp_path)
+                          "raise ValueError('the block is wrong')\n", tmp_path, block_server)
     assert done.returncode == 1 and "ValueError: the block is wrong" in done.stderr
+    done = _run_as_script("import sys\nprint('out'); print('err', file=sys.stderr)\n"
+                          "undefined_name\n", tmp_path, block_server)  # fresh globals: no preload's names
+    assert (done.returncode, done.stdout) == (1, "out\n") and "NameError: name 'undefined_name'" in done.stderr
+    assert _run_as_script("raise SystemExit(7)\n", tmp_path, block_server).returncode == 7
+
+
+#: what a block can see of the process it runs in; run by the server and by a real
+#: ``python block.py``, it must print the same
+SEEN = """\
+import json, multiprocessing.process, os, sys, atexit
+atexit.register(lambda: print("atexit ran"))
+print(json.dumps({"name": __name__, "file": __file__, "argv": sys.argv, "path0": sys.path[0],
+                  "path": [p for p in sys.path[1:] if "site-packages" not in p], "cwd": os.getcwd(),
+                  "env": {k: v for k, v in os.environ.items() if k != "_"},
+                  "stdin": sys.stdin.read(), "original_dir": multiprocessing.process.ORIGINAL_DIR,
+                  "main": sys.modules["__main__"] is sys.modules[__name__],
+                  "globals": {k: repr(v) for k, v in globals().items() if k != "__builtins__"},
+                  "builtins": repr(__builtins__)}))
+"""
+
+
+def test_a_block_sees_what_python_block_py_gives(tmp_path, block_server):
+    real, forked = tmp_path / "real", tmp_path / "forked"
+    real.mkdir(), forked.mkdir()
+    (real / "block.py").write_text(SEEN)
+    by_python = subprocess.run([sys.executable, "block.py"], cwd=real, env=_environment(real),
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    by_server = _run_as_script(SEEN, forked, block_server)
+    assert by_python.returncode == by_server.returncode == 0, (by_python.stderr, by_server.stderr)
+    seen = [re.sub(" at 0x[0-9a-f]+", "", done.stdout.replace(str(directory), "<dir>"))
+            for done, directory in ((by_server, forked), (by_python, real))]
+    assert seen[0] == seen[1]
+    assert by_server.stdout.endswith("atexit ran\n") and by_server.stderr == by_python.stderr == ""
 
