@@ -19,7 +19,7 @@ import pytest
 from site_faults import wait_until
 
 #: A job-state move the cluster does not allow raises in the tests (in use: a warning naming
-#: the job); hpcgpu.cluster.job_state. In the environment too: it outlives a test's
+#: the job); hpcgpu.cluster.batch.job_state. In the environment too: it outlives a test's
 #: dask.config.refresh() and reaches the clusters that tests start in other processes.
 os.environ["DASK_HPCGPU__CLUSTER__STRICT_JOB_STATES"] = "True"
 dask.config.set({"hpcgpu.cluster.strict-job-states": True})

@@ -9,7 +9,7 @@ import tempfile
 import click
 
 from hpcgpu.system import commands
-from hpcgpu.cluster.setup import ClusterSetup, prepare
+from hpcgpu.cluster.batch.setup import ClusterSetup, prepare
 from hpcgpu.jobspec.dialects import DIALECTS, get_dialect
 from hpcgpu.jobspec.gpuflags import given_flags, gpu_flags
 from hpcgpu.launchers import LAUNCHERS, get_launcher

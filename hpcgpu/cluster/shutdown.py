@@ -87,7 +87,7 @@ def cancel_now(dialect: Any, jobs: dict[str, Any]) -> list[str]:
 def watch(cluster: Any, dialect: Any, jobs: dict[str, Any],
           private: Any = None) -> weakref.finalize:
     """Cancel ``jobs``, then remove the ``private`` directory
-    (:class:`~hpcgpu.cluster.private.PrivateDirectory`: the credentials), when ``cluster``
+    (:class:`~hpcgpu.cluster.batch.private.PrivateDirectory`: the credentials), when ``cluster``
     is collected, at interpreter exit, or on a deadly signal, whichever comes first (once).
     ``jobs`` and ``private`` must not refer to ``cluster``."""
     finalizer = weakref.finalize(cluster, _end, dialect, jobs, private)
@@ -179,7 +179,8 @@ async def end_workers(cluster: Any, grace: float = END_GRACE) -> None:
     workers = identity.get("workers", {})
     if not workers:
         return
-    # --no-nanny, or a nanny this host cannot reach (hpcgpu.cluster.reachback): the scheduler closes it
+    # --no-nanny, or a nanny this host cannot reach (hpcgpu.cluster.batch.reachback): the
+    # scheduler closes it
     failed = cluster.reach.failed if getattr(cluster, "reach", None) is not None else set()
     nannies = [a for a, w in workers.items() if w.get("nanny") and a not in failed]
     alone = [a for a in workers if a not in nannies]

@@ -175,7 +175,7 @@ def _wait_for_report(dialect, job_id: str, output: Path, work: Path, timeout: fl
 def _job_ended(dialect, job_id: str, listed_since: float) -> bool:
     """Whether the scheduler says the job ended (or no longer lists it, some seconds after
     its submission); a failed status call says nothing."""
-    from hpcgpu.cluster.faults import status_failed
+    from hpcgpu.cluster.batch.faults import status_failed
 
     result = commands.run(dialect.status_argv([job_id]), timeout=30, check=False)
     if status_failed(result):

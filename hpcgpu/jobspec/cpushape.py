@@ -4,7 +4,7 @@ A CPU job is what dask-jobqueue submits: one batch job of ``cores`` cores and ``
 bytes on one node, running ``processes`` Dask workers of ``cores // processes`` threads and
 ``memory / processes`` bytes each. :class:`CPUJobShape` holds those numbers for scaling
 (``scale(cores=, memory=)``), whole-job retirement and the worker names; the script itself
-comes from dask-jobqueue's own job classes (:mod:`hpcgpu.cluster.cpu_job`).
+comes from dask-jobqueue's own job classes (:mod:`hpcgpu.cluster.batch.cpu_job`).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ _CLUSTER = {
     "array_throttle": count(1, 10_000_000), "pools": DICT,
     "max_queued_jobs": count(1, 10_000_000), "max_running_jobs": count(1, 10_000_000),
 }
-#: dask-jobqueue's CPU-worker keywords (:mod:`hpcgpu.cluster.cpu_setup`)
+#: dask-jobqueue's CPU-worker keywords (:mod:`hpcgpu.cluster.batch.cpu_setup`)
 _CPU = {
     "cores": count(1, 1_000_000), "processes": count(1, MAX_WORKERS), "memory": MEMORY,
     "job_cpu": count(1, 1_000_000), "job_mem": MEMORY, "ncpus": count(1, 1_000_000),

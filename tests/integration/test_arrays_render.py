@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcgpu.cluster.arrays import ArraySettings, consecutive_runs, parse_site_limit
+from hpcgpu.cluster.batch.arrays import ArraySettings, consecutive_runs, parse_site_limit
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.dialects.arrays import (FIRST_INDEX, INDEX_VARIABLES, ArrayRequest, array_directives,
                                     element_index, element_job_id, element_name, expand_indices,

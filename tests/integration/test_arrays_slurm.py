@@ -11,7 +11,7 @@ from array_helpers import (check_adapt_with_arrays, check_element_lost_mid_compu
 from cluster_helpers import FAST, squeue_state
 from conftest import wait_for
 from hpcgpu import SLURMCluster
-from hpcgpu.cluster.walltime_planner import GATHER_WINDOW
+from hpcgpu.cluster.batch.walltime_planner import GATHER_WINDOW
 from hpcgpu.system.workers import scheduler_workers
 
 pytestmark = pytest.mark.slurm

@@ -16,7 +16,7 @@ import pytest
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import PBSCluster, SGECluster, SLURMCluster
-from hpcgpu.cluster.logs import job_log_files
+from hpcgpu.cluster.batch.logs import job_log_files
 
 PROLOGUE = ["echo said-on-stdout", "echo said-on-stderr >&2"]
 

@@ -140,7 +140,7 @@ def test_sigkill_workers_end_by_themselves_and_the_next_cluster_removes_the_key(
     private = list(script.logs.rglob("key.pem"))
     assert private and {oct(p.stat().st_mode & 0o777) for p in private} == {"0o600"}, private
     assert {oct(p.parent.stat().st_mode & 0o777) for p in private} == {"0o700"}
-    from hpcgpu.cluster.private import PrivateDirectory
+    from hpcgpu.cluster.batch.private import PrivateDirectory
 
     fresh = PrivateDirectory(str(script.logs), "next")
     assert fresh.path.exists() and not any(p.parent.exists() for p in private)

@@ -19,8 +19,8 @@ import pytest
 from cluster_helpers import FAST
 from conftest import wait_for
 from hpcgpu import LSFCluster, PBSCluster, SGECluster, SLURMCluster
-from hpcgpu.cluster.job_events import Seen
-from hpcgpu.cluster.private import user_directory
+from hpcgpu.cluster.batch.job_events import Seen
+from hpcgpu.cluster.batch.private import user_directory
 
 CLASSES = {"slurm": SLURMCluster, "pbs": PBSCluster, "lsf": LSFCluster, "sge": SGECluster}
 NOBODY = ["runuser", "-u", "nobody", "--"]
@@ -334,7 +334,7 @@ def test_slurm_listing_spool_and_credentials(slurm, shared_logs):
 def test_close_removes_the_private_directory_wherever_it_was_moved(tmp_path):
     """#38 item 2: another member of a group-writable log directory renames the cluster's
     directory; close() still removes it (or warns, naming what was left, if it cannot)."""
-    from hpcgpu.cluster.private import PrivateDirectory
+    from hpcgpu.cluster.batch.private import PrivateDirectory
     from hpcgpu.runner.security import write_tls_files
 
     private = PrivateDirectory(str(tmp_path), "c")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcgpu.cluster.setup import prepare
+from hpcgpu.cluster.batch.setup import prepare
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render

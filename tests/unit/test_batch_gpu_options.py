@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcgpu import LSFCluster, PBSCluster, SGECluster, SLURMCluster
-from hpcgpu.cluster.job import GPUJob
-from hpcgpu.cluster.setup import prepare
+from hpcgpu.cluster.batch.job import GPUJob
+from hpcgpu.cluster.batch.setup import prepare
 from hpcgpu.jobspec.examples import GPU_OPTIONS, render_examples
 from hpcgpu.jobspec.gpuflags import options_from_flags
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, SWITCHES

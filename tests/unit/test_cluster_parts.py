@@ -11,17 +11,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from hpcgpu.cluster import scaling
-from hpcgpu.cluster.arrays import ArraySettings, JobArrays
-from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.job_events import Retiring, Seen
-from hpcgpu.cluster.job_state import JobState
-from hpcgpu.cluster.job_table import JobRecord
-from hpcgpu.cluster.monitor import AT_ONCE, JobMonitor
-from hpcgpu.cluster.pools import Pool
-from hpcgpu.cluster.setup import prepare
-from hpcgpu.cluster.submitter import JobSubmitter
-from hpcgpu.cluster.walltime_planner import GATHER_WINDOW, WalltimePlanner
+from hpcgpu.cluster.batch import scaling
+from hpcgpu.cluster.batch.arrays import ArraySettings, JobArrays
+from hpcgpu.cluster.batch.fleet import JobFleet
+from hpcgpu.cluster.batch.job_events import Retiring, Seen
+from hpcgpu.cluster.batch.job_state import JobState
+from hpcgpu.cluster.batch.job_table import JobRecord
+from hpcgpu.cluster.batch.monitor import AT_ONCE, JobMonitor
+from hpcgpu.cluster.batch.pools import Pool
+from hpcgpu.cluster.batch.setup import prepare
+from hpcgpu.cluster.batch.submitter import JobSubmitter
+from hpcgpu.cluster.batch.walltime_planner import GATHER_WINDOW, WalltimePlanner
 from hpcgpu.system.commands import CommandResult, set_runner
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.walltime import Retirement
@@ -328,9 +328,9 @@ def test_scaling_adaptive_picks_the_pool_policy_and_checks_its_bounds(tmp_path):
 
 
 def test_job_kinds_gpu_and_cpu_pools_answer_the_same_questions(tmp_path):
-    """One protocol, two implementations (hpcgpu.cluster.job_kinds): what a worker advertises,
+    """One protocol, two implementations (hpcgpu.cluster.batch.job_kinds): what a worker advertises,
     its threads, its job's error log, and scale(gpus=)."""
-    from hpcgpu.cluster.cpu_setup import prepare_cpu
+    from hpcgpu.cluster.batch.cpu_setup import prepare_cpu
 
     cpu_setup = prepare_cpu("slurm", {"cores": 8, "processes": 4, "memory": "28GB",
                                       "log_directory": str(tmp_path), "job_name": "w"})
@@ -352,8 +352,8 @@ def test_job_kinds_gpu_and_cpu_pools_answer_the_same_questions(tmp_path):
 
 # ---------------------------------------------------------------------- arrays
 def test_arrays_make_consecutive_new_jobs_one_submission(tmp_path, commands):
-    from hpcgpu.cluster.arrays import ArrayElementJob
-    from hpcgpu.cluster.job import GPUJob
+    from hpcgpu.cluster.batch.arrays import ArrayElementJob
+    from hpcgpu.cluster.batch.job import GPUJob
 
     setup = prepare("slurm", {"gpus_per_node": 2, "log_directory": str(tmp_path)})
     fleet = JobFleet(lambda n: f"c-{n}", arrays=JobArrays(ArraySettings(True), SLURM))
@@ -374,7 +374,7 @@ def test_arrays_make_consecutive_new_jobs_one_submission(tmp_path, commands):
 
 # ---------------------------------------------------------------------- wait_for_workers
 def test_wait_for_workers_fails_early_once_failed_jobs_leave_too_few(tmp_path):
-    from hpcgpu.cluster.progress import wait_for_workers
+    from hpcgpu.cluster.batch.progress import wait_for_workers
 
     fleet = fleet_of(pool(tmp_path))
     fleet.grow(1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dask.config
 import pytest
 
-from hpcgpu.cluster.network import dashboard_link as cluster_dashboard_link
+from hpcgpu.cluster.batch.network import dashboard_link as cluster_dashboard_link
 from hpcgpu.network.dashboard import dashboard_link
 from hpcgpu.runner.dashboard import dashboard_message, scheduler_dashboard_message
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hpcgpu import SLURMCluster
-from hpcgpu.cluster.admission import ClusterCaps, JobGate, cluster_caps, usage_of
-from hpcgpu.cluster.arrays import run_fits
-from hpcgpu.cluster.job_caps import JobCaps, Usage, admit, plan
-from hpcgpu.cluster.job_state import JobState
+from hpcgpu.cluster.batch.admission import ClusterCaps, JobGate, cluster_caps, usage_of
+from hpcgpu.cluster.batch.arrays import run_fits
+from hpcgpu.cluster.batch.job_caps import JobCaps, Usage, admit, plan
+from hpcgpu.cluster.batch.job_state import JobState
 
 caps_values = st.one_of(st.none(), st.integers(1, 12))
 

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from test_cluster_parts import FakeJob, fleet_of, monitor_of, pool, submitter_of
 
-from hpcgpu.cluster.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
-                                       Retiring, Seen, SubmitFailed, Submitted)
-from hpcgpu.cluster.job_state import LIVE, TRANSITIONS, JobState, JobStateError, move
-from hpcgpu.cluster.job_table import JobRecord
-from hpcgpu.cluster.walltime_planner import WalltimePlanner
+from hpcgpu.cluster.batch.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
+                                             Retiring, Seen, SubmitFailed, Submitted)
+from hpcgpu.cluster.batch.job_state import LIVE, TRANSITIONS, JobState, JobStateError, move
+from hpcgpu.cluster.batch.job_table import JobRecord
+from hpcgpu.cluster.batch.walltime_planner import WalltimePlanner
 from hpcgpu.jobspec.walltime import Retirement
 from hpcgpu.system.commands import CommandResult, set_runner
 

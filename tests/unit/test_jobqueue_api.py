@@ -20,7 +20,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from hpcgpu import LSFCluster, PBSCluster, SGECluster, SLURMCluster
-from hpcgpu.cluster.scaling import jobs_for
+from hpcgpu.cluster.batch.scaling import jobs_for
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.system import commands
 from hpcgpu.system.commands import CommandResult
@@ -107,7 +107,7 @@ def test_header_and_worker_command_with_tls(scheduler, lines, make):
     for part in ("--nthreads 2", "--memory-limit 6.52GiB", "--nworkers 4", "--protocol tls://"):
         assert part in command
     # TLS on by default, as for GPU workers: the script names the cluster's private
-    # credential files (hpcgpu.cluster.private), never carries a PEM.
+    # credential files (hpcgpu.cluster.batch.private), never carries a PEM.
     private = cluster.private_directory.made
     assert f"--tls-key {private}/key.pem" in command and "PRIVATE KEY" not in cluster.job_script()
     assert cluster.job_name == "dask-worker" and cluster.workers_per_job == 4

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from hpcgpu.cluster.job_table import JobInfo, JobTable
+from hpcgpu.cluster.batch.job_table import JobInfo, JobTable
 
 JOBS = JobTable([JobInfo("c-0", "17", "running", ("node1", "node2"), ("c-0-0-0",), 2),
                  JobInfo("c-1", None, "pending", (), (), 2)])

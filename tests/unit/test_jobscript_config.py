@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from hpcgpu.cluster.setup import prepare
+from hpcgpu.cluster.batch.setup import prepare
 
 
 def _jobscript(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:

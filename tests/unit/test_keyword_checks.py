@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from cluster_helpers import recorded_commands
 from hpcgpu import LSFCluster, LocalGPUCluster, PBSCluster, SGECluster, SLURMCluster
-from hpcgpu.cluster.cluster import GPUCluster
-from hpcgpu.cluster.cpu_setup import CPU_ONLY
+from hpcgpu.cluster.batch.cluster import GPUCluster
+from hpcgpu.cluster.batch.cpu_setup import CPU_ONLY
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
 from hpcgpu.jobspec.forms import _is
 from hpcgpu.jobspec.keywords import KEYWORDS, KeywordTypeError, form_of
@@ -153,7 +153,7 @@ def test_a_job_of_more_workers_than_a_scheduler_takes_is_refused():
 def test_scale_to_a_huge_count_is_refused_at_once(asked):
     from types import SimpleNamespace
 
-    from hpcgpu.cluster.scaling import jobs_to_scale
+    from hpcgpu.cluster.batch.scaling import jobs_to_scale
     from hpcgpu.jobspec.resources import GPUJobShape
 
     shape = GPUJobShape.create(gpus_per_node=4)

@@ -25,6 +25,7 @@ LAYERS = {
     "hpcgpu.mpi": 4,
     "hpcgpu.cluster": 5,
     "hpcgpu.cluster.local": 6,
+    "hpcgpu.cluster.batch": 6,
     "hpcgpu.doctor": 7,
     "hpcgpu.bench": 7,
     "hpcgpu.cli": 8,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hpcgpu.cluster.setup import prepare
+from hpcgpu.cluster.batch.setup import prepare
 from hpcgpu.system.logdir import prune_job_logs
 
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hpcgpu.cluster.pool_adaptive import pool_demand
-from hpcgpu.cluster.pools import PoolJobKey, pool_options
+from hpcgpu.cluster.batch.pool_adaptive import pool_demand
+from hpcgpu.cluster.batch.pools import PoolJobKey, pool_options
 from hpcgpu.system import commands
 from hpcgpu.system.commands import CommandResult
 
@@ -106,7 +106,7 @@ def test_pbs_and_lsf_pools_render_their_own_directives(name, queue, account, clu
 def test_a_cpu_pool_before_a_gpu_pool_leaves_the_gpu_pools_retirement_alone():
     """A CPU pool retires through dask-jobqueue's --lifetime; the GPU pools after it in the
     dict keep the cluster's retire_before and signal_before_walltime."""
-    from hpcgpu.cluster.pool_setup import prepare_pools
+    from hpcgpu.cluster.batch.pool_setup import prepare_pools
 
     options = dict(gpus_per_node=2, walltime="01:00:00", queue="unchecked")
     retire = ("600", None, None, 120, None)

@@ -1,4 +1,4 @@
-"""The scheduler's host connecting back to each new worker (hpcgpu.cluster.reachback), on
+"""The scheduler's host connecting back to each new worker (hpcgpu.cluster.batch.reachback), on
 loopback: a worker that answers counts, one gone (refused) is no problem, one whose port
 accepts nothing in time is named with the ports to open; wait_for_workers raises with it."""
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcgpu.cluster.progress import wait_for_workers
-from hpcgpu.cluster.reachback import ReachBack, port_ranges, reach_problem
+from hpcgpu.cluster.batch.progress import wait_for_workers
+from hpcgpu.cluster.batch.reachback import ReachBack, port_ranges, reach_problem
 from hpcgpu.worker.reach import NetworkCheckError
 
 ports = st.integers(1024, 65535)

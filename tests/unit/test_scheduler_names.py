@@ -22,11 +22,11 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "error", "exception", "cri
 _ALL = tuple(sorted(BUILTIN))
 #: module path under hpcgpu/ -> (the names it may hold, why: reviewed).
 ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
-    "cluster/schedulers.py": (_ALL, "the one class line per scheduler names it"),
+    "cluster/batch/schedulers.py": (_ALL, "the one class line per scheduler names it"),
     "jobspec/examples.py": (_ALL + tuple(LAUNCHERS), "the golden cases name what they render"),
     "cli/doctor.py": (("slurm",), "a default of the command line"),
     "doctor/job.py": (("slurm",), "a default argument"),
-    "cluster/job.py": (("slurm",), "dask-jobqueue's fallback config_name of GPUJob"),
+    "cluster/batch/job.py": (("slurm",), "dask-jobqueue's fallback config_name of GPUJob"),
     "doctor/checks.py": (("mpirun",), "the mpirun executable of the MPI install, not the launcher"),
     "network/probes.py": (("mpirun",), "the mpirun executable of the MPI install, not the launcher"),
 }

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from hpcgpu.cli.jobscript import jobscript
-from hpcgpu.cluster.setup import prepare
+from hpcgpu.cluster.batch.setup import prepare
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render, worker_job_script
@@ -152,7 +152,7 @@ def test_refusal_names_the_fix():
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_cpu_workers_options_are_checked_too(scheduler, tmp_path):
     # dask-jobqueue's CPU jobs put these in directives unquoted.
-    from hpcgpu.cluster.cpu_setup import prepare_cpu
+    from hpcgpu.cluster.batch.cpu_setup import prepare_cpu
 
     cpu = {"cores": 2, "memory": "2GB"}
     with pytest.raises(ValueError, match="log_directory"):
@@ -172,7 +172,7 @@ def test_cpu_workers_options_are_checked_too(scheduler, tmp_path):
 
 
 def test_pool_options_are_checked_and_name_the_pool(tmp_path):
-    from hpcgpu.cluster.pools import prepare_pool
+    from hpcgpu.cluster.batch.pools import prepare_pool
 
     with pytest.raises(ValueError, match=r"pools\['big'\]: queue="):
         prepare_pool("slurm", "big", {"queue": "q\nid"}, {"log_directory": str(tmp_path)})

@@ -239,8 +239,8 @@ atexit.register(shutil.rmtree, _LOGS, True)
 @functools.cache
 def render_cpu(scheduler: str, field: str, value: str) -> str:
     """dask-jobqueue's CPU job script with ``value`` in ``field``, through hpcgpu's checks."""
-    from hpcgpu.cluster.cpu_job import cpu_job_class
-    from hpcgpu.cluster.cpu_setup import prepare_cpu
+    from hpcgpu.cluster.batch.cpu_job import cpu_job_class
+    from hpcgpu.cluster.batch.cpu_setup import prepare_cpu
 
     options = {"cores": 2, "memory": "2GB", "log_directory": _LOGS}
     key = "project" if field == "account" and scheduler in ("lsf", "sge") else field

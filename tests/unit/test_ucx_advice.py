@@ -53,7 +53,7 @@ def test_this_cpu_host_gets_no_hint():
 
 
 def test_cluster_and_batch_mode_say_it_once(monkeypatch, caplog, capsys):
-    from hpcgpu.cluster.network import cluster_network
+    from hpcgpu.cluster.batch.network import cluster_network
     from hpcgpu.runner.batch import BatchOptions, network
 
     monkeypatch.setattr(advice, "host_links", lambda: NVLINK)
@@ -96,7 +96,7 @@ def test_local_gpu_cluster_with_ucx_that_cannot_start_runs_over_tls(monkeypatch,
 
 
 def test_cluster_mode_refuses_ucx_auth_before_submitting():
-    from hpcgpu.cluster.network import cluster_network
+    from hpcgpu.cluster.batch.network import cluster_network
 
     with pytest.raises(ValueError, match="protocol='ucx\\+auth' is not available in cluster mode yet"):
         cluster_network({"protocol": "ucx+auth"}, security=object())

@@ -61,7 +61,7 @@ S = JobState
 LIVE = (S.PENDING, S.RUNNING, S.REQUEUED, S.RETIRING)
 
 #: (state, what happened) -> the next state. What happened is an event's label
-#: (:mod:`hpcgpu.cluster.job_events`).
+#: (:mod:`hpcgpu.cluster.batch.job_events`).
 TRANSITIONS: dict[tuple[JobState, str], JobState] = {
     (S.SUBMITTED, "submitted"): S.PENDING,
     # its workers connected before its submit command returned (a fast job of an array)
@@ -102,7 +102,7 @@ def move(name: str, job_id: str | None, state: JobState, label: str) -> JobState
     ...     move("c-0", "41", JobState.ENDED, "walltime near")
     Traceback (most recent call last):
     ...
-    hpcgpu.cluster.job_state.JobStateError: job c-0 (id 41): 'walltime near' is not allowed in state 'ended'
+    hpcgpu.cluster.batch.job_state.JobStateError: job c-0 (id 41): 'walltime near' is not allowed in state 'ended'
     """
     after = TRANSITIONS.get((state, label))
     if after is not None:

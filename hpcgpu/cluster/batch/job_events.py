@@ -1,10 +1,10 @@
 """What happens to a job, as values: the monitor, the walltime planner and the submitter make
-these; :meth:`JobFleet.apply <hpcgpu.cluster.fleet.JobFleet.apply>` applies them.
+these; :meth:`JobFleet.apply <hpcgpu.cluster.batch.fleet.JobFleet.apply>` applies them.
 
 Each event names its job and says, in :meth:`change`, its label (the key of
-:data:`~hpcgpu.cluster.job_state.TRANSITIONS`) and the record's fields it sets. :func:`advance`
-is the one function that turns a record and an event into the next record (records are
-frozen); the fleet adds what an event does to the spec and to the started jobs.
+:data:`~hpcgpu.cluster.batch.job_state.TRANSITIONS`) and the record's fields it sets.
+:func:`advance` is the one function that turns a record and an event into the next record
+(records are frozen); the fleet adds what an event does to the spec and to the started jobs.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hpcgpu.cluster.job_state import JobState, move
-from hpcgpu.cluster.job_table import JobRecord
+from hpcgpu.cluster.batch.job_state import JobState, move
+from hpcgpu.cluster.batch.job_table import JobRecord
 
 __all__ = ["Cancelling", "Connected", "Ended", "Requeued", "RetireNow", "Retiring", "Seen",
            "SubmitFailed", "Submitted", "advance", "end_of"]
@@ -181,7 +181,7 @@ def end_of(reported: str, exit_code: int | None, storm: bool) -> JobState:
 
 def advance(record: JobRecord, event: Any) -> JobRecord:
     """``record`` after ``event``: its fields set, its state moved as
-    :func:`~hpcgpu.cluster.job_state.move` allows (a move not allowed keeps the state).
+    :func:`~hpcgpu.cluster.batch.job_state.move` allows (a move not allowed keeps the state).
 
     >>> record = JobRecord("c-0", 2, job_id="7", phase=JobState.PENDING, state="pending")
     >>> after = advance(record, Seen("c-0", "running", ("n1",), at=5.0))

@@ -1,7 +1,7 @@
 """``scheduler_in_job``: the Dask scheduler runs inside the cluster's first job.
 
 For sites whose login node has no InfiniBand (or no UCX): the first job's script starts
-the scheduler (:mod:`hpcgpu.cluster.scheduler_process`) on its first node (in the background, without a GPU), listening on
+the scheduler (:mod:`hpcgpu.cluster.batch.scheduler_process`) on its first node (in the background, without a GPU), listening on
 UCX for the workers and on TCP/TLS for the client, then starts that job's workers, which
 read the scheduler file in the log directory. The cluster object waits for the listeners
 file and connects to the client listener; the other jobs' workers get the UCX address.
@@ -50,7 +50,7 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
     >>> print(lines[1])  # doctest: +NORMALIZE_WHITESPACE
     env -u DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT UCXPY_PROGRESS_MODE=thread
     UCXPY_ENABLE_PYTHON_FUTURE=1 CUDA_VISIBLE_DEVICES=
-    py -m hpcgpu.cluster.scheduler_process /l/c.json --protocol ucx,tcp --interface ib0,ib0 &
+    py -m hpcgpu.cluster.batch.scheduler_process /l/c.json --protocol ucx,tcp --interface ib0,ib0 &
     >>> lines[-1]
     'wait "$HPCGPU_SCHEDULER_PID"'
     """
@@ -64,7 +64,7 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
         if name not in own:
             env += ["-u", name]
     env += [f"{k}={v}" for k, v in own.items()] + ["CUDA_VISIBLE_DEVICES="]
-    argv = [python, "-m", "hpcgpu.cluster.scheduler_process", scheduler_file,
+    argv = [python, "-m", "hpcgpu.cluster.batch.scheduler_process", scheduler_file,
             "--protocol", join(protocol)]
     if interface:
         argv += ["--interface", join(interface)]
@@ -83,7 +83,7 @@ class JobScheduler(ProcessInterface):
     """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``; a job of
     ``job_cls`` with the cluster's job ``options``, recorded in ``submitted``; its
     scheduler file in the cluster's ``private`` directory
-    (:class:`~hpcgpu.cluster.private.PrivateDirectory`).
+    (:class:`~hpcgpu.cluster.batch.private.PrivateDirectory`).
 
     ``address`` (and ``external_address``) is the client's listener, ``contact_address``
     the workers'. Closing it cancels the job.

@@ -2,8 +2,8 @@
 
 No I/O and no cluster: a pool (its job shape) and the numbers asked for, in workers (GPUs),
 jobs, cores or memory, give whole jobs. :class:`~hpcgpu.cluster.GPUCluster` applies the
-answer to its fleet; :mod:`hpcgpu.cluster.adaptive` and :mod:`hpcgpu.cluster.pool_adaptive`
-decide when.
+answer to its fleet; :mod:`hpcgpu.cluster.batch.adaptive` and
+:mod:`hpcgpu.cluster.batch.pool_adaptive` decide when.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 from dask.utils import parse_bytes
 
-from hpcgpu.cluster.adaptive import GPUAdaptive
-from hpcgpu.cluster.job_kinds import kind_of
-from hpcgpu.cluster.pool_adaptive import PoolAdaptive
-from hpcgpu.cluster.pools import DEFAULT_POOL
+from hpcgpu.cluster.batch.adaptive import GPUAdaptive
+from hpcgpu.cluster.batch.job_kinds import kind_of
+from hpcgpu.cluster.batch.pool_adaptive import PoolAdaptive
+from hpcgpu.cluster.batch.pools import DEFAULT_POOL
 from hpcgpu.jobspec.keywords import MAX_WORKERS, whole_number
 
 __all__ = ["ADAPT_BOUNDS", "adapt_bounds", "adaptive", "job_bounds", "jobs_for", "jobs_to_scale"]

@@ -2,7 +2,7 @@
 
 A cluster's own arguments are its ``default`` pool; ``pools={"cpu": {...}, "big": {...}}``
 adds named ones. Each pool is validated before anything starts, into its own frozen
-:class:`Pool` (a :class:`~hpcgpu.cluster.setup.ClusterSetup`, its walltime plan, its spec
+:class:`Pool` (a :class:`~hpcgpu.cluster.batch.setup.ClusterSetup`, its walltime plan, its spec
 entry); every job of ``worker_spec`` belongs to one pool, named ``<cluster>-<pool>-<n>``.
 
 Resources, so that ``dask.annotate(resources=...)`` places tasks (docs/pools.md): GPU
@@ -19,10 +19,10 @@ from typing import Any
 
 import dask.config
 
-from hpcgpu.cluster.cpu_setup import CPU_ONLY, GPU_ONLY, prepare_cpu
-from hpcgpu.cluster.job import worker_suffixes
-from hpcgpu.cluster.job_caps import CAP_FIELDS
-from hpcgpu.cluster.setup import SHAPE_OPTIONS, ClusterSetup, prepare
+from hpcgpu.cluster.batch.cpu_setup import CPU_ONLY, GPU_ONLY, prepare_cpu
+from hpcgpu.cluster.batch.job import worker_suffixes
+from hpcgpu.cluster.batch.job_caps import CAP_FIELDS
+from hpcgpu.cluster.batch.setup import SHAPE_OPTIONS, ClusterSetup, prepare
 from hpcgpu.jobspec.walltime import Retirement
 from hpcgpu.schedulers.registry import get_scheduler
 
@@ -127,7 +127,7 @@ worker_extra_args, max_queued_jobs, max_running_jobs
                          f"{', '.join(POOL_OPTIONS)}")
     inherited = {k: v for k, v in cluster_options.items()
                  if k not in _SHAPE and k not in CPU_ONLY and k not in _CLUSTER_ONLY}
-    # the pool's caps are the submitter's (hpcgpu.cluster.admission), not its job's
+    # the pool's caps are the submitter's (hpcgpu.cluster.batch.admission), not its job's
     own = {k: v for k, v in pool.items() if v is not None and k not in CAP_FIELDS}
     own.setdefault("job_name", f"hpcgpu-{name}")
     if own.get("gpus_per_node") != 0:
@@ -173,7 +173,7 @@ def prepare_pool(kind: str, name: str, pool: Any, cluster_options: dict[str, Any
 def pool_resources(name: str, setup: ClusterSetup) -> str:
     """The ``--resources`` the workers of pool ``name`` add (GPU workers have ``GPU=1``).
 
-    >>> from hpcgpu.cluster.cpu_setup import prepare_cpu
+    >>> from hpcgpu.cluster.batch.cpu_setup import prepare_cpu
     >>> pool_resources("cpu", prepare_cpu("slurm", dict(cores=8, memory="8GB", processes=2)))
     'CPU=4,pool-cpu=1'
     """

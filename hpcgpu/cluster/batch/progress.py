@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Awaitable, Callable
 
-from hpcgpu.cluster.job_table import JobInfo, format_table, table_columns, table_rows
+from hpcgpu.cluster.batch.job_table import JobInfo, format_table, table_columns, table_rows
 from hpcgpu.worker.reach import NetworkCheckError
 
 __all__ = ["wait_for_workers"]
@@ -27,7 +27,7 @@ async def wait_for_workers(wanted: int, timeout: float | None, *,
     refreshed; ``fleet``: the jobs planned and their table; ``failures``: the reports of
     jobs that ended before their workers connected (the wait then fails early, once the
     spec no longer plans enough workers); ``reach``: the workers' ports as this host reaches
-    them (:class:`~hpcgpu.cluster.reachback.ReachBack`): a worker counts once it answered,
+    them (:class:`~hpcgpu.cluster.batch.reachback.ReachBack`): a worker counts once it answered,
     and one that cannot answer fails the wait.
     """
     deadline = None if timeout is None else time.monotonic() + timeout

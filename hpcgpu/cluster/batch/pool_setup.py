@@ -1,5 +1,5 @@
 """Pools validated before the cluster starts: each pool's setup, walltime plan and job
-options (:mod:`hpcgpu.cluster.pools` holds the values, :mod:`hpcgpu.cluster.fleet` the
+options (:mod:`hpcgpu.cluster.batch.pools` holds the values, :mod:`hpcgpu.cluster.batch.fleet` the
 running pools)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import Any
 import dask.config
 
 from hpcgpu.system import config
-from hpcgpu.cluster.cpu_job import cpu_job_class
-from hpcgpu.cluster.cpu_setup import prepare_any
-from hpcgpu.cluster.job import GPUJob
-from hpcgpu.cluster.pools import (DEFAULT_POOL, Pool, pool_resources, prepare_pool,
-                                  with_resources, worker_groups)
-from hpcgpu.cluster.setup import ClusterSetup
+from hpcgpu.cluster.batch.cpu_job import cpu_job_class
+from hpcgpu.cluster.batch.cpu_setup import prepare_any
+from hpcgpu.cluster.batch.job import GPUJob
+from hpcgpu.cluster.batch.pools import (DEFAULT_POOL, Pool, pool_resources, prepare_pool,
+                                        with_resources, worker_groups)
+from hpcgpu.cluster.batch.setup import ClusterSetup
 from hpcgpu.jobspec.queues import check_queue
 from hpcgpu.schedulers.registry import get_scheduler
 from hpcgpu.jobspec.walltime import Retirement, preemption_directives, retirement_off

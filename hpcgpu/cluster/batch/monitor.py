@@ -20,12 +20,12 @@ import time
 from typing import Any, Callable
 
 from hpcgpu.system import commands
-from hpcgpu.cluster.faults import cancel_together, status_failed
-from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.job_events import Ended, Requeued, Seen, SubmitFailed, end_of
-from hpcgpu.cluster.job_kinds import kind_of
-from hpcgpu.cluster.job_state import JobState
-from hpcgpu.cluster.job_table import JobRecord, failure_report, tail
+from hpcgpu.cluster.batch.faults import cancel_together, status_failed
+from hpcgpu.cluster.batch.fleet import JobFleet
+from hpcgpu.cluster.batch.job_events import Ended, Requeued, Seen, SubmitFailed, end_of
+from hpcgpu.cluster.batch.job_kinds import kind_of
+from hpcgpu.cluster.batch.job_state import JobState
+from hpcgpu.cluster.batch.job_table import JobRecord, failure_report, tail
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["AT_ONCE", "JobMonitor"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import chain, islice
 from typing import Any, Callable
 
-from hpcgpu.cluster.adaptive import GPUAdaptive
+from hpcgpu.cluster.batch.adaptive import GPUAdaptive
 
 __all__ = ["PoolAdaptive", "PoolDemand", "pool_demand", "task_cost"]
 

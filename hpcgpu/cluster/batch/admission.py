@@ -1,7 +1,7 @@
 """Which of the fleet's new jobs go out now, under the caps on queued and running jobs.
 
 The fleet's spec holds every job the targets ask for; :class:`JobGate` lets the submitter
-make the oldest of them that the caps (:mod:`hpcgpu.cluster.job_caps`) allow, and says once,
+make the oldest of them that the caps (:mod:`hpcgpu.cluster.batch.job_caps`) allow, and says once,
 per pool, when a cap holds the rest back. Those stay in the spec, unsubmitted: the monitor
 asks for another reconciliation after each poll while any wait, so they go out as queued jobs
 start or running ones end. :func:`cluster_caps` resolves the caps before anything starts.
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from hpcgpu.system import config
-from hpcgpu.cluster.job_caps import CAP_FIELDS, Admission, JobCaps, Usage, plan, site_ceiling
-from hpcgpu.cluster.job_state import JobState
-from hpcgpu.cluster.pools import DEFAULT_POOL
+from hpcgpu.cluster.batch.job_caps import CAP_FIELDS, Admission, JobCaps, Usage, plan, site_ceiling
+from hpcgpu.cluster.batch.job_state import JobState
+from hpcgpu.cluster.batch.pools import DEFAULT_POOL
 from hpcgpu.schedulers.registry import get_scheduler
 
 __all__ = ["ClusterCaps", "JobGate", "cluster_caps", "usage_of"]

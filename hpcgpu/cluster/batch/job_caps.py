@@ -3,7 +3,7 @@
 ``max_queued_jobs`` caps the jobs submitted that have not started (pending, held, requeued);
 ``max_running_jobs`` the jobs that may run at once. Both hold for the whole cluster and, given
 in ``pools=``, for one pool. A site profile's caps are ceilings: a user value above one is
-refused. No I/O here: :mod:`hpcgpu.cluster.admission` counts the jobs and applies the answer.
+refused. No I/O here: :mod:`hpcgpu.cluster.batch.admission` counts the jobs and applies the answer.
 
 A job submitted may start at any time, so a running cap counts every job submitted and not
 over, except the elements of an array beyond its throttle (``%T``, ``-tc T``): the scheduler

@@ -3,11 +3,11 @@
 distributed's ``SpecCluster`` keeps the desired state as data, ``worker_spec`` (one entry
 per job here), and reconciles the world to it. :class:`JobFleet` owns that desired state:
 which pools there are, which pool each job belongs to, how many jobs each pool should have
-(``targets``), and a :class:`~hpcgpu.cluster.job_table.JobRecord` per job ever submitted.
+(``targets``), and a :class:`~hpcgpu.cluster.batch.job_table.JobRecord` per job ever submitted.
 It is the one writer of the records, of the spec and of the started jobs (the cluster
 overrides SpecCluster's ``scale``, ``scale_down`` and reconciliation, which wrote them): what
-happens to a job comes to it as an event (:mod:`hpcgpu.cluster.job_events`), which
-:meth:`JobFleet.apply` applies, moving the job's state as :mod:`hpcgpu.cluster.job_state`
+happens to a job comes to it as an event (:mod:`hpcgpu.cluster.batch.job_events`), which
+:meth:`JobFleet.apply` applies, moving the job's state as :mod:`hpcgpu.cluster.batch.job_state`
 allows. It never runs a command: the submitter submits and cancels, the monitor polls, and
 both, with the walltime planner, only read the fleet and hand it events.
 """
@@ -18,12 +18,12 @@ import functools
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from hpcgpu.cluster.adaptive import job_of_worker
-from hpcgpu.cluster.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
-                                       Retiring, SubmitFailed, Submitted, advance)
-from hpcgpu.cluster.job_kinds import kind_of
-from hpcgpu.cluster.job_table import JobRecord, JobTable
-from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, PoolJobKey
+from hpcgpu.cluster.batch.adaptive import job_of_worker
+from hpcgpu.cluster.batch.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
+                                             Retiring, SubmitFailed, Submitted, advance)
+from hpcgpu.cluster.batch.job_kinds import kind_of
+from hpcgpu.cluster.batch.job_table import JobRecord, JobTable
+from hpcgpu.cluster.batch.pools import DEFAULT_POOL, Pool, PoolJobKey
 from hpcgpu.jobspec.worker_command import split_resources
 
 __all__ = ["JobFleet"]
@@ -60,7 +60,7 @@ class JobFleet:
 
     def __init__(self, name_of: Callable[[str], str], spec: dict | None = None,
                  jobs: dict | None = None, arrays: Any = None) -> None:
-        self.arrays = arrays  # makes the jobs of new entries (hpcgpu.cluster.arrays)
+        self.arrays = arrays  # makes the jobs of new entries (hpcgpu.cluster.batch.arrays)
         self.spec: dict[str, dict] = {} if spec is None else spec
         self.jobs: dict[str, Any] = {} if jobs is None else jobs
         self.pools: dict[str, Pool] = {}
@@ -213,7 +213,7 @@ class JobFleet:
 
     def apply(self, event: Any) -> Any:
         """The one way a job's record, the spec and the started jobs change: ``event`` (one of
-        :mod:`hpcgpu.cluster.job_events`) applied. Returns the job that left the started ones
+        :mod:`hpcgpu.cluster.batch.job_events`) applied. Returns the job that left the started ones
         (an ended or requeued job: the caller closes or cancels it), else None."""
         name = event.name
         self._records[name] = advance(self._records[name], event)

@@ -15,7 +15,7 @@ from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu.system import commands
 from hpcgpu.system.jobqueue import Job
-from hpcgpu.cluster.faults import submit_with_retries
+from hpcgpu.cluster.batch.faults import submit_with_retries
 from hpcgpu.jobspec.container import Container, worker_binds
 from hpcgpu.jobspec.dialects import Dialect
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
@@ -78,7 +78,7 @@ class GPUJob(DialectSubmission, Job):
         What to ask for, in which scheduler's words, started how.
     security : distributed.Security or None
         With TLS files on disk (the cluster writes the temporary ones to its private
-        directory, :mod:`hpcgpu.cluster.private`): the script names their paths only.
+        directory, :mod:`hpcgpu.cluster.batch.private`): the script names their paths only.
     **options
         ``python``, ``log_directory``, ``interface``, ``protocol``, ``death_timeout``,
         ``local_directory``, ``worker_extra_args``, ``job_extra_directives``,
@@ -184,7 +184,7 @@ def tls_settings(security: Any) -> dict[str, str | None]:
 
     A job script names files only, never key material: the cluster writes a temporary
     (in-memory) certificate to its private directory first
-    (:func:`hpcgpu.cluster.private.worker_credentials`); one that reaches a job unwritten
+    (:func:`hpcgpu.cluster.batch.private.worker_credentials`); one that reaches a job unwritten
     is refused.
 
     Examples
@@ -199,7 +199,7 @@ def tls_settings(security: Any) -> dict[str, str | None]:
     Traceback (most recent call last):
     ...
     ValueError: security: in-memory TLS credentials cannot go into a job script: write them \
-to files first (hpcgpu.cluster.private.worker_credentials)
+to files first (hpcgpu.cluster.batch.private.worker_credentials)
     """
     if not security:
         return {}
@@ -208,5 +208,6 @@ to files first (hpcgpu.cluster.private.worker_credentials)
              "tls_key": config.get("key")}
     if any(value and "\n" in value for value in files.values()):
         raise ValueError("security: in-memory TLS credentials cannot go into a job script: "
-                         "write them to files first (hpcgpu.cluster.private.worker_credentials)")
+                         "write them to files first "
+                         "(hpcgpu.cluster.batch.private.worker_credentials)")
     return files

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hpcgpu.cluster.cpu_job import cpu_error_log
+from hpcgpu.cluster.batch.cpu_job import cpu_error_log
 from hpcgpu.jobspec.cpushape import CPUJobShape
 
 __all__ = ["CPU_JOBS", "GPU_JOBS", "JobKind", "kind_of"]

@@ -4,7 +4,7 @@ SpecCluster's ``_correct_state`` compares the desired jobs (``worker_spec``) wit
 ones (``workers``). Here, jobs taken out of the spec have their workers retired by name first
 (their data moves to other workers), then are cancelled with one command; jobs left to
 retire near their walltime are not cancelled while the cluster runs. New entries become
-jobs, several at once as one array (:mod:`hpcgpu.cluster.arrays`), and are submitted
+jobs, several at once as one array (:mod:`hpcgpu.cluster.batch.arrays`), and are submitted
 together; a failed submission is the monitor's to report. What happened to each job goes to
 the fleet as an event; the submitter writes nothing of the fleet's itself.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
-from hpcgpu.cluster.admission import JobGate
-from hpcgpu.cluster.faults import cancel_together
-from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.job_events import Submitted
+from hpcgpu.cluster.batch.admission import JobGate
+from hpcgpu.cluster.batch.faults import cancel_together
+from hpcgpu.cluster.batch.fleet import JobFleet
+from hpcgpu.cluster.batch.job_events import Submitted
 
 __all__ = ["JobSubmitter"]
 

@@ -1,13 +1,13 @@
 """The batch clusters: :class:`GPUCluster` with its scheduler chosen.
 
 ``XCluster.job_cls`` is dask-jobqueue's job class of that scheduler (hpcgpu's subclass), as in
-dask-jobqueue; a GPU cluster's ``cluster.job_cls`` is :class:`~hpcgpu.cluster.job.GPUJob`.
+dask-jobqueue; a GPU cluster's ``cluster.job_cls`` is :class:`~hpcgpu.cluster.batch.job.GPUJob`.
 """
 
 from __future__ import annotations
 
-from hpcgpu.cluster.cluster import GPUCluster
-from hpcgpu.cluster.cpu_job import cpu_job_class
+from hpcgpu.cluster.batch.cluster import GPUCluster
+from hpcgpu.cluster.batch.cpu_job import cpu_job_class
 
 __all__ = ["SLURMCluster", "PBSCluster", "LSFCluster", "SGECluster", "FluxCluster"]
 

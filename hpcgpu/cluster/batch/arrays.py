@@ -1,7 +1,7 @@
 """Job arrays: a scale-up of N identical jobs is ONE submission of an N-element array.
 
 Each element stays what a job is everywhere else in the cluster: one entry of
-``worker_spec``, one :class:`~hpcgpu.cluster.job_table.JobRecord`, one
+``worker_spec``, one :class:`~hpcgpu.cluster.batch.job_table.JobRecord`, one
 :class:`ArrayElementJob` whose id is the element's (``123_4``, ``123.4``, ``123[4]``). So
 job states, retirement (``scancel 123_4``, ``qdel 123.4``), walltime replacement and lost-job
 recovery work per element unchanged. Only submission is shared: the new spec entries that
@@ -21,7 +21,7 @@ from typing import Any
 from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu.system import commands, config
-from hpcgpu.cluster.job import GPUJob
+from hpcgpu.cluster.batch.job import GPUJob
 from hpcgpu.schedulers.arrays import ArrayRequest, array_directives, element_job_id, name_template
 from hpcgpu.schedulers.registry import get_scheduler
 

@@ -20,7 +20,7 @@ from typing import Any
 import dask.config
 
 from hpcgpu.system.jobqueue import Job
-from hpcgpu.cluster.job import DialectSubmission, tls_settings
+from hpcgpu.cluster.batch.job import DialectSubmission, tls_settings
 from hpcgpu.jobspec.dialects import Dialect, get_dialect
 from hpcgpu.schedulers.registry import get_scheduler
 
@@ -64,7 +64,7 @@ class CPUJobMixin(DialectSubmission):
         self.dialect = dialect or get_dialect(self.config_name_scheduler())
         self.environment = tuple(environment)
         # Files only, as for GPU jobs (dask-jobqueue would put in-memory PEM text on the
-        # worker's command line): the cluster writes them first (hpcgpu.cluster.private).
+        # worker's command line): the cluster writes them first (hpcgpu.cluster.batch.private).
         tls_settings(options.get("security"))
         self.job_script_epilogue = []  # SGEJob renders the script in __init__
         if _UPSTREAM_EPILOGUE:

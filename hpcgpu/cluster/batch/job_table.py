@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from hpcgpu.cluster.job_state import JobState, shown_state
+from hpcgpu.cluster.batch.job_state import JobState, shown_state
 
 __all__ = ["JobInfo", "JobRecord", "JobTable", "format_table", "html_table", "failure_report",
            "tail"]
@@ -67,8 +67,8 @@ class JobInfo:
 class JobRecord:
     """The cluster's bookkeeping for one job, as of its last event.
 
-    Frozen: :class:`~hpcgpu.cluster.fleet.JobFleet` alone makes the next one, from an event
-    (:func:`hpcgpu.cluster.job_events.advance`). ``phase`` is where the job is in its life;
+    Frozen: :class:`~hpcgpu.cluster.batch.fleet.JobFleet` alone makes the next one, from an event
+    (:func:`hpcgpu.cluster.batch.job_events.advance`). ``phase`` is where the job is in its life;
     ``state`` the scheduler's word at the last poll (``running`` once a worker connected),
     or the end's once over.
     """

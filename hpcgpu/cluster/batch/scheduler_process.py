@@ -1,4 +1,4 @@
-"""``python -m hpcgpu.cluster.scheduler_process FILE --protocol ucx,tls ...``: the scheduler
+"""``python -m hpcgpu.cluster.batch.scheduler_process FILE --protocol ucx,tls ...``: the scheduler
 that ``scheduler_in_job`` starts inside the first job.
 
 Like ``dask scheduler --scheduler-file FILE``, plus ``FILE.listeners``: every listener's
@@ -53,7 +53,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Start the scheduler; return when it is closed (by the cluster, or by a signal)."""
-    parser = argparse.ArgumentParser(prog="python -m hpcgpu.cluster.scheduler_process")
+    parser = argparse.ArgumentParser(prog="python -m hpcgpu.cluster.batch.scheduler_process")
     parser.add_argument("scheduler_file")
     parser.add_argument("--protocol", default="tcp")
     parser.add_argument("--interface", default=None)

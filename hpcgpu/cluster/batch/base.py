@@ -2,15 +2,15 @@
 
 The parts own the state; the cluster wires them to ``SpecCluster``'s hooks:
 
-- ``fleet`` (:class:`~hpcgpu.cluster.fleet.JobFleet`): pools, the spec entry of each job,
+- ``fleet`` (:class:`~hpcgpu.cluster.batch.fleet.JobFleet`): pools, the spec entry of each job,
   records and targets; its ``spec`` and ``jobs`` are SpecCluster's ``worker_spec`` and
   ``workers``;
-- ``submitter`` (:class:`~hpcgpu.cluster.submitter.JobSubmitter`): the reconciler, run by
+- ``submitter`` (:class:`~hpcgpu.cluster.batch.submitter.JobSubmitter`): the reconciler, run by
   ``_correct_state``: new entries become jobs (arrays where it can), dropped jobs retire
   whole, then are cancelled;
-- ``monitor`` (:class:`~hpcgpu.cluster.monitor.JobMonitor`): job states every
+- ``monitor`` (:class:`~hpcgpu.cluster.batch.monitor.JobMonitor`): job states every
   ``poll_interval``, ends, failures and events;
-- ``walltime`` (:class:`~hpcgpu.cluster.walltime_planner.WalltimePlanner`): replacements
+- ``walltime`` (:class:`~hpcgpu.cluster.batch.walltime_planner.WalltimePlanner`): replacements
   of jobs near their walltime.
 
 :class:`~hpcgpu.cluster.GPUCluster` adds the job shape, the network and the pools.
@@ -30,20 +30,20 @@ from tornado.ioloop import PeriodicCallback
 from hpcgpu.system import config
 from hpcgpu.system.jobqueue import JobQueueCluster
 from hpcgpu.system.threadsignals import block_here
-from hpcgpu.cluster.arrays import ArraySettings, JobArrays
-from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.job_table import JobTable, format_table, html_table
-from hpcgpu.cluster.logs import DEFAULT_LINES, gather_logs
-from hpcgpu.cluster.monitor import JobMonitor
-from hpcgpu.cluster.pools import DEFAULT_POOL
-from hpcgpu.cluster.private import PrivateDirectory, worker_credentials
-from hpcgpu.cluster.progress import wait_for_workers
-from hpcgpu.cluster.reachback import ReachBack, port_ranges
+from hpcgpu.cluster.batch.arrays import ArraySettings, JobArrays
+from hpcgpu.cluster.batch.fleet import JobFleet
+from hpcgpu.cluster.batch.job_table import JobTable, format_table, html_table
+from hpcgpu.cluster.batch.logs import DEFAULT_LINES, gather_logs
+from hpcgpu.cluster.batch.monitor import JobMonitor
+from hpcgpu.cluster.batch.pools import DEFAULT_POOL
+from hpcgpu.cluster.batch.private import PrivateDirectory, worker_credentials
+from hpcgpu.cluster.batch.progress import wait_for_workers
+from hpcgpu.cluster.batch.reachback import ReachBack, port_ranges
 from hpcgpu.cluster.versions import VersionWatch
-from hpcgpu.cluster.scheduler_job import worker_address
+from hpcgpu.cluster.batch.scheduler_job import worker_address
 from hpcgpu.cluster.shutdown import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
-from hpcgpu.cluster.submitter import JobSubmitter
-from hpcgpu.cluster.walltime_planner import WalltimePlanner
+from hpcgpu.cluster.batch.submitter import JobSubmitter
+from hpcgpu.cluster.batch.walltime_planner import WalltimePlanner
 
 __all__ = ["BatchCluster"]
 
@@ -65,7 +65,7 @@ class BatchCluster(JobQueueCluster):
         Where the workers' credentials are written (removed when the cluster ends).
     reach_back : bool
         Whether the scheduler runs in this process, so that each new worker's ports must
-        answer from here (:class:`~hpcgpu.cluster.reachback.ReachBack`).
+        answer from here (:class:`~hpcgpu.cluster.batch.reachback.ReachBack`).
     poll_interval, max_failed_jobs
         As :class:`~hpcgpu.cluster.GPUCluster`'s (default: the ``hpcgpu`` configuration).
     requeue : bool
@@ -81,7 +81,7 @@ class BatchCluster(JobQueueCluster):
                  requeue: bool = False, **kwargs: Any) -> None:
         self._dialect = dialect = job_dialect
         self.network = network
-        #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.private).
+        #: Credentials and job files, for the user's eyes only (hpcgpu.cluster.batch.private).
         self.private_directory = private_directory
         self.fleet = JobFleet(self._new_worker_name, arrays=JobArrays(arrays, dialect))
         self.monitor = JobMonitor(
@@ -214,7 +214,7 @@ class BatchCluster(JobQueueCluster):
                  lines=DEFAULT_LINES):
         """The cluster's, the Dask scheduler's, and per job its stdout/stderr files (ended
         jobs too, until pruned) and its workers' Dask logs: the last ``lines`` lines of each
-        (None: all). See :func:`hpcgpu.cluster.logs.gather_logs`.
+        (None: all). See :func:`hpcgpu.cluster.batch.logs.gather_logs`.
 
         Examples
         --------

@@ -15,8 +15,8 @@ from typing import Any
 import dask.config
 
 from hpcgpu.system import config
-from hpcgpu.cluster.cpu_job import cpu_job_class
-from hpcgpu.cluster.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory, prepare
+from hpcgpu.cluster.batch.cpu_job import cpu_job_class
+from hpcgpu.cluster.batch.setup import NETWORK_OPTIONS, ClusterSetup, make_log_directory, prepare
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS
@@ -95,7 +95,7 @@ processes, or drop gpus_per_node for CPU workers as in dask-jobqueue (docs/migra
 
 
 def prepare_any(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
-    """GPU workers (hpcgpu's shape, :func:`~hpcgpu.cluster.setup.prepare`) or
+    """GPU workers (hpcgpu's shape, :func:`~hpcgpu.cluster.batch.setup.prepare`) or
     dask-jobqueue's CPU workers (:func:`prepare_cpu`)."""
     if is_cpu_request(scheduler, options):
         return prepare_cpu(scheduler, options)

@@ -69,7 +69,7 @@ def _tail(newest_first: list, lines: int | None) -> str:
 async def gather_logs(cluster: Any, *, cluster_log: bool = True, scheduler: bool = True,
                       workers: Any = True, jobs: bool = True,
                       lines: int | None = DEFAULT_LINES) -> Logs:
-    """The logs of a :class:`~hpcgpu.cluster.base.BatchCluster`, in order: ``Cluster``,
+    """The logs of a :class:`~hpcgpu.cluster.batch.base.BatchCluster`, in order: ``Cluster``,
     ``Scheduler``, then for each job (oldest first, ended ones included) ``job NAME (ID)
     stdout`` / ``stderr`` and ``worker WORKER`` for each of its connected workers."""
     logs = Logs()

@@ -9,17 +9,17 @@ from distributed.deploy.spec import SpecCluster
 from distributed.scheduler import Scheduler
 from distributed.utils import NoOpAwaitable
 
-from hpcgpu.cluster import scaling
-from hpcgpu.cluster.admission import cluster_caps
-from hpcgpu.cluster.arrays import ArraySettings
-from hpcgpu.cluster.base import BatchCluster
-from hpcgpu.cluster.cpu_job import cpu_job_class
-from hpcgpu.cluster.job import GPUJob
-from hpcgpu.cluster.network import cluster_network, dashboard_link, jobqueue_options
-from hpcgpu.cluster.pool_setup import named_pool, prepare_cluster
-from hpcgpu.cluster.pools import DEFAULT_POOL, Pool, worker_groups
-from hpcgpu.cluster.private import PrivateDirectory
-from hpcgpu.cluster.scheduler_job import JobScheduler
+from hpcgpu.cluster.batch import scaling
+from hpcgpu.cluster.batch.admission import cluster_caps
+from hpcgpu.cluster.batch.arrays import ArraySettings
+from hpcgpu.cluster.batch.base import BatchCluster
+from hpcgpu.cluster.batch.cpu_job import cpu_job_class
+from hpcgpu.cluster.batch.job import GPUJob
+from hpcgpu.cluster.batch.network import cluster_network, dashboard_link, jobqueue_options
+from hpcgpu.cluster.batch.pool_setup import named_pool, prepare_cluster
+from hpcgpu.cluster.batch.pools import DEFAULT_POOL, Pool, worker_groups
+from hpcgpu.cluster.batch.private import PrivateDirectory
+from hpcgpu.cluster.batch.scheduler_job import JobScheduler
 from hpcgpu.cluster.start_errors import root_cause, start_error
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.keywords import check_keywords
@@ -34,9 +34,9 @@ class GPUCluster(BatchCluster):
     """Dask on a batch scheduler, one worker per GPU, scaled in GPUs or whole jobs.
 
     dask-jobqueue's ``JobQueueCluster`` holding its jobs as parts (``fleet``, ``monitor``,
-    ``walltime``, ``submitter``: :class:`~hpcgpu.cluster.base.BatchCluster`); this class
+    ``walltime``, ``submitter``: :class:`~hpcgpu.cluster.batch.base.BatchCluster`); this class
     adds the job shape, the network and the pools, and scales in GPUs
-    (:mod:`hpcgpu.cluster.scaling`).
+    (:mod:`hpcgpu.cluster.batch.scaling`).
 
     Parameters
     ----------
@@ -253,7 +253,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         In a cluster with pools, the bounds above are the default pool's, and ``pools``
         gives other pools theirs (the same names: ``{"cpu": dict(maximum_jobs=2)}``);
         each adapted pool grows from the tasks only its workers can run, pools not named
-        keep the jobs ``scale`` gave them (:mod:`hpcgpu.cluster.pool_adaptive`).
+        keep the jobs ``scale`` gave them (:mod:`hpcgpu.cluster.batch.pool_adaptive`).
         """
         bounds = dict(minimum_gpus=minimum_gpus, maximum_gpus=maximum_gpus,
                       minimum_jobs=minimum_jobs, maximum_jobs=maximum_jobs, minimum=minimum,
@@ -267,7 +267,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
     @property
     def pools(self) -> dict[str, Pool]:
         """The pools by name (``default``: the cluster's own arguments), each a frozen
-        :class:`~hpcgpu.cluster.pools.Pool`."""
+        :class:`~hpcgpu.cluster.batch.pools.Pool`."""
         return dict(self.fleet.pools)
 
     def job_script(self, pool: str | None = None) -> str:

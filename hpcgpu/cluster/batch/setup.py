@@ -47,7 +47,7 @@ class ClusterSetup:
     job_options: dict
     network_options: dict
     scheduler_in_job: bool = False
-    cpu: bool = False  # dask-jobqueue CPU workers (hpcgpu.cluster.cpu_setup)
+    cpu: bool = False  # dask-jobqueue CPU workers (hpcgpu.cluster.batch.cpu_setup)
     config_name: str | None = None
     #: dask-cuda's worker keywords given (None: none), rendered as the workers' flags
     gpu_options: GPUWorkerOptions | None = None
@@ -109,7 +109,7 @@ def make_log_directory(chosen: str | None) -> str:
     """The chosen directory, or the per-user default, whose old job logs are removed.
 
     A directory that exists keeps its mode: shared ones are fine (job files go into a
-    private directory inside, :mod:`hpcgpu.cluster.private`)."""
+    private directory inside, :mod:`hpcgpu.cluster.batch.private`)."""
     directory = os.path.abspath(os.path.expanduser(chosen or default_log_directory()))
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
-from hpcgpu.cluster.fleet import JobFleet
-from hpcgpu.cluster.job_events import Retiring
-from hpcgpu.cluster.job_state import JobState
+from hpcgpu.cluster.batch.fleet import JobFleet
+from hpcgpu.cluster.batch.job_events import Retiring
+from hpcgpu.cluster.batch.job_state import JobState
 
 __all__ = ["WalltimePlanner"]
 
@@ -35,8 +35,8 @@ class WalltimePlanner:
     Examples
     --------
     >>> from types import SimpleNamespace
-    >>> from hpcgpu.cluster.job_events import Seen, Submitted
-    >>> from hpcgpu.cluster.pools import Pool
+    >>> from hpcgpu.cluster.batch.job_events import Seen, Submitted
+    >>> from hpcgpu.cluster.batch.pools import Pool
     >>> from hpcgpu.jobspec.walltime import Retirement
     >>> fleet = JobFleet(lambda n: f"c-{n}")
     >>> plan = Retirement.create(600, 60, 0, 30)

@@ -89,7 +89,7 @@ class PrivateDirectory:
     @classmethod
     def of(cls, owner: Any, setup: Any, name: str) -> PrivateDirectory:
         """The directory of a cluster (``owner``) with ``setup``
-        (:class:`~hpcgpu.cluster.setup.ClusterSetup`), removed when ``owner`` is collected or
+        (:class:`~hpcgpu.cluster.batch.setup.ClusterSetup`), removed when ``owner`` is collected or
         the interpreter exits, also when its start fails
         (:func:`hpcgpu.cluster.shutdown.watch` adds SIGTERM and SIGHUP)."""
         field = ("log_directory" if setup.shared_temp_directory == setup.log_directory
