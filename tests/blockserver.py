@@ -23,9 +23,11 @@ import importlib.machinery
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -43,24 +45,37 @@ class BlockServer:
         """``python script`` in ``script``'s directory, as :func:`subprocess.run` with
         ``capture_output=True, text=True`` would return it; TimeoutExpired after ``timeout``
         (the block killed)."""
-        if self._server is None:
+        if self._server is None:  # its answers read unbuffered: see _answer
             self._server = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, env=self._env, text=True,
+                                            stdout=subprocess.PIPE, bufsize=0, env=self._env,
                                             cwd=self._outputs)
         self._runs += 1
         out, err = (self._outputs / f"{self._runs}.{kind}" for kind in ("out", "err"))
         request = {"script": str(script), "cwd": str(script.parent), "env": env,
                    "stdout": str(out), "stderr": str(err)}
-        self._server.stdin.write(json.dumps(request) + "\n")
-        self._server.stdin.flush()
-        pid = json.loads(self._server.stdout.readline())["pid"]
-        if not select.select([self._server.stdout], [], [], timeout)[0]:
-            os.kill(pid, 9)  # as subprocess.run does on its timeout
-            self._server.stdout.readline()
-            raise subprocess.TimeoutExpired([sys.executable, script.name], timeout)
-        returncode = json.loads(self._server.stdout.readline())["returncode"]
+        self._server.stdin.write(json.dumps(request).encode() + b"\n")
+        deadline = time.monotonic() + timeout
+        pid = self._answer(deadline)["pid"]
+        try:
+            returncode = self._answer(deadline)["returncode"]
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)  # as subprocess.run does on its timeout
+            self._answer(time.monotonic() + 60)
+            raise subprocess.TimeoutExpired([sys.executable, script.name], timeout) from None
         return subprocess.CompletedProcess([sys.executable, script.name], returncode,
                                            out.read_text(), err.read_text())
+
+    def _answer(self, deadline: float) -> dict:
+        """The server's next line, read a byte at a time: a buffered reader could take both
+        answers of a quick block at once, and a wait on the pipe would then never end."""
+        line, fd = b"", self._server.stdout.fileno()
+        while not line.endswith(b"\n"):
+            if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                raise TimeoutError
+            byte = os.read(fd, 1)
+            assert byte, f"the block server ended (exit code {self._server.wait()})"
+            line += byte
+        return json.loads(line)
 
     def close(self) -> None:
         if self._server is not None:
