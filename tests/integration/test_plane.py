@@ -86,7 +86,7 @@ def test_auto_takes_the_plane_with_two_workers_and_says_so(client, caplog):
         assert not plane.use_collective()
 
 
-def test_dasks_own_matmul_and_rechunk_of_hpcgpu_arrays_take_the_plane_under_auto(client):
+def test_dasks_own_matmul_rechunk_and_svd_of_hpcgpu_arrays_take_the_plane_under_auto(client):
     import hpcgpu.array as ha
 
     def last_kinds():
@@ -100,6 +100,10 @@ def test_dasks_own_matmul_and_rechunk_of_hpcgpu_arrays_take_the_plane_under_auto
     assert np.allclose(a.dot(b).compute(), av @ bv) and last_kinds() == {"matmul"}
     y = a.rechunk((30, 3))
     assert np.array_equal(y.compute(), av) and y.chunks == ((30,), (3,) * 7) and last_kinds() == {"rechunk"}
+    tall = ha.from_array(av, chunks=(3, 21))  # Dask's TSQR, its R factors by a TSQR of their own
+    got, want = dask.compute(*da.linalg.svd(tall)), np.linalg.svd(av, full_matrices=False)
+    assert np.allclose(got[1], want[1]) and np.allclose((got[0] * got[1]) @ got[2], av)
+    assert last_kinds() == {"tsqr"}
     plain = da.from_array(2 * av, chunks=(7, (5, 16)))  # not an hpcgpu array: Dask's own graph
     client.run(lambda dask_worker: state_of(dask_worker).history.clear())
     with dask.config.set({"hpcgpu.array.collective": "never"}):

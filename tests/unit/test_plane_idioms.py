@@ -1,4 +1,5 @@
-"""Dask's own ``a @ b`` and ``x.rechunk(...)`` routed to the plane by hpcgpu's optimiser
+"""Dask's own ``a @ b``, ``x.rechunk(...)`` and tall-and-skinny ``da.linalg.qr``/``svd``
+routed to the plane by hpcgpu's optimiser
 (:mod:`hpcgpu.array.plane.idioms`): the same keys, chunks and values as Dask's graph, for
 shapes and chunks hypothesis draws; layers that something else reads are left alone; and
 ``hpcgpu.array.collective`` decides, as the client had it."""
@@ -122,3 +123,40 @@ def test_the_choice_travels_with_the_graph_as_the_client_had_it():
     dask_own = ArrayOptimizer(Settings(collective="auto", workers=0))(y.__dask_graph__(), keys)
     assert any("plane-barrier" in str(k) for k in dict(plane)) and not any("plane" in str(k) for k in dict(dask_own))
     assert any("plane-barrier" in str(k) for k in dict(ArrayOptimizer(Settings(workers=2))(y.__dask_graph__(), keys)))
+
+
+@st.composite
+def tall_skinny(draw):
+    cols = draw(st.integers(1, 6))
+    rows = draw(st.lists(st.integers(cols, 3 * cols + 4), min_size=2, max_size=12))  # 1 block: no TSQR
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    a = rng.standard_normal((sum(rows), cols)).astype(draw(st.sampled_from(["float64", "float32"])))
+    return da.from_array(a, chunks=(tuple(rows), (cols,)))
+
+
+def _routed(outputs, kind):
+    graph = outputs[0].__dask_graph__()
+    for x in outputs[1:]:
+        graph = graph.merge(graph, x.__dask_graph__())
+    routed = route(graph, lambda k: k == kind, [x.__dask_keys__() for x in outputs])
+    assert not any(n.startswith(("qr-", "stack-", "svd-")) for n in routed.layers), list(routed.layers)
+    return [_run(routed, x) for x in outputs]
+
+
+@settings(max_examples=15, deadline=None)
+@given(tall_skinny())
+def test_dasks_tall_and_skinny_svd_and_qr_routed_to_the_plane_equal_dasks(x):
+    """Dask's TSQR, with its stacked R factors factored by a TSQR of their own where there
+    are many blocks: the plane's u, s, v equal Dask's (after its sign flip), q r = x."""
+    tol = 1e-4 if x.dtype == np.float32 else 1e-10
+    u, s, v = da.linalg.svd(x)
+    got, want = _routed([u, s, v], "tsqr"), dask.compute(u, s, v, scheduler="sync")
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+    scale = max(1.0, float(want[1][0]))
+    assert np.abs(got[1] - want[1]).max() <= tol * scale
+    assert np.abs((got[0] * got[1]) @ got[2] - x.compute()).max() <= tol * scale * 10
+    q, r = da.linalg.qr(x)
+    gq, gr = _routed([q, r], "tsqr")
+    assert np.abs(gq @ gr - x.compute()).max() <= tol * scale * 10
+    assert np.abs(np.tril(gr, -1)).max() == 0 and np.abs(gq.T @ gq - np.eye(x.shape[1])).max() <= tol * 10

@@ -1,12 +1,14 @@
-"""Dask's own ``a @ b``, ``a.dot(b)`` and ``x.rechunk(...)`` on the plane: a pass over the graph.
+"""Dask's own ``a @ b``, ``a.dot(b)``, ``x.rechunk(...)`` and tall-and-skinny
+``da.linalg.qr``/``svd`` on the plane: a pass over the graph.
 
 Users write Dask: ``a @ b`` (or ``a.dot(b)``) and ``x.rechunk(...)`` build Dask's layers
-(a block product per block triple and a tree of sums; split and merge stages), not the
-plane's. This pass,
+(a block product per block triple and a tree of sums; split and merge stages), and
+``da.linalg.qr(x)`` or ``svd(x)`` of a tall-and-skinny ``x`` Dask's TSQR (a QR per block,
+a QR of the stacked R factors, the second Q multiplied back), not the plane's. This pass,
 run by hpcgpu's optimiser on graphs that hold hpcgpu arrays, finds those layers and puts
-the plane's operation in their place under the name of the last one: the keys, chunks and
-dtype the rest of the graph reads stay as they were, and only the layers between the
-inputs and that last one go. Where ``hpcgpu.array.collective`` (carried with the graph in
+the plane's operation in their place under the name of the last one (of each result, for
+the TSQR's two or three): the keys, chunks and dtype the rest of the graph reads stay as
+they were, and only the layers between the inputs and the results go. Where ``hpcgpu.array.collective`` (carried with the graph in
 :class:`~hpcgpu.array.scope.Settings`) does not choose the plane, or a shape is not one
 the plane takes (a layer read by something else, chunk types other than NumPy's and
 CuPy's, inputs of another dtype than the result), the graph is left as it is.
@@ -36,6 +38,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from hpcgpu.array.plane.graph import collective_tasks
 from hpcgpu.array.plane.ops import Matmul, Rechunk
+from hpcgpu.array.plane.tsqr import TallSkinny
 
 __all__ = ["route"]
 
@@ -55,25 +58,33 @@ def route(dsk: HighLevelGraph, choose: Callable[[str], bool], keys=()) -> HighLe
     """``dsk`` with each matmul and rechunk that ``choose(kind)`` wants on the plane
     replaced by the plane's layer (see the module's docstring). A layer that ``keys``
     (the keys asked for) name stays, unless it is the last of the ones replaced."""
-    finders = [find for kind, find in (("matmul", _matmuls), ("rechunk", _rechunks)) if choose(kind)]
+    finders = [find for kind, find in (("matmul", _matmuls), ("rechunk", _rechunks), ("tsqr", _tall_skinnies))
+               if choose(kind)]
     if not finders:  # auto without a distributed client, or never: no walk over the layers
         return dsk
     dependents = _dependents(dsk)
-    found = [f for find in finders for f in find(dsk, dependents)]
+    found = [(f + ([f[2][-1]],))[:4] for find in finders for f in find(dsk, dependents)]
     asked = {k[0] if isinstance(k, tuple) else k for k in flatten(keys)}
-    found = [f for f in found if asked.isdisjoint(f[2][:-1])]
+    found, taken = [f for f in found if asked.isdisjoint(set(f[2]) - set(f[3]))], set()
+    # a TSQR's stacked R factors may be a TSQR of their own: the outer one replaces both
+    found = [f for f in sorted(found, key=lambda f: -len(f[2])) if taken.isdisjoint(f[2]) and not taken.update(f[2])]
     if not found:
         return dsk
     layers, deps = dict(dsk.layers), dict(dsk.dependencies)
-    for op, inputs, chain in found:
-        last = chain[-1]
-        tasks, unpacks = collective_tasks(op, inputs, names=[last])
-        for name in chain:
+    for op, inputs, replaced, outputs in found:
+        tasks, unpacks = collective_tasks(op, inputs, names=outputs)
+        for name in replaced:
             del layers[name], deps[name]
-        layers[last] = MaterializedLayer({**tasks, **unpacks[last]},
-                                         collection_annotations=dsk.layers[last].collection_annotations)
-        deps[last] = {name for name, _ in inputs}
-        logger.info("%s: collective path (Dask's layers up to %s)", op.kind, last)
+        if len(outputs) == 1:  # the barrier in the result's layer
+            unpacks[outputs[0]].update(tasks)
+            deps[outputs[0]] = {name for name, _ in inputs}
+        else:
+            bar = next(k for k in tasks if isinstance(k, str))
+            layers[bar], deps[bar] = MaterializedLayer(tasks), {name for name, _ in inputs}
+            deps.update((name, {bar}) for name in outputs)
+        for name in outputs:
+            layers[name] = MaterializedLayer(unpacks[name], collection_annotations=dsk.layers[name].collection_annotations)
+        logger.info("%s: collective path (Dask's layers up to %s)", op.kind, ", ".join(outputs))
     return HighLevelGraph(layers, deps)
 
 
@@ -157,3 +168,49 @@ def _rechunks(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
         (xc, xdt), (yc, ydt) = got
         if xdt == ydt and xc != yc and np.prod([len(c) for c in xc]) > 1:
             yield Rechunk(xc, yc, xdt), [(source, xc)], chain
+
+
+def _tall_skinnies(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
+    """Dask's TSQR (``da.linalg.qr``, ``svd`` of a tall-and-skinny array): a QR per block,
+    the stacked R factors factored (by a TSQR of their own when there are many), the second
+    Q multiplied back. Its layers are those between its input and its results (``q, r`` or
+    ``u, s, v`` before ``svd``'s sign flip); only the results may be read from outside."""
+    for name, layer in dsk.layers.items():
+        token = name[len("qr-"):]
+        if not (name.startswith("qr-") and isinstance(layer, Blockwise) and f"stack-{token}-r1" in dsk.layers
+                and len(dsk.dependencies.get(name, ())) == 1):
+            continue
+        svd = f"svd-{token}-2" in dsk.layers
+        outputs = ([f"getitem-{token}-u4", f"getitem-{token}-s2", f"getitem-{token}-v2"] if svd
+                   else [f"dot-{token}-q3", next((r for r in (f"getitem-{token}-r2", f"r-inner-{token}")
+                                                  if r in dsk.layers), "")])
+        (source,) = dsk.dependencies[name]
+        members = _between(dsk, dependents, source, outputs) if all(o in dsk.layers for o in outputs) else None
+        if not members or any(dependents.get(n, set()) - members for n in members - set(outputs)):
+            continue
+        got = [_array(dsk, n) for n in (source, *outputs)]
+        if None in got or got[0][1].kind != "f" or len(got[0][0]) != 2 or len(got[0][0][1]) != 1 \
+                or sum(got[0][0][0]) < got[0][0][1][0]:
+            continue
+        op = TallSkinny(got[0][0], got[0][1], svd)
+        if [c for c, _ in got[1:]] == [tuple(o) for o in op.outputs] and all(dt == got[0][1] for _, dt in got[1:]):
+            yield op, [(source, got[0][0])], sorted(members), outputs
+
+
+def _between(dsk: HighLevelGraph, dependents: dict, source: str, outputs: list) -> set | None:
+    """The layers on the way from ``source`` to ``outputs`` (those included, ``source``
+    not); None if the way passes a layer that does not come from ``source`` and reads
+    something (another input)."""
+    seen, todo = set(), list(outputs)
+    while todo:
+        name = todo.pop()
+        if name == source or name in seen:
+            continue
+        seen.add(name)
+        todo.extend(dsk.dependencies.get(name, ()))
+    after, todo = set(), [source]
+    while todo:
+        for d in dependents.get(todo.pop(), set()) & seen - after:
+            after.add(d)
+            todo.append(d)
+    return None if any(dsk.dependencies.get(n) for n in seen - after) else seen
