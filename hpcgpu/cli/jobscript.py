@@ -9,7 +9,7 @@ import tempfile
 import click
 
 from hpcgpu.system import commands
-from hpcgpu.cluster.batch.setup import ClusterSetup, prepare
+from hpcgpu.cluster.batch.setup import ClusterSetup, naming_the_source, prepare
 from hpcgpu.jobspec.dialects import DIALECTS, get_dialect
 from hpcgpu.jobspec.gpuflags import given_flags, gpu_flags
 from hpcgpu.launchers import LAUNCHERS, get_launcher
@@ -120,7 +120,8 @@ def jobscript(scheduler: str, **kw) -> None:
     click.echo(text, nl=False)
     if kw["check"]:
         try:  # the queue's nodes first: the schedulers' own refusals do not say which field
-            check_queue(scheduler, setup.shape, setup.dialect)
+            with naming_the_source(scheduler, _explicit(kw)):
+                check_queue(scheduler, setup.shape, setup.dialect)
         except ValueError as exc:
             click.echo(f"REFUSED: {exc}", err=True)
             sys.exit(1)

@@ -173,10 +173,16 @@ def origin(scheduler: str, explicit: dict[str, Any], option: str,
     """
     explicit = {k: v for k, v in explicit.items() if v is not None}
     for words, values in _layers(scheduler, explicit, account_key):
+        site = values.get("site")
+        if option not in values and isinstance(site, dict) and option in site:
+            option = "site"  # a site option (gpu_directive=...): the value of ``site``
         if option in values:
             key = option.replace("_", "-") if words.startswith(("hpcgpu", "profile")) else option
             return words.format(key) + " of your dask config" if words else ""
     return ""
+
+
+_SOURCE = "the value comes from"
 
 
 @contextmanager
@@ -197,9 +203,9 @@ def naming_the_source(scheduler: str, explicit: dict[str, Any], account_key: str
     except ValueError as error:
         match = re.match(r"(\w+)=", str(error))
         where = origin(scheduler, explicit, match.group(1), account_key) if match else ""
-        if not where:
+        if not where or _SOURCE in str(error):  # an inner check named it already
             raise
-        raise ValueError(f"{error} (the value comes from {where}: ~/.config/dask/*.yaml or "
+        raise ValueError(f"{error} ({_SOURCE} {where}: ~/.config/dask/*.yaml or "
                          "DASK_* variables)") from None
 
 

@@ -9,6 +9,7 @@ and the real OpenPBS; LSF on fixtures written from its documented output (no LSF
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,49 @@ def test_jobscript_check_names_the_partitions(slurm):
     assert done.returncode == 1, done.stderr
     assert "REFUSED: queue='gpuz' is not a partition" in done.stderr
     assert "partitions that exist and can run this job: debug, gpu" in done.stderr
+
+
+def _users_config(tmp_path, values: dict) -> dict:
+    """``values`` as a file of the user's dask config (DASK_CONFIG's directory), read back
+    the way dask reads ``~/.config/dask/*.yaml``."""
+    import dask.config
+    import yaml
+
+    directory = tmp_path / "dask"
+    directory.mkdir()
+    (directory / "hpcgpu.yaml").write_text(yaml.safe_dump(values))
+    return dask.config.collect(paths=[str(directory)], env={})
+
+
+def test_the_real_slurm_says_a_refused_partition_came_from_the_profile(slurm, tmp_path):
+    """#43 item 5: the partition check ran after the config's values were named, so a queue
+    from ``hpcgpu.profiles.<name>`` was refused without saying where it came from."""
+    import dask.config
+
+    users = _users_config(tmp_path, {"hpcgpu": {"profiles": {"mysite": {"queue": "gpuz"}}}})
+    with dask.config.set(users), pytest.raises(ValueError) as refused:
+        SLURMCluster(profile="mysite", gpus_per_node=2, log_directory=str(tmp_path))
+    assert str(refused.value) == (
+        "queue='gpuz' is not a partition of this SLURM cluster (sinfo lists them); "
+        "partitions that exist and can run this job: debug, gpu (the value comes from "
+        "profile 'mysite' (hpcgpu.profiles.mysite.queue) of your dask config: "
+        "~/.config/dask/*.yaml or DASK_* variables)")
+    argv = [sys.executable, "-m", "hpcgpu", "jobscript", "slurm", "--profile", "mysite", "--check"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("DASK_")},
+                               "DASK_CONFIG": str(tmp_path / "dask"), "HOME": str(tmp_path)})
+    assert done.returncode == 1, done.stderr
+    assert "REFUSED: queue='gpuz' is not a partition" in done.stderr
+    assert "comes from profile 'mysite' (hpcgpu.profiles.mysite.queue)" in done.stderr
+
+
+@pytest.mark.sge
+def test_the_real_sge_says_a_refused_queue_came_from_the_users_config(sge, tmp_path):
+    import dask.config
+
+    users = _users_config(tmp_path, {"hpcgpu": {"sge": {"queue": "gpu.q"}}})
+    with dask.config.set(users), pytest.raises(ValueError) as refused:
+        SGECluster(gpus_per_node=2, log_directory=str(tmp_path))
+    assert str(refused.value).endswith(
+        "queues that exist and can run this job: all.q (the value comes from hpcgpu.sge.queue "
+        "of your dask config: ~/.config/dask/*.yaml or DASK_* variables)")

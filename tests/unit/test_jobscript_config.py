@@ -82,3 +82,26 @@ def test_directives_are_the_python_apis(scheduler, tmp_path):
     setup = prepare(scheduler, {"gpus_per_node": 2, "log_directory": str(tmp_path), "queue": "q"})
     for line in setup.dialect.directives(setup.shape, setup.log_directory):
         assert line in done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("launcher", "bogus", "launcher='bogus' is not supported"),
+    ("log-directory", "/proc/nope/x", "log_directory='/proc/nope/x' cannot be made"),
+    ("site", {"gpu_directive": "bogus"}, "gpu_directive='bogus'")])
+def test_every_check_of_a_profiles_value_names_the_profile(tmp_path, key, value, words):
+    """#43 item 5: the launcher's, the site options' and the log directory's checks ran after
+    the config's values were named; a profile's value was refused without its source."""
+    import dask.config
+
+    directory = tmp_path / "dask"
+    directory.mkdir()
+    (directory / "hpcgpu.yaml").write_text(yaml.safe_dump({"hpcgpu": {"profiles": {
+        "mysite": {key: value}}}}))
+    with dask.config.set(dask.config.collect(paths=[str(directory)], env={})):
+        with pytest.raises(ValueError) as refused:
+            prepare("slurm", {"profile": "mysite"})
+    assert str(refused.value).startswith(words), refused.value
+    assert str(refused.value).endswith(
+        f"(the value comes from profile 'mysite' (hpcgpu.profiles.mysite.{key}) of your dask "
+        "config: ~/.config/dask/*.yaml or DASK_* variables)"), refused.value
+    assert str(refused.value).count("comes from") == 1

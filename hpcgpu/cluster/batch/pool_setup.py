@@ -15,7 +15,7 @@ from hpcgpu.cluster.batch.cpu_setup import prepare_any
 from hpcgpu.cluster.batch.job import GPUJob
 from hpcgpu.cluster.batch.pools import (DEFAULT_POOL, Pool, pool_resources, prepare_pool,
                                         with_resources, worker_groups)
-from hpcgpu.cluster.batch.setup import ClusterSetup
+from hpcgpu.cluster.batch.setup import ClusterSetup, naming_the_source
 from hpcgpu.jobspec.queues import check_queue
 from hpcgpu.schedulers.registry import get_scheduler
 from hpcgpu.jobspec.walltime import Retirement, preemption_directives, retirement_off
@@ -42,7 +42,9 @@ def prepare_cluster(kind: str, options: dict, pools: Any, retire: tuple) -> tupl
     named = prepare_pools(kind, pools, options, retire)
     if named:  # every worker advertises its pool
         setup = with_resources(setup, pool_resources(DEFAULT_POOL, setup))
-    retirement, job_options = job_options_for(kind, setup, retire)
+    # the queue check asks the scheduler: a queue it refuses may come from the user's config
+    with naming_the_source(kind, options):
+        retirement, job_options = job_options_for(kind, setup, retire)
     return setup, named, retirement, job_options
 
 

@@ -23,7 +23,7 @@ from hpcgpu.jobspec.scriptfields import check_options
 from hpcgpu.jobspec.units import parse_memory
 from hpcgpu.schedulers.registry import get_scheduler
 
-__all__ = ["ClusterSetup", "prepare", "make_log_directory", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
+__all__ = ["ClusterSetup", "prepare", "make_log_directory", "naming_the_source", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
 
 SHAPE_OPTIONS = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
                  "walltime", "queue", "account", "job_name", "gpu_type", "exclusive")
@@ -70,21 +70,21 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
     account_key = get_scheduler(scheduler).account_key  # unknown scheduler names fail first
     config.ensure_jobqueue_section(scheduler)  # one dask-jobqueue has no section for
     opts = config.resolve(scheduler, explicit_none(options), account_key=account_key)
-    with config.naming_the_source(scheduler, explicit_none(options), account_key):
+    with naming_the_source(scheduler, options):
         check_keywords(opts)  # the configuration's values too: their types and bounds
         check_options(opts)  # arguments, config files and DASK_HPCGPU__* alike, before any mkdir
         gpu_options, switches = batch_gpu_options({k: opts[k] for k in GPU_KEYWORDS if opts[k] is not None})
         limits = _limits(opts["limits"] or {})
         shape = GPUJobShape.create(limits=limits, **{k: opts[k] for k in SHAPE_OPTIONS})
         container = container_option(opts["container"], bool(opts["scheduler_in_job"]))
-    opts["protocol"], opts["transports"] = switch_network(opts["protocol"], opts["transports"], switches)
-    dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
-    launcher = get_launcher(opts["launcher"] or dialect.launcher_for(shape),
-                            one_task_per=opts["one_task_per"])
-    dialect.validate(shape)  # first: what this scheduler needs for the shape
-    launcher.validate(shape, dialect.multi_node_launchers)
-    _check_lists(opts)
-    log_directory = make_log_directory(opts["log_directory"])
+        opts["protocol"], opts["transports"] = switch_network(opts["protocol"], opts["transports"], switches)
+        dialect = get_dialect(scheduler, limits=limits, **(opts["site"] or {}))
+        launcher = get_launcher(opts["launcher"] or dialect.launcher_for(shape),
+                                one_task_per=opts["one_task_per"])
+        dialect.validate(shape)  # first: what this scheduler needs for the shape
+        launcher.validate(shape, dialect.multi_node_launchers)
+        _check_lists(opts)
+        log_directory = make_log_directory(opts["log_directory"])
     scheduler_options = {"dashboard_address": opts["dashboard_address"],
                          **(opts["scheduler_options"] or {})}
     job_options = dict(
@@ -103,6 +103,13 @@ def prepare(scheduler: str, options: dict[str, Any]) -> ClusterSetup:
         network_options={name: opts[name] for name in NETWORK_OPTIONS},
         scheduler_in_job=bool(opts["scheduler_in_job"]), gpu_options=gpu_options,
     )
+
+
+def naming_the_source(scheduler: str, options: dict[str, Any]):
+    """:func:`hpcgpu.system.config.naming_the_source` for a cluster's ``options``: a value
+    refused inside says where it came from where the user did not pass it (a profile, ...)."""
+    account_key = get_scheduler(scheduler).account_key
+    return config.naming_the_source(scheduler, explicit_none(options), account_key)
 
 
 def make_log_directory(chosen: str | None) -> str:
