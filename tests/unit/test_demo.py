@@ -38,3 +38,16 @@ def test_a_cpu_worker_logs_no_gpu_set_up(caplog):
     with caplog.at_level("INFO", logger="distributed.hpcgpu"):
         prepare_gpu(GPUWorkerOptions(), None, {})
     assert "GPU set-up" not in caplog.text
+
+
+def test_the_readme_quotes_the_demos_reasons_for_the_cpu():
+    """README.md tells a new user why the demo may run on CPU workers in the demo's own words."""
+    from pathlib import Path
+
+    from hpcgpu.cli.demo import why_no_gpu
+
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    reasons = [why_no_gpu(nvml=None), why_no_gpu(nvml=object(), gpus=0),
+               why_no_gpu(nvml=object(), gpus=2, cupy_found=False).split("but ", 1)[1]]
+    for reason in reasons:
+        assert reason in readme, reason
