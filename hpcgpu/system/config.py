@@ -9,6 +9,7 @@ packaged defaults, so its ``walltime: 00:30:00`` does not silently win) >
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import re
 from contextlib import contextmanager
@@ -228,6 +229,7 @@ def _profile(name: str, scheduler: str) -> dict[str, Any]:
             "or add it under hpcgpu.profiles in your dask config"
         )
     values = {k.replace("-", "_"): v for k, v in profiles[name].items() if v is not None}
+    _check_profile_keys(name, values)
     wanted = values.pop("scheduler", scheduler)
     if wanted != scheduler:
         raise ValueError(
@@ -235,3 +237,24 @@ def _profile(name: str, scheduler: str) -> dict[str, Any]:
             f"{wanted.upper()}Cluster(profile={name!r}) or another profile"
         )
     return values
+
+
+#: What a profile may hold besides the options: its scheduler and the site's job caps
+#: (read by hpcgpu.cluster.batch.admission).
+_PROFILE_ONLY = ("scheduler", "max_queued_jobs", "max_running_jobs")
+
+
+def _check_profile_keys(name: str, values: dict[str, Any]) -> None:
+    """A key no option reads would be dropped without a word (a typo's job runs with the
+    default): refuse it, naming the closest key."""
+    known = [k for k in (*OPTIONS, *_PROFILE_ONLY) if k != "profile"]
+    unknown = sorted(set(values) - set(known))
+    if not unknown:
+        return
+    dashed = [k.replace("_", "-") for k in known]
+    guesses = [difflib.get_close_matches(k.replace("_", "-"), dashed, n=1) for k in unknown]
+    hint = " or ".join(g[0] for g in guesses if g)
+    raise ValueError(
+        f"profile {name!r} (hpcgpu.profiles.{name} of your dask config) has no key "
+        f"{', '.join(k.replace('_', '-') for k in unknown)}: "
+        + (f"did you mean {hint}? " if hint else "") + f"A profile holds {', '.join(dashed)}")

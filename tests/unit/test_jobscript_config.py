@@ -105,3 +105,21 @@ def test_every_check_of_a_profiles_value_names_the_profile(tmp_path, key, value,
         f"(the value comes from profile 'mysite' (hpcgpu.profiles.mysite.{key}) of your dask "
         "config: ~/.config/dask/*.yaml or DASK_* variables)"), refused.value
     assert str(refused.value).count("comes from") == 1
+
+
+def test_a_misspelt_key_of_a_profile_is_refused_not_dropped(tmp_path):
+    """A key a profile cannot hold (``gpus-per-nodes``) was dropped without a word, and the job
+    ran with the default; it is refused naming the profile, the key and the likely one."""
+    import dask.config
+
+    directory = tmp_path / "dask"
+    directory.mkdir()
+    (directory / "hpcgpu.yaml").write_text(yaml.safe_dump({"hpcgpu": {"profiles": {"mysite": {
+        "scheduler": "slurm", "gpus-per-nodes": 4, "max-queued-jobs": 2, "queue": "gpu"}}}}))
+    with dask.config.set(dask.config.collect(paths=[str(directory)], env={})):
+        with pytest.raises(ValueError) as refused:
+            prepare("slurm", {"profile": "mysite"})
+    assert str(refused.value).startswith(
+        "profile 'mysite' (hpcgpu.profiles.mysite of your dask config) has no key "
+        "gpus-per-nodes: did you mean gpus-per-node? A profile holds "), refused.value
+    assert "max-queued-jobs" in str(refused.value) and "gpus_per_node" not in str(refused.value)
