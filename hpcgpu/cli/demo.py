@@ -16,7 +16,7 @@ import click
 
 from hpcgpu.system.workers import scheduler_workers
 
-__all__ = ["demo", "SIZES", "plan"]
+__all__ = ["demo", "SIZES", "plan", "header"]
 
 #: (workload, builder keyword arguments) per kind of machine
 SIZES = {
@@ -103,6 +103,14 @@ def _kind(client) -> str:
     return "gpu" if gpu and module_usable("cupy") else "cpu"
 
 
+def header(nworkers: int, kind: str, where: str):
+    """The demo's first line as rich text, not markup: markup would take the ``[cuda12]`` of
+    ``pip install 'hpcgpu[cuda12]'`` in ``where`` for a tag."""
+    from rich.text import Text
+
+    return Text.assemble(("hpcgpu demo", "bold"), f": {nworkers} {kind.upper()} workers ({where})")
+
+
 def _table(rows: list[dict]):
     from rich.table import Table
 
@@ -132,7 +140,7 @@ def demo(scheduler, scale, names, json_path) -> None:
     with _client(scheduler) as (client, where):
         kind = _kind(client)
         nworkers = len(scheduler_workers(client))
-        console.print(f"[bold]hpcgpu demo[/]: {nworkers} {kind.upper()} workers ({where})")
+        console.print(header(nworkers, kind, where))
         todo = [(n, kw) for n, kw in plan(kind, scale) if not names or n in names]
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as progress:

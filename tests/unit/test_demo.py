@@ -51,3 +51,20 @@ def test_the_readme_quotes_the_demos_reasons_for_the_cpu():
                why_no_gpu(nvml=object(), gpus=2, cupy_found=False).split("but ", 1)[1]]
     for reason in reasons:
         assert reason in readme, reason
+
+
+def test_the_header_keeps_the_extras_the_reason_names():
+    """``hpcgpu demo``'s first line passed the reason through rich markup, which took the
+    ``[cuda12]`` of ``pip install 'hpcgpu[cuda12]'`` for a tag (#43 item 5a's class)."""
+    import io
+
+    from rich.console import Console
+
+    from hpcgpu.cli.demo import header, why_no_gpu
+
+    reason = why_no_gpu(nvml=object(), gpus=2, cupy_found=False)
+    console = Console(file=io.StringIO(), width=300)
+    console.print(header(2, "cpu", f"local CPU cluster; {reason}"))
+    assert console.file.getvalue() == (
+        "hpcgpu demo: 2 CPU workers (local CPU cluster; 2 GPU(s), but CuPy is not installed: "
+        "pip install 'hpcgpu[cuda12]' (or cuda13))\n")
