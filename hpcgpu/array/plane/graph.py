@@ -1,10 +1,10 @@
 """A collective as a Dask graph: put every input block, one barrier, unpack every output.
 
 ``put`` tasks run where Dask has each input block and hand it to the worker's plane (the
-block stays where it is; the blocks of a persisted input, one ``put_group`` task per
-worker that holds them: :func:`held_groups`); the barrier asks the scheduler to run the operation on every
-worker that holds input; ``unpack`` tasks, restricted by the scheduler to the worker that
-owns their block, return it as an ordinary key. None of the three is fused with its
+block stays where it is; a persisted input's blocks go by one ``put_group`` task per
+worker that holds them, :func:`held_groups`); the barrier asks the scheduler to run the
+operation on every worker that holds input; ``unpack`` tasks, restricted by the scheduler
+to the worker that owns their block, return it as an ordinary key. None of the three is fused with its
 neighbours (``block_fusion``): the scheduler must see them by their own keys.
 
 Without a distributed worker (Dask's threaded or synchronous scheduler) the same graph

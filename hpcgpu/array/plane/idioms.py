@@ -6,9 +6,10 @@ Users write Dask: ``a @ b`` (or ``a.dot(b)``) and ``x.rechunk(...)`` build Dask'
 ``da.linalg.qr(x)`` or ``svd(x)`` of a tall-and-skinny ``x`` Dask's TSQR (a QR per block,
 a QR of the stacked R factors, the second Q multiplied back), not the plane's. This pass,
 run by hpcgpu's optimiser on graphs that hold hpcgpu arrays, finds those layers and puts
-the plane's operation in their place under the name of the last one (of each result, for
-the TSQR's two or three): the keys, chunks and dtype the rest of the graph reads stay as
-they were, and only the layers between the inputs and the results go. Where ``hpcgpu.array.collective`` (carried with the graph in
+the plane's operation in their place under the names of the results (the last layer; the
+TSQR's two or three): the keys, chunks and dtype the rest of the graph reads stay as they
+were, and only the layers between the inputs and the results go. Where
+``hpcgpu.array.collective`` (carried with the graph in
 :class:`~hpcgpu.array.scope.Settings`) does not choose the plane, or a shape is not one
 the plane takes (a layer read by something else, chunk types other than NumPy's and
 CuPy's, inputs of another dtype than the result), the graph is left as it is.
@@ -55,19 +56,22 @@ _CHUNK_TYPES = ("numpy.ndarray", "cupy.ndarray", "cupy._core.core.ndarray")
 
 
 def route(dsk: HighLevelGraph, choose: Callable[[str], bool], keys=()) -> HighLevelGraph:
-    """``dsk`` with each matmul and rechunk that ``choose(kind)`` wants on the plane
-    replaced by the plane's layer (see the module's docstring). A layer that ``keys``
-    (the keys asked for) name stays, unless it is the last of the ones replaced."""
+    """``dsk`` with each matmul, rechunk and TSQR that ``choose(kind)`` wants on the plane
+    replaced by the plane's layers (see the module's docstring). A layer that ``keys``
+    (the keys asked for) name stays, unless it is one of the results."""
     finders = [find for kind, find in (("matmul", _matmuls), ("rechunk", _rechunks), ("tsqr", _tall_skinnies))
                if choose(kind)]
     if not finders:  # auto without a distributed client, or never: no walk over the layers
         return dsk
     dependents = _dependents(dsk)
-    found = [(f + ([f[2][-1]],))[:4] for find in finders for f in find(dsk, dependents)]
     asked = {k[0] if isinstance(k, tuple) else k for k in flatten(keys)}
-    found, taken = [f for f in found if asked.isdisjoint(set(f[2]) - set(f[3]))], set()
-    # a TSQR's stacked R factors may be a TSQR of their own: the outer one replaces both
-    found = [f for f in sorted(found, key=lambda f: -len(f[2])) if taken.isdisjoint(f[2]) and not taken.update(f[2])]
+    found, taken = [], set()
+    # largest first: a TSQR's stacked R factors may be a TSQR of their own, the outer one
+    # replaces both
+    for f in sorted((f for find in finders for f in find(dsk, dependents)), key=lambda f: -len(f[2])):
+        if asked.isdisjoint(set(f[2]) - set(f[3])) and taken.isdisjoint(f[2]):
+            found.append(f)
+            taken.update(f[2])
     if not found:
         return dsk
     layers, deps = dict(dsk.layers), dict(dsk.dependencies)
@@ -150,7 +154,7 @@ def _matmuls(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
             continue
         (ac, adt), (bc, bdt), (oc, odt) = got
         if ac[1] == bc[0] and oc == (ac[0], bc[1]) and adt == bdt == odt:
-            yield Matmul(ac, bc, odt), [(a, ac), (b, bc)], chain
+            yield Matmul(ac, bc, odt), [(a, ac), (b, bc)], chain, chain[-1:]
 
 
 def _rechunks(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
@@ -167,7 +171,7 @@ def _rechunks(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
             continue
         (xc, xdt), (yc, ydt) = got
         if xdt == ydt and xc != yc and np.prod([len(c) for c in xc]) > 1:
-            yield Rechunk(xc, yc, xdt), [(source, xc)], chain
+            yield Rechunk(xc, yc, xdt), [(source, xc)], chain, chain[-1:]
 
 
 def _tall_skinnies(dsk: HighLevelGraph, dependents: dict) -> Iterator[tuple]:
