@@ -38,6 +38,9 @@ def test_the_environment_variable_of_the_benchmark_is_the_key_we_drop():
 def test_ucx_pool_setting_with_auto_worker_pools_starts_every_worker(monkeypatch):
     """On 4 x H200 every worker died with 'Maximum pool size exceeded (failed to allocate 16 GiB)'."""
     pytest.importorskip("distributed_ucxx", reason="protocol='ucx' needs distributed-ucxx (the ucx extra)")
+    # without dask-cuda the workers keep CuPy's pool (setup_rmm: "cupy-pool (dask-cuda not
+    # installed ...)") and UCX its own: no RMM pool to receive into
+    pytest.importorskip("dask_cuda", reason="the workers' RMM pool comes with dask-cuda (the cuda extras)")
     import cupy
     from distributed import Client
 
