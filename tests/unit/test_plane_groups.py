@@ -81,3 +81,23 @@ def test_grouped_graph_gives_the_task_paths_product_without_a_cluster(case):
     out = da.Array(graph, name, op.new, dtype=x.dtype)
     with dask.config.set(scheduler="sync"):
         np.testing.assert_allclose(out.compute(), a @ a.T)
+
+
+def test_a_client_that_lost_its_scheduler_gives_the_ungrouped_graph(monkeypatch):
+    import distributed
+
+    from hpcgpu.array.plane.graph import held_groups
+
+    class Lost:
+        asynchronous = False
+
+        def who_has(self, futures):
+            raise OSError("Timed out trying to connect to the scheduler")
+
+    class Future:  # a persisted array's layer holds futures only
+        pass
+
+    x = da.Array({("x", 0): Future(), ("x", 1): Future()}, "x", ((2, 2),), dtype="f8")
+    monkeypatch.setattr(distributed, "Future", Future)
+    monkeypatch.setattr(distributed, "default_client", lambda: Lost())
+    assert held_groups([x]) is None

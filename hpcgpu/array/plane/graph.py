@@ -221,8 +221,12 @@ def held_groups(inputs: list) -> list | None:
         if not keys or not all(isinstance(mapping[k], Future) for k in keys):
             out.append(None)
             continue
+        try:
+            held = client.who_has([mapping[k] for k in keys])
+        except (OSError, TimeoutError):  # a client that lost its scheduler: ungrouped is as right
+            return None
         by_worker: dict = {}
-        for key, where in client.who_has([mapping[k] for k in keys]).items():
+        for key, where in held.items():
             if where:
                 by_worker.setdefault(sorted(where)[0], []).append(list(key[1:]))
         out.append([sorted(blocks) for _, blocks in sorted(by_worker.items())] or None)
