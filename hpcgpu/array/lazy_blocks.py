@@ -17,7 +17,7 @@ from dask.blockwise import Blockwise, blockwise_token
 from dask.core import keys_in_tasks
 from dask.highlevelgraph import HighLevelGraph
 
-__all__ = ["BlockStep", "LegacyStep", "build_blocks", "io_dep_axes", "lazy_graph", "materialize_remaining"]
+__all__ = ["BlockStep", "LegacyStep", "build_blocks", "io_dep_axes", "lazy_graph", "materialize_remaining", "permuted"]
 
 
 class BlockStep:
@@ -33,15 +33,21 @@ class BlockStep:
 
     def __init__(self, layer: Blockwise, key: tuple, inputs: tuple):
         self.layer, self.key, self.coords, self.inputs = layer, key, key[1:], inputs
-        self.dependencies = tuple(dict.fromkeys([_input_block(name, axes, self.coords)
+        self.dependencies = tuple(dict.fromkeys([(name, *permuted(self.coords, axes))
                                                  for name, axes in inputs]))  # x + x: x once
 
     def __reduce__(self):
         return BlockStep, (self.layer, self.key, self.inputs)
 
 
-def _input_block(name, axes, coords: tuple) -> tuple:
-    return (name, *coords) if axes is None else (name, *[coords[a] for a in axes])
+def permuted(coords: tuple, axes: tuple | None) -> tuple:
+    """The block index that block ``coords`` reads from an input at ``axes``
+    (:func:`io_dep_axes`; None: ``coords`` itself).
+
+    >>> permuted((2, 5), (1, 0)), permuted((2, 5), None)
+    ((5, 2), (2, 5))
+    """
+    return coords if axes is None else tuple(coords[a] for a in axes)
 
 
 def build_blocks(steps) -> dict:
@@ -75,9 +81,9 @@ def _block_local_tasks(layer: Blockwise, blocks: list) -> dict:
         subs = {}
         for token, arg, io_dep, axes in per_block:
             if io_dep is None:
-                subs[token] = _input_block(arg, axes, coords)
+                subs[token] = (arg, *permuted(coords, axes))
             else:  # made from the block index (e.g. block_id)
-                at = coords if axes is None else tuple(coords[a] for a in axes)
+                at = permuted(coords, axes)
                 value = parse_input(io_dep.get(at, at))
                 subs[token] = value if isinstance(value, GraphNode) else DataNode(None, value)
         key = (layer.output, *coords)

@@ -29,7 +29,7 @@ from dask._task_spec import DataNode, GraphNode, Task, TaskRef
 
 from hpcgpu.array.fused.expr import LazyBlock
 from hpcgpu.array.fused.nodes import RandomLeaf, Reduce, leaves_of
-from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, io_dep_axes
+from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, io_dep_axes, permuted
 
 __all__ = ["split_chains", "chain_print", "run_alike_chains", "NotAlike", "pure_layer"]
 
@@ -179,7 +179,7 @@ def _layer_print(step: BlockStep, layers: dict):
                 raise NotAlike("a random block of other coordinates (a transposed generator)")
             per_block.append(("random", dep.block_shape(step.coords)))
         else:
-            at = step.coords if axes is None else tuple(step.coords[a] for a in axes)
+            at = permuted(step.coords, axes)
             per_block.append(_value(dep.get(at, at), None))
     return ("block", id(layer), tuple(per_block))
 
