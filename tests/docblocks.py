@@ -24,8 +24,8 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Block", "ROOT", "pages", "blocks_of", "indented_code", "commands", "LANGUAGES",
-           "how_checked", "inventory"]
+__all__ = ["Block", "ROOT", "pages", "blocks_of", "indented_code", "stray_markers", "commands",
+           "LANGUAGES", "how_checked", "inventory"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,6 +125,20 @@ def indented_code(path: Path) -> list[int]:
         if (line.startswith("    ") and stripped and n > 0 and not lines[n - 1].strip()
                 and not in_list):
             found.append(n + 1)
+    return found
+
+
+def stray_markers(path: Path) -> list[int]:
+    """Line numbers of markers that no fence follows: a ``not-run`` put below its block
+    applies to nothing, and the block it was meant for then runs."""
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    found, in_fence = [], False
+    for n, line in enumerate(lines):
+        in_fence ^= bool(_FENCE.match(line))
+        if _MARKER.match(line) and not in_fence:
+            following = next((x for x in lines[n + 1:] if not _MARKER.match(x)), "")
+            if not _FENCE.match(following) or not following.strip("`~"):
+                found.append(n + 1)
     return found
 
 

@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from blockserver import BlockServer
-from docblocks import LANGUAGES, ROOT, Block, blocks_of, commands, how_checked, indented_code, pages
+from docblocks import (LANGUAGES, ROOT, Block, blocks_of, commands, how_checked, indented_code, pages,
+                       stray_markers)
 
 BLOCKS = [block for page in pages() for block in blocks_of(page)]
 TIMEOUT = 300  # one block; the cluster walkthroughs start real jobs on a busy 2-core machine
@@ -67,6 +68,13 @@ def test_every_block_is_run_or_says_why():
 def test_no_indented_code_blocks():
     found = [f"{p.relative_to(ROOT)}:{n}" for p in pages() for n in indented_code(p)]
     assert not found, f"use fenced blocks with a language instead of indented code: {found}"
+
+
+def test_every_marker_is_right_above_its_block():
+    """A marker below its block (or anywhere else) applies to no block: the block it was meant
+    for runs, e.g. an ``sbatch`` of an image that does not exist."""
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in pages() for n in stray_markers(p)]
+    assert not found, f"put each marker on the line(s) right above its block's fence: {found}"
 
 
 # ------------------------------------------------------------------ python
@@ -220,6 +228,10 @@ def test_the_checks_fail_on_broken_blocks(tmp_path):
         docblocks.ROOT = tmp_path
         shell, untagged, python = blocks_of(page)
         assert indented_code(page) == [3]
+        below = tmp_path / "below.md"
+        below.write_text("```bash\nsbatch x\n```\n<!-- not-run: below -->\n\n```text\n"
+                         "<!-- not-run: inside a block -->\n```\n")
+        assert stray_markers(below) == [4] and stray_markers(page) == []
     finally:
         docblocks.ROOT = root
     assert shell.not_run == "needs a GPU" and untagged.language == ""
