@@ -140,7 +140,7 @@ def demo(scheduler, scale, names, json_path) -> None:
     with _client(scheduler) as (client, where):
         kind = _kind(client)
         nworkers = len(scheduler_workers(client))
-        console.print(header(nworkers, kind, where))
+        console.print(header(nworkers, kind, where), soft_wrap=True)  # one line, also in a log
         todo = [(n, kw) for n, kw in plan(kind, scale) if not names or n in names]
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as progress:

@@ -29,6 +29,9 @@ def test_demo_prints_and_writes_the_table(tmp_path):
     assert rows[0]["seconds"] > 0 and "hpcgpu demo" in result.output
     # on a machine without GPUs it says why it runs on the CPU (#43 item 5)
     assert "local CPU cluster; no NVIDIA driver here" in " ".join(result.output.split()), result.output
+    # one line, as README.md quotes it, also where the output is no terminal (rich's 80 columns)
+    first = result.output.splitlines()[0]
+    assert first.startswith("hpcgpu demo: ") and first.endswith(")"), result.output
 
 
 def test_a_cpu_worker_logs_no_gpu_set_up(caplog):
