@@ -79,8 +79,8 @@ class _Progress:
     >>> show = _Progress(2, stream=out, interval=30, clock=lambda: now[0])
     >>> show.update(0, []); show.update(0, []); now[0] = 31; show.update(0, [])
     >>> print(out.getvalue(), end="")
-    hpcgpu: 0/2 workers connected; jobs  (0 s)
-    hpcgpu: 0/2 workers connected; jobs  (31 s)
+    hpcgpu: 0/2 workers connected; jobs none yet (0 s)
+    hpcgpu: 0/2 workers connected; jobs none yet (31 s)
     """
 
     def __init__(self, wanted: int, stream=None, interval: float = 30.0,
@@ -95,7 +95,7 @@ class _Progress:
             self.live.start()
 
     def update(self, running: int, jobs: list[JobInfo]) -> None:
-        states = ", ".join(f"{j.name}:{j.state}" for j in jobs)
+        states = ", ".join(f"{j.name}:{j.state}" for j in jobs) or "none yet"  # scale() submits soon
         summary = f"{running}/{self.wanted} workers connected; jobs {states}"
         now = self.clock()
         if summary == self.last and (self.live is not None or now - self.printed < self.interval):
