@@ -2,7 +2,8 @@
 
 Per repeat: wall time, graph build, the scheduler's materialisation, first task start and
 last task end (seconds after submission), and the pauses of the collector in the client
-process (where the scheduler runs) and in the worker, with each full collection listed.
+process (where the scheduler runs) and in the worker, with each full collection listed, and
+the objects the collector tracks in the client process after it.
 Then three no-op graphs of the same shape. Why some repeats take 1.0 s where most take
 0.7 s: in every slow one the client process ran a full collection of 0.14-0.51 s.
 
@@ -92,7 +93,8 @@ def main() -> None:
             mine, theirs = take_pauses(), list(client.run(take_pauses).values())[0]
             print(f"{kind:4} wall {wall:.3f} build {built - start:.3f} materialise {materialise:.3f} "
                   f"first {spans[0][0] - built:.3f} last_end {spans[-1][1] - built:.3f} tasks {len(spans)} "
-                  f"gc client {mine[0]} worker {theirs[0]} long/full client {mine[1]} worker {theirs[1]}", flush=True)
+                  f"gc client {mine[0]} worker {theirs[0]} long/full client {mine[1]} worker {theirs[1]} "
+                  f"tracked client {len(gc.get_objects())}", flush=True)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.plane import wanted
 from hpcgpu.array.plane.idioms import route
 from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, lazy_graph, materialize_remaining
+from hpcgpu.array.packed import PackedSteps
 from hpcgpu.array.pushdown import push_slices_down
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
 
@@ -129,12 +130,12 @@ def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
     return push_slices_down(tasks, _run_subgraph) if pushdown else tasks
 
 
-def _run_fused(steps: tuple, outkey, pushdown: bool, backends: frozenset | None = None) -> Any:
+def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset | None = None) -> Any:
     """Run one fused tree: its groups of alike block chains as one kernel each
     (:mod:`hpcgpu.array.fused.batch`), then the rest step by step (:func:`_run_steps`).
     ``backends``: those whose chains run as generated kernels (None: this worker's config)."""
     backends = fused_backends() if backends is None else backends
-    values: dict = {}
+    steps, values = packed.steps(), {}
     if backends:
         values, steps = run_alike_chains(steps, lambda chain: _run_steps(chain, {}, pushdown, backends)[chain[-1].key],
                                          backends)
@@ -191,8 +192,8 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     for key, order in exclusive_trees(dsk, keys, width, shared):
         for k in order:
             out.pop(k, None)  # a shared block may be in several trees
-        # steps may be BlockSteps: the worker builds their tasks (hpcgpu.array.lazy_blocks)
-        out[key] = Task(key, _run_fused, DataNode(None, tuple(dsk[k] for k in order)), key, pushdown, backends)
+        # BlockSteps the worker builds (hpcgpu.array.lazy_blocks), as bytes once sent (.packed)
+        out[key] = Task(key, _run_fused, DataNode(None, PackedSteps(tuple(dsk[k] for k in order))), key, pushdown, backends)
     if shared:  # a shared block that a key outside the trees still reads stays
         read = {d for node in out.values() if getattr(node, "func", None) is not _run_fused for d in node.dependencies}
         out.update((k, dsk[k]) for k in shared & read if k not in out)

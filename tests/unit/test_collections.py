@@ -253,7 +253,7 @@ def _fused_chain(y):
 
     graph = dict(dask.optimize(y)[0].__dask_graph__())
     fused = next(t for t in graph.values() if not t.dependencies and getattr(t.func, "__name__", "") == "_run_fused")
-    tasks = chain_tasks(fused.args[0].value, dask.config.get("hpcgpu.array.slice-pushdown", True))
+    tasks = chain_tasks(fused.args[0].value.steps(), dask.config.get("hpcgpu.array.slice-pushdown", True))
     return [task.func for task in tasks]
 
 

@@ -50,7 +50,7 @@ def _chains(x: da.Array) -> list:
     (opt,) = dask.optimize(x)
     tasks = [t for t in dict(opt.__dask_graph__()).values() if getattr(t, "func", None) is optimization._run_fused]
     assert tasks, "no fused task"
-    return [chain for task in tasks for chain in split_chains(task.args[0].value)]
+    return [chain for task in tasks for chain in split_chains(task.args[0].value.steps())]
 
 
 def test_the_array_sum_is_recorded_once_per_group_and_batched(counted):

@@ -151,7 +151,7 @@ def _most_held(graph) -> int:
     most = 0
     for node in graph.values():
         if getattr(node, "func", None) is _run_fused:
-            tasks, held = chain_tasks(node.args[0].value, False), set()
+            tasks, held = chain_tasks(node.args[0].value.steps(), False), set()
             for task, done in zip(tasks, _last_reads(tasks)):
                 held = (held | {task.key}) - set(done)
                 most = max(most, len(held))
