@@ -94,13 +94,19 @@ def job_files(names: list[str], job_id: str) -> list[str]:
     ['42.OU', 'hpcgpu-42.out', 'x.o42', 'hpcgpu-42.err']
     >>> job_files(["hpcgpu-7_3.out", "hpcgpu-7_4.out"], "7_3")
     ['hpcgpu-7_3.out']
+
+    An array's id (what ``sbatch`` printed) gives every element's files, element by element:
+
+    >>> job_files(["hpcgpu-7_1.err", "hpcgpu-7_0.err", "hpcgpu-7_1.out", "hpcgpu-7_0.out"], "7")
+    ['hpcgpu-7_0.out', 'hpcgpu-7_0.err', 'hpcgpu-7_1.out', 'hpcgpu-7_1.err']
     """
     ident = re.escape(job_id)
-    pattern = re.compile(rf"^(?:{ident}|.+-{ident}|.+\.[oe]{ident}(?:\.\d+)?)"
+    element = r"(?:_(\d+))?" if "_" not in job_id else ""  # SLURM's array elements
+    pattern = re.compile(rf"^(?:{ident}|.+-{ident}{element}|.+\.[oe]{ident}(?:\.\d+)?)"
                          rf"(?:\.(?:out|err|OU|ER))?$")
-    found = [n for n in names if pattern.match(n) and not n.endswith(".tmp")]
-    found = [n for n in found if n != job_id]  # a bare id is not a log name
-    return sorted(found, key=lambda n: (n.endswith((".err", ".ER")), n))
+    found = {n: pattern.match(n) for n in names if n != job_id and not n.endswith(".tmp")}
+    index = {n: int(m.group(1) or -1) if m.groups() else -1 for n, m in found.items() if m}
+    return sorted(index, key=lambda n: (index[n], n.endswith((".err", ".ER")), n))
 
 
 def read_tail(fd: int, lines: int | None) -> str:

@@ -117,6 +117,21 @@ def test_the_command_shows_only_your_own_files_never_through_a_link(tmp_path):
             f"{logs} is on a node-local filesystem") in done.stderr
 
 
+def test_the_command_takes_an_arrays_id(tmp_path):
+    """``hpcgpu logs 31`` for the array ``sbatch`` answered 31 to (scale of 2 jobs or more):
+    each element's files, where it found none and said the logs might be pruned."""
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o700)
+    for element in (0, 1):
+        (logs / f"hpcgpu-31_{element}.out").write_text(f"out {element}\n")
+        (logs / f"hpcgpu-31_{element}.err").write_text(f"err {element}\n")
+    done = hpcgpu_logs("31", "-d", str(logs))
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stdout.splitlines() if not line.startswith("==>")] == [
+        "out 0", "err 0", "out 1", "err 1"]
+    assert hpcgpu_logs("31_1", "-d", str(logs)).stdout.count("==>") == 2
+
+
 def test_a_log_directory_another_user_can_change_is_not_read(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
