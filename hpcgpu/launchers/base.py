@@ -79,6 +79,10 @@ class Launcher:
     #: and ``{cpus}`` in them; empty: no command before the worker's.
     argv_template: ClassVar[str] = ""
 
+    def failure_hint(self, output: str) -> str:
+        """What to do where this launcher's own ``output`` shows a known misfit ("" if none)."""
+        return ""
+
     def validate(self, shape: GPUJobShape,
                  multi_node: tuple[str, ...] = ("srun", "mpirun", "mpiexec", "jsrun")) -> None:
         """Raise ``ValueError`` if this launcher cannot start ``shape``; ``multi_node``: the

@@ -22,3 +22,14 @@ class Mpiexec(Launcher):
     local_size_variables: ClassVar[tuple[str, ...]] = ("PMI_LOCAL_SIZE", "PALS_LOCAL_SIZE",
                                                        "MPI_LOCALNRANKS")
     size_variables: ClassVar[tuple[str, ...]] = ("PMI_SIZE", "PALS_SIZE")
+
+    def failure_hint(self, output: str) -> str:
+        """Open MPI's ``mpiexec`` has no ``--ppn``; its ``mpirun`` is the launcher there.
+
+        >>> Mpiexec().failure_hint('mpiexec: Error: unknown option "--ppn"')
+        "this mpiexec is Open MPI's, which has no --ppn: use --launcher mpirun (launcher='mpirun' in cluster mode)"
+        """
+        if "--ppn" in output and "unknown option" in output:
+            return ("this mpiexec is Open MPI's, which has no --ppn: use --launcher mpirun "
+                    "(launcher='mpirun' in cluster mode)")
+        return ""

@@ -149,9 +149,11 @@ def _wait_for_workers(s: _Session, client) -> bool:
                 _say(message)
             return True
         if not s.workers.running():
+            said = s.workers.output_tail()
+            hint = get_launcher(s.options.launcher or s.allocation.default_launcher).failure_hint(said)
             raise RuntimeError(f"the launcher exited with code {s.workers.popen.returncode} "
                                f"after {count} of {s.expected} worker(s) connected; the "
-                               f"workers said:\n{start_error(s.workers.output_tail())}")
+                               f"workers said:\n{start_error(said)}" + (f"\n{hint}" if hint else ""))
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {count} of {s.expected} worker(s) connected within "
                                f"{s.options.timeout:g} s: see the workers' messages above, or "
