@@ -81,6 +81,20 @@ def log_streams(error_log: str) -> list[tuple[str, str]]:
     return [("stdout+stderr", error_log)]
 
 
+def _pbs_files(job_id: str) -> str:
+    """The pattern of PBS's ``<id>[<i>].<server>.OU`` names for ``job_id`` as PBS prints it
+    (``42``, ``42.server``, an array's ``42[].server``, an element's ``42[3]``); "(?!)"
+    (no name) for an id of another form."""
+    form = re.fullmatch(r"(\d+)(?:\[(\d*)\])?((?:\.[\w-]+)+)?", job_id)
+    if form is None:
+        return "(?!)"
+    base, element, server = form.groups()
+    index = (r"(?:\[(?P<p>\d+)\])?" if element is None else r"\[(?P<p>\d+)\]" if element == ""
+             else rf"\[(?P<p>{element})\]")
+    servers = re.escape(server) if server else r"(?:\.[\w-]+)*"
+    return rf"{base}{index}{servers}\.(?:OU|ER)"
+
+
 def job_files(names: list[str], job_id: str) -> list[str]:
     """The names among ``names`` that are job ``job_id``'s stdout/stderr as hpcgpu's and
     dask-jobqueue's directives name them (SLURM ``<name>-<id>.out/.err``, arrays
@@ -95,17 +109,22 @@ def job_files(names: list[str], job_id: str) -> list[str]:
     >>> job_files(["hpcgpu-7_3.out", "hpcgpu-7_4.out"], "7_3")
     ['hpcgpu-7_3.out']
 
-    An array's id (what ``sbatch`` printed) gives every element's files, element by element:
+    An array's id (what ``sbatch`` or ``qsub`` printed) gives every element's files, element
+    by element; PBS's ids with or without the server's name:
 
     >>> job_files(["hpcgpu-7_1.err", "hpcgpu-7_0.err", "hpcgpu-7_1.out", "hpcgpu-7_0.out"], "7")
     ['hpcgpu-7_0.out', 'hpcgpu-7_0.err', 'hpcgpu-7_1.out', 'hpcgpu-7_1.err']
+    >>> pbs = ["8[1].pbs.OU", "8[0].pbs.OU", "9.pbs.OU", "9.pbs.ER", "89.pbs.OU"]
+    >>> job_files(pbs, "8[].pbs"), job_files(pbs, "8[1]"), job_files(pbs, "9")
+    (['8[0].pbs.OU', '8[1].pbs.OU'], ['8[1].pbs.OU'], ['9.pbs.OU', '9.pbs.ER'])
     """
     ident = re.escape(job_id)
-    element = r"(?:_(\d+))?" if "_" not in job_id else ""  # SLURM's array elements
-    pattern = re.compile(rf"^(?:{ident}|.+-{ident}{element}|.+\.[oe]{ident}(?:\.\d+)?)"
-                         rf"(?:\.(?:out|err|OU|ER))?$")
+    element = r"(?:_(?P<s>\d+))?" if "_" not in job_id else ""  # SLURM's array elements
+    pattern = re.compile(rf"^(?:{ident}|.+-{ident}{element}|.+\.[oe]{ident}(?:\.\d+)?"
+                         rf"|{_pbs_files(job_id)})(?:\.(?:out|err|OU|ER))?$")
     found = {n: pattern.match(n) for n in names if n != job_id and not n.endswith(".tmp")}
-    index = {n: int(m.group(1) or -1) if m.groups() else -1 for n, m in found.items() if m}
+    index = {n: int(m.groupdict().get("s") or m.groupdict().get("p") or -1)
+             for n, m in found.items() if m}
     return sorted(index, key=lambda n: (index[n], n.endswith((".err", ".ER")), n))
 
 
