@@ -41,8 +41,11 @@ class SchedulerOptions:
     dashboard_address: str | None = DEFAULT_DASHBOARD
 
 
-def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None) -> list[str]:
-    """The scheduler's command line (distributed's own ``dask scheduler``).
+def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None,
+                   host: str | None = None) -> list[str]:
+    """The scheduler's command line (distributed's own ``dask scheduler``); ``host``, the
+    interface's address, stands for ``--interface``, which that command refuses beside TLS
+    files ('Can not specify both interface and host').
 
     Examples
     --------
@@ -53,13 +56,16 @@ def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None)
      --preload hpcgpu.system.closelog --preload hpcgpu.runner.address_pipe
      --preload hpcgpu.system.warmup --preload hpcgpu.network.schemes --no-dashboard
      --tls-ca-file /j/ca.pem --tls-cert /j/cert.pem --tls-key /j/key.pem'
+    >>> argv = scheduler_argv("python3", SchedulerOptions(interface="ib0"), None, "10.78.0.1")
+    >>> argv[argv.index("--host") + 1], "--interface" in argv
+    ('10.78.0.1', False)
     """
     argv = [python, "-m", "distributed.cli.dask_scheduler", "--port", "0",
             "--protocol", options.protocol, "--preload", "hpcgpu.system.closelog",
             "--preload", "hpcgpu.runner.address_pipe", "--preload", "hpcgpu.system.warmup",
             "--preload", "hpcgpu.network.schemes"]  # unix, ucx+auth where no entry point is
-    if options.interface:
-        argv += ["--interface", options.interface]
+    if host or options.interface:
+        argv += ["--host", host] if host else ["--interface", options.interface]
     if options.dashboard_address is None:
         argv.append("--no-dashboard")
     else:
@@ -67,6 +73,18 @@ def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None)
     if tls is not None:
         argv += ["--tls-ca-file", tls.ca_file, "--tls-cert", tls.cert, "--tls-key", tls.key]
     return argv
+
+
+def _interface_address(options: SchedulerOptions, tls: TLSFiles | None) -> str | None:
+    """The interface's IPv4 address where TLS files go with it (None: ``--interface`` works)."""
+    if not (options.interface and tls):
+        return None
+    from distributed.utils import get_ip_interface
+
+    try:
+        return get_ip_interface(options.interface)
+    except ValueError as error:
+        raise ValueError(f"--interface {options.interface}: {error}") from None
 
 
 def _read_identity(pipe: int, child: Child, timeout: float) -> dict:
@@ -99,7 +117,7 @@ def start_scheduler(python: str, options: SchedulerOptions, tls: TLSFiles | None
     """
     read, write = os.pipe()
     try:
-        argv = scheduler_argv(python, options, tls)
+        argv = scheduler_argv(python, options, tls, _interface_address(options, tls))
         child = start_child("scheduler", argv, stdout=log, stderr=log, pass_fds=(write,),
                             env={**env, "CUDA_VISIBLE_DEVICES": "", address_pipe.ENV: str(write)})
         os.close(write)

@@ -75,3 +75,15 @@ def test_refuses_bad_input_before_starting_anything(tmp_path):
     assert done.returncode == 2
     assert "min_workers=5 must be between 1 and the allocation's 2 GPU(s)" in done.stderr
     assert not (tmp_path / ".hpcgpu").exists()
+
+
+def test_interface_with_tls_listens_on_that_interface(tmp_path):
+    """``hpcgpu run --interface NAME`` (docs/batch.md, docs/sites.md) with TLS, the default:
+    distributed's ``dask scheduler`` refuses ``--interface`` beside its TLS files ('Can not
+    specify both interface and host'), so every such run ended before the scheduler listened."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = subprocess.run(run_argv("--interface", "lo", str(CHECK), "--expect", "1",
+                                   "--json", str(tmp_path / "r.json")),
+                          env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "r.json").read_text())["scheduler"].startswith("tls://127.0.0.1:")
