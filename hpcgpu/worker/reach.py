@@ -18,7 +18,7 @@ __all__ = ["NetworkCheckError", "check_worker_network", "connect_problem", "host
            "interface_problem"]
 
 #: fixes named in the messages (docs/sites.md has them too)
-INTERFACE_FIX = ("pass an interface every compute host has, e.g. interface='ib0' (or "
+INTERFACE_FIX = ("pass an interface every compute host has, e.g. interface={example!r} (or "
                  "worker_interface= for the workers alone); `hpcgpu doctor` on a compute host lists them")
 ROUTE_FIX = ("start the scheduler on a network the compute hosts share: interface='ib0' (or "
              "scheduler_interface=) naming an interface whose network they are on; "
@@ -58,9 +58,18 @@ def interface_problem(interface: str | None, host: str, interfaces: dict[str, li
     True
     >>> print(interface_problem("ext0", "node1", ifs))  # doctest: +ELLIPSIS
     interface 'ext0' does not exist on host node1 (its interfaces: eth0 10.77.0.11, ib0 10.78.0.11): pass ...
+
+    The fix's example is an interface the host has, never the one refused:
+
+    >>> print(interface_problem("ib0", "vm", {"eth0": ["192.0.2.2"]}))  # doctest: +ELLIPSIS
+    interface 'ib0' does not exist on host vm (its interfaces: eth0 192.0.2.2): pass an interface every compute host has, e.g. interface='eth0' ...
     """
     if interface is None:
         return None
+    usable = sorted((name for name, addresses in interfaces.items()  # a fast network first
+                     if addresses and name not in ("lo", interface)),
+                    key=lambda name: (not name.startswith(("ib", "hsn")), name))
+    fix = fix.format(example=usable[0] if usable else "ib0" if interface != "ib0" else "eth0")
     if interface not in interfaces:
         return (f"interface {interface!r} does not exist on host {host}{role} (its interfaces: "
                 f"{_listing(interfaces)}): {fix}")

@@ -85,7 +85,7 @@ def _check_scheduler_interface(interface: str | None) -> None:
     problem = interface_problem(
         interface, socket.gethostname(), host_interfaces(), role=", where the scheduler runs",
         fix="pass interface= naming a network this host and the compute hosts share (e.g. "
-            "interface='ib0'), or scheduler_interface= for the scheduler alone; `hpcgpu doctor` "
+            "interface={example!r}), or scheduler_interface= for the scheduler alone; `hpcgpu doctor` "
             "on a compute host lists its interfaces")
     if problem is not None:
         raise ValueError(problem)
