@@ -16,6 +16,7 @@ from distributed.system import MEMORY_LIMIT
 from hpcgpu import LocalGPUCluster
 from hpcgpu.cluster.local.spec import CLUSTER_KEYWORDS, SCHEDULER_KEYWORDS
 from hpcgpu.worker.gpuinfo import count_gpus
+from hpcgpu.worker.forkstart import ForkServerNanny
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import ENV_VARIABLE, GPUWorkerOptions
 
@@ -86,7 +87,7 @@ def test_each_dask_cuda_keyword_reaches_the_workers(specs):
                 tuple(value) if name == "pre_import" else value
             assert getattr(options, name) == expected, name
         assert spec["options"]["config"]["distributed-ucxx.infiniband"] is True
-        assert spec["options"]["worker_class"] is GPUWorker and spec["cls"] is Nanny
+        assert spec["options"]["worker_class"] is GPUWorker and spec["cls"] is ForkServerNanny
     assert scheduler["protocol"] == "ucx"
     async_options = _options(next(iter(specs(gpus=["0"], rmm_async=True, rmm_release_threshold="3GB",
                                              security=False)[1].values())))
@@ -122,7 +123,7 @@ def test_worker_class_as_dask_cuda_takes_it(specs):
 
     _, workers, _, _ = specs(gpus=[], n_workers=1, worker_class=MyWorker, security=False)
     spec = next(iter(workers.values()))
-    assert (spec["cls"], spec["options"]["worker_class"]) == (Nanny, MyWorker)
+    assert (spec["cls"], spec["options"]["worker_class"]) == (ForkServerNanny, MyWorker)
     _, workers, _, _ = specs(gpus=[], n_workers=1, worker_class=MyNanny, security=False)
     spec = next(iter(workers.values()))
     assert (spec["cls"], spec["options"]["worker_class"]) == (MyNanny, GPUWorker)

@@ -12,7 +12,7 @@ STOP_BITS = sum(1 << (s - 1) for s in (signal.SIGTERM, signal.SIGINT, signal.SIG
 #: A LocalGPUCluster that has computed: the blocked stop signals of each of this process's
 #: threads, and of each worker process's main thread (as JSON).
 SCRIPT = f"""
-import json, os, psutil
+import json, os
 from hpcgpu import LocalGPUCluster
 from distributed import Client
 
@@ -25,7 +25,7 @@ if __name__ == "__main__":
     with LocalGPUCluster(n_workers=2, gpus=[]) as cluster, Client(cluster) as client:
         assert client.submit(sum, [1, 2]).result() == 3
         me = os.getpid()
-        workers = [p.pid for p in psutil.Process().children() if "multiprocessing-fork" in " ".join(p.cmdline())]
+        workers = list(client.run(os.getpid).values())  # spawned or forked from the fork server
         print(json.dumps({{"main": blocked(me, me),
                           "threads": [blocked(me, t) for t in os.listdir(f"/proc/{{me}}/task") if int(t) != me],
                           "workers": [blocked(w, w) for w in workers]}}), flush=True)
@@ -33,7 +33,7 @@ if __name__ == "__main__":
 
 
 def test_threads_block_them_worker_processes_take_them(tmp_path):
-    script = tmp_path / "local.py"  # a file: the workers' spawn imports the main module
+    script = tmp_path / "local.py"  # a file: the workers' processes import the main module
     script.write_text(SCRIPT)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -30,6 +30,7 @@ from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.network.schemes import register as register_schemes
 from hpcgpu.network.tls import cluster_security
 from hpcgpu.system.threadsignals import block_here
+from hpcgpu.worker.forkstart import fork_started
 from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
 from hpcgpu.worker.gpuworker import GPUWorker
 from hpcgpu.jobspec.gpuoptions import parse_cuda_visible_devices
@@ -153,6 +154,7 @@ class LocalGPUCluster(SpecCluster):
         self.gpu_options = gpu_options(values)
         protocol = ucx_protocol(protocol, self.gpu_options)
         self._nanny, self._worker = nanny_and_worker_class(worker_class, GPUWorker, log_spilling)
+        self._nanny = fork_started(self._nanny)  # worker processes from a fork server, not spawned
         scheduler_extra, worker_extra, cluster_extra = split_local_kwargs(kwargs)
         self.gpus = self._devices(CUDA_VISIBLE_DEVICES, gpus)
         n_workers = self._count(n_workers, threads_per_worker)
