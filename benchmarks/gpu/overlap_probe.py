@@ -75,7 +75,7 @@ def in_process(n: int, chunk: int, backend: str) -> None:
                 sync()
         enqueued = time.perf_counter() - start
         sync()
-        record(view="in-process", case=label, fused_tasks=len(roots), steps=sum(len(t.args[0].value) for t in roots),
+        record(view="in-process", case=label, fused_tasks=len(roots), steps=sum(len(t.args[0].value.steps()) for t in roots),
                enqueue_s=enqueued, total_s=time.perf_counter() - start)
 
 
