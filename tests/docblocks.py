@@ -14,6 +14,9 @@ The convention (written for users of the docs in docs/testing.md):
   it names must exist).
 - ``<!-- run-with: OLD => NEW -->`` (repeatable) replaces text before the block runs,
   e.g. to shrink a 2 TB array; each OLD must occur in the block, so a stale marker fails.
+- ``<!-- continues: the block above -->``: a Python block that goes on with the names of the
+  Python block above it (a walkthrough's second half) runs after that block's text, in one
+  ``block.py``.
 - Indented (4-space) code blocks are refused: they have no language to check them by.
 """
 
@@ -47,19 +50,22 @@ class Block:
     not_run: str | None = None
     substitutions: tuple[tuple[str, str], ...] = ()
     unknown_markers: tuple[str, ...] = field(default=())
+    #: the block it continues (``continues`` marker), whose runnable text runs before its own
+    continues: Block | None = None
 
     @property
     def id(self) -> str:
         return f"{self.page}:{self.line}"
 
     def runnable_text(self) -> str:
-        """The text with the ``run-with`` substitutions applied (each must match)."""
+        """The text with the ``run-with`` substitutions applied (each must match), after
+        the text of the block it continues."""
         text = self.text
         for old, new in self.substitutions:
             if old not in text:
                 raise AssertionError(f"{self.id}: run-with {old!r} does not occur in the block")
             text = text.replace(old, new)
-        return text
+        return (self.continues.runnable_text() if self.continues else "") + text
 
 
 def pages() -> list[Path]:
@@ -67,8 +73,8 @@ def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 
 
-def _markers(lines: list[str], fence: int) -> tuple[str | None, tuple, tuple]:
-    not_run, subs, unknown = None, [], []
+def _markers(lines: list[str], fence: int) -> tuple[str | None, tuple, tuple, bool]:
+    not_run, subs, unknown, continues = None, [], [], False
     i = fence - 1
     while i >= 0 and _MARKER.match(lines[i].strip()):
         name, value = _MARKER.match(lines[i].strip()).groups()
@@ -77,17 +83,19 @@ def _markers(lines: list[str], fence: int) -> tuple[str | None, tuple, tuple]:
         elif name == "run-with" and "=>" in value:
             old, new = (part.strip() for part in value.split("=>", 1))
             subs.insert(0, (old, new))
+        elif name == "continues":
+            continues = True
         else:
             unknown.append(lines[i].strip())
         i -= 1
-    return not_run, tuple(subs), tuple(unknown)
+    return not_run, tuple(subs), tuple(unknown), continues
 
 
 def blocks_of(path: Path) -> list[Block]:
     """The fenced blocks of one page."""
     lines = path.read_text(encoding="utf-8").splitlines()
     page = str(path.relative_to(ROOT))
-    blocks, i = [], 0
+    blocks, i, above = [], 0, None  # above: the last Python block that runs
     while i < len(lines):
         match = _FENCE.match(lines[i].strip())  # fences inside list items are indented
         if not match:
@@ -97,9 +105,15 @@ def blocks_of(path: Path) -> list[Block]:
         end = next((j for j in range(i + 1, len(lines))
                     if lines[j].strip().startswith(fence[0] * len(fence))
                     and not lines[j].strip().strip(fence[0])), len(lines))
-        not_run, subs, unknown = _markers(lines, i)
+        not_run, subs, unknown, continues = _markers(lines, i)
         text = textwrap.dedent("\n".join(lines[i + 1:end]) + "\n")  # a block in a list item
-        blocks.append(Block(page, i + 1, language.lower(), text, not_run, subs, unknown))
+        if continues and above is None:
+            unknown += ("<!-- continues --> with no Python block above",)
+        block = Block(page, i + 1, language.lower(), text, not_run, subs, unknown,
+                      above if continues else None)
+        blocks.append(block)
+        if LANGUAGES.get(block.language) == "python":
+            above = None if block.not_run else block
         i = end + 1
     return blocks
 
@@ -180,6 +194,8 @@ def how_checked(block: Block) -> str:
     'checked only (bash -n, commands parsed): needs a GPU'
     """
     language = LANGUAGES.get(block.language, block.language)
+    if block.continues is not None and not block.not_run:
+        return "ran: python block.py, after the block above"
     if block.not_run:
         how = {"python": "compiled, hpcgpu imports resolved",
                "bash": "bash -n, commands parsed"}.get(language, "not run")

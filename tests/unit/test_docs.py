@@ -242,6 +242,17 @@ def test_the_checks_fail_on_broken_blocks(tmp_path):
         python.runnable_text()
     with pytest.raises(ModuleNotFoundError):
         _check_python_without_running(Block("x", 1, "python", "from hpcgpu.nope import x\n", "GPU"))
+    walkthrough = tmp_path / "walkthrough.md"
+    walkthrough.write_text("<!-- continues: nothing above -->\n```python\nx = 1\n```\n"
+                           "<!-- run-with: 1 => 2 -->\n```python\nx = 1\n```\n"
+                           "<!-- continues: the block above -->\n```python\nprint(x)\n```\n")
+    try:
+        docblocks.ROOT = tmp_path
+        orphan, first, second = blocks_of(walkthrough)
+    finally:
+        docblocks.ROOT = root
+    assert orphan.unknown_markers and not first.unknown_markers
+    assert second.runnable_text() == "x = 2\nprint(x)\n" and how_checked(second).startswith("ran")
 
 
 def test_a_failing_python_block_fails(tmp_path, block_server):
