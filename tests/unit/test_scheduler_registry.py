@@ -99,3 +99,20 @@ def test_without_plugins_the_names_are_the_builtin_ones(monkeypatch):
             registry.get_scheduler("mysite")
     finally:
         registry._locations.cache_clear()
+
+
+@pytest.mark.parametrize("name", list(registry.BUILTIN))
+def test_a_cluster_class_line_names_its_scheduler_once(name):
+    """``XCluster.job_cls`` follows from ``scheduler_name`` (dask-jobqueue's job class of the
+    scheduler, GPUJob where it has none), for the built-in classes and for a new one."""
+    from hpcgpu.cluster.batch.cpu_job import cpu_job_class
+    from hpcgpu.cluster.batch.job import GPUJob
+    from hpcgpu.cluster.batch.schedulers import GPUCluster
+
+    scheduler = registry.get_scheduler(name)
+    expected = GPUJob if scheduler.cpu_job is None else cpu_job_class(name)
+    assert getattr(hpcgpu.cluster, scheduler.cluster_class).job_cls is expected
+    mine = type("MineCluster", (GPUCluster,), {"scheduler_name": name})
+    assert mine.job_cls is expected
+    own = type("OwnCluster", (GPUCluster,), {"scheduler_name": name, "job_cls": int})
+    assert own.job_cls is int and GPUCluster.job_cls is GPUJob

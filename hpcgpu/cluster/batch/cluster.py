@@ -13,7 +13,7 @@ from hpcgpu.cluster.batch import scaling
 from hpcgpu.cluster.batch.admission import cluster_caps
 from hpcgpu.cluster.batch.arrays import ArraySettings
 from hpcgpu.cluster.batch.base import BatchCluster
-from hpcgpu.cluster.batch.cpu_job import cpu_job_class
+from hpcgpu.cluster.batch.cpu_job import cpu_job_class, upstream_job_class
 from hpcgpu.cluster.batch.job import GPUJob
 from hpcgpu.cluster.batch.network import cluster_network, dashboard_link, jobqueue_options
 from hpcgpu.cluster.batch.pool_setup import named_pool, prepare_cluster
@@ -40,7 +40,7 @@ class GPUCluster(BatchCluster):
 
     Parameters
     ----------
-    scheduler : {"slurm", "pbs", "lsf", "sge"}
+    scheduler : {"slurm", "pbs", "lsf", "sge", "flux"}
         Given by the subclasses (``SLURMCluster``...).
     nodes, gpus_per_node, cpus_per_gpu, memory_per_gpu, memory_per_node, walltime, queue, \
 account, job_name, gpu_type, exclusive
@@ -132,6 +132,13 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
 
     job_cls = GPUJob
     scheduler_name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """``XCluster.job_cls``: dask-jobqueue's job class of its scheduler, as in
+        dask-jobqueue (``GPUJob`` where it has none), so a class line names its scheduler once."""
+        super().__init_subclass__(**kwargs)
+        if "scheduler_name" in vars(cls) and "job_cls" not in vars(cls):
+            cls.job_cls = upstream_job_class(cls.scheduler_name) or cls.job_cls
 
     def __init__(self, scheduler: str | None = None, *, security: Any = None,
                  n_workers: int = 0, asynchronous: bool = False, loop: Any = None,

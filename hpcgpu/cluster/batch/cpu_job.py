@@ -24,7 +24,7 @@ from hpcgpu.cluster.batch.job import DialectSubmission, tls_settings
 from hpcgpu.jobspec.dialects import Dialect, get_dialect
 from hpcgpu.schedulers.registry import get_scheduler
 
-__all__ = ["cpu_job_class", "cpu_error_log"]
+__all__ = ["cpu_job_class", "cpu_error_log", "upstream_job_class"]
 
 #: dask-jobqueue after 0.9.0 renders job_script_epilogue itself (dask-jobqueue#677).
 _UPSTREAM_EPILOGUE = "job_script_epilogue" in inspect.signature(Job.__init__).parameters
@@ -53,6 +53,16 @@ def cpu_job_class(scheduler: str) -> type:
     return type(name, (CPUJobMixin, upstream),
                 {"__doc__": f"{name} of dask-jobqueue, submitted through hpcgpu's dialect.",
                  "__module__": __name__})
+
+
+def upstream_job_class(scheduler: str) -> type | None:
+    """:func:`cpu_job_class` of ``scheduler``, or ``None`` where dask-jobqueue has no job
+    for it (a cluster class's ``job_cls``).
+
+    >>> upstream_job_class("pbs").__name__, upstream_job_class("flux")
+    ('PBSJob', None)
+    """
+    return cpu_job_class(scheduler) if get_scheduler(scheduler).cpu_job is not None else None
 
 
 class CPUJobMixin(DialectSubmission):

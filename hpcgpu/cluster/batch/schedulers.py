@@ -1,13 +1,13 @@
 """The batch clusters: :class:`GPUCluster` with its scheduler chosen.
 
 ``XCluster.job_cls`` is dask-jobqueue's job class of that scheduler (hpcgpu's subclass), as in
-dask-jobqueue; a GPU cluster's ``cluster.job_cls`` is :class:`~hpcgpu.cluster.batch.job.GPUJob`.
+dask-jobqueue, derived from ``scheduler_name`` by :class:`GPUCluster`; a GPU cluster's
+``cluster.job_cls`` is :class:`~hpcgpu.cluster.batch.job.GPUJob`.
 """
 
 from __future__ import annotations
 
 from hpcgpu.cluster.batch.cluster import GPUCluster
-from hpcgpu.cluster.batch.cpu_job import cpu_job_class
 
 __all__ = ["SLURMCluster", "PBSCluster", "LSFCluster", "SGECluster", "FluxCluster"]
 
@@ -20,31 +20,27 @@ class SLURMCluster(GPUCluster):
     """
 
     scheduler_name = "slurm"
-    job_cls = cpu_job_class("slurm")
 
 
 class PBSCluster(GPUCluster):
     """GPU workers on PBS Pro / OpenPBS: ``select`` chunks, ``mpiexec`` one rank per GPU."""
 
     scheduler_name = "pbs"
-    job_cls = cpu_job_class("pbs")
 
 
 class LSFCluster(GPUCluster):
     """GPU workers on IBM Spectrum LSF: ``bsub`` with ``-gpu``, ``jsrun`` one task per GPU."""
 
     scheduler_name = "lsf"
-    job_cls = cpu_job_class("lsf")
 
 
 class SGECluster(GPUCluster):
     """GPU workers on (Son of) Grid Engine: one slot per GPU in a parallel environment."""
 
     scheduler_name = "sge"
-    job_cls = cpu_job_class("sge")
 
 
 class FluxCluster(GPUCluster):
     """GPU workers on Flux: ``flux batch -N -n -c -g`` instances, ``flux run`` one task per node."""
 
-    scheduler_name = "flux"  # GPU workers only: dask-jobqueue has no Flux job for CPU ones
+    scheduler_name = "flux"  # GPU workers only: dask-jobqueue has no Flux job (job_cls GPUJob)
