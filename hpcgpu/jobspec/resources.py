@@ -8,13 +8,13 @@ number of tasks per node.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, fields
 from typing import Any
 
 from hpcgpu.jobspec.keywords import MAX_WORKERS, form_of, whole_number
 from hpcgpu.jobspec.units import format_hms, parse_memory, parse_walltime
+from hpcgpu.system.spelling import closest
 
 __all__ = ["GPUJobShape", "NodeLimits"]
 
@@ -212,8 +212,8 @@ def _refuse_unknown(options: dict[str, Any]) -> None:
     known = {f.name for f in fields(GPUJobShape)}
     for name in options:
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(known))}"
+            close = closest(name, sorted(known))
+            hint = f"did you mean {close!r}?" if close else f"known: {', '.join(sorted(known))}"
             raise ValueError(f"unknown job shape option {name!r}: {hint}")
 
 

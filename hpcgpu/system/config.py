@@ -9,7 +9,6 @@ packaged defaults, so its ``walltime: 00:30:00`` does not silently win) >
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import re
 from contextlib import contextmanager
@@ -19,6 +18,8 @@ from typing import Any
 
 import dask.config
 import yaml
+
+from hpcgpu.system.spelling import closest
 
 __all__ = ["OPTIONS", "JOBQUEUE_KEYS", "ensure_jobqueue_section", "get", "jobqueue_defaults",
            "resolve", "profile_names", "origin", "naming_the_source", "site_profile"]
@@ -252,8 +253,8 @@ def _check_profile_keys(name: str, values: dict[str, Any]) -> None:
     if not unknown:
         return
     dashed = [k.replace("_", "-") for k in known]
-    guesses = [difflib.get_close_matches(k.replace("_", "-"), dashed, n=1) for k in unknown]
-    hint = " or ".join(g[0] for g in guesses if g)
+    guesses = [closest(k.replace("_", "-"), dashed) for k in unknown]
+    hint = " or ".join(g for g in guesses if g)
     raise ValueError(
         f"profile {name!r} (hpcgpu.profiles.{name} of your dask config) has no key "
         f"{', '.join(k.replace('_', '-') for k in unknown)}: "
