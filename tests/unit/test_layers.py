@@ -1,12 +1,13 @@
 """The package's layers: no module imports from a layer above its own, and no import circle.
 
 Imports inside functions count; ``if TYPE_CHECKING:`` imports do not (they never run).
-docs/architecture.md says the same table in words.
+docs/architecture.md says the same table in words (checked here: one row per layer's packages).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hpcgpu"
@@ -146,3 +147,14 @@ def test_the_checks_see_a_circle_and_an_upward_import(tmp_path):
     assert imports_of("hpcgpu.system.a", pkg / "a.py", modules) == {"hpcgpu.cli"}
     assert imports_of("hpcgpu.system.b", pkg / "b.py", modules) == {"hpcgpu.system.a"}
     assert layer_of("hpcgpu.cli")[1] > layer_of("hpcgpu.system.a")[1]
+
+
+def test_docs_architecture_shows_each_package_once_at_its_layer():
+    """docs/architecture.md's table is LAYERS: every package on one row, at its layer."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    shown: dict[str, int] = {}
+    for layer, packages in re.findall(r"^\| *(\d+) *\|([^|]*)\|", text, re.M):
+        for package in re.findall(r"`(hpcgpu[\w.]*)`", packages):
+            assert package not in shown, f"{package} on two rows of docs/architecture.md"
+            shown[package] = int(layer)
+    assert shown == LAYERS, "docs/architecture.md's layer table and LAYERS differ"

@@ -4,9 +4,11 @@ adds its own through an entry point without touching hpcgpu."""
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import sys
 import types
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -116,3 +118,18 @@ def test_a_cluster_class_line_names_its_scheduler_once(name):
     assert mine.job_cls is expected
     own = type("OwnCluster", (GPUCluster,), {"scheduler_name": name, "job_cls": int})
     assert own.job_cls is int and GPUCluster.job_cls is GPUJob
+
+
+def test_docs_say_per_scheduler_what_is_tested_against_the_real_one():
+    """docs/schedulers.md's table has one row per built-in scheduler (named as its cluster
+    class is), each saying what it is tested against and what not."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "schedulers.md").read_text()
+    section = text.split("## What is tested against the real scheduler", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in row.split("|")[1:-1]]
+            for row in re.findall(r"^\|.*\|$", section, re.M)[2:]]
+    assert all(len(row) == 3 and all(row) for row in rows), rows
+    names = [registry.get_scheduler(n).cluster_class.removesuffix("Cluster").lower()
+             for n in registry.BUILTIN]
+    assert len(rows) == len(names)
+    for name in names:
+        assert sum(name in row[0].lower() for row in rows) == 1, (name, rows)
