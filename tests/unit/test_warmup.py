@@ -40,3 +40,33 @@ def test_only_gpu_hosts_warm_up(monkeypatch):
 def test_hpcgpu_runs_scheduler_preloads_the_warm_up():
     argv = scheduler_argv("python3", SchedulerOptions(dashboard_address=None), None)
     assert argv[argv.index("hpcgpu.system.warmup") - 1] == "--preload"
+
+
+def test_a_scheduler_with_the_preload_freezes_its_start_up_objects(tmp_path):
+    # hpcgpu run's and scheduler_in_job's schedulers run the optimiser on every graph: their
+    # full collections walk only what came after start-up, as hpcgpu's workers' do
+    from distributed import Client
+
+    from conftest import wait_for
+
+    file = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0",
+                                  "--host", "127.0.0.1", "--no-dashboard", "--scheduler-file", str(file),
+                                  "--preload", "hpcgpu.system.warmup"], stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: file.exists() and file.stat().st_size, 60, what="the scheduler file")
+        with Client(scheduler_file=str(file), timeout=30) as client:
+            frozen = client.run_on_scheduler(lambda: __import__("gc").get_freeze_count())
+        assert frozen > 10_000
+    finally:
+        scheduler.terminate()
+        scheduler.wait(30)
+
+
+def test_a_worker_is_not_frozen_by_the_preload(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(warmup, "gpu_host", lambda: False)
+    before = gc.get_freeze_count()
+    warmup.dask_setup(object())  # a worker's preload: GPUWorker freezes itself once started
+    assert gc.get_freeze_count() == before
