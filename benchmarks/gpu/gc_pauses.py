@@ -27,7 +27,7 @@ from distributed import Client, get_task_stream  # noqa: E402
 from gpu_perf import array_sum_graph  # noqa: E402  (also puts the repository on sys.path)
 
 from hpcgpu.cluster.local import LocalGPUCluster  # noqa: E402
-from hpcgpu.worker.gpuworker import freeze_startup_objects  # noqa: E402
+from hpcgpu.system.warmup import freeze_startup_objects  # noqa: E402
 
 
 def install_probe() -> bool:

@@ -22,7 +22,7 @@ from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.walltime import install_drain
 from hpcgpu.system.warmup import freeze_startup_objects
 
-__all__ = ["GPUWorker", "prepare_gpu", "freeze_startup_objects"]
+__all__ = ["GPUWorker", "prepare_gpu"]
 
 
 def _device_memory(gpu: str | None) -> tuple[int, int] | None:
