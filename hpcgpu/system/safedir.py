@@ -23,6 +23,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcgpu.system.posixacl import acl_writers
+
 __all__ = ["Exposure", "exposure", "check_private_path", "HeldDirectory", "PRIVATE_FIX"]
 
 #: How to get a directory that passes, for messages.
@@ -76,16 +78,26 @@ def _private_group(gid: int, me: int) -> bool:
     return members <= {name}
 
 
-def _writers(info: os.stat_result, me: int) -> tuple[str, bool] | None:
+def _writers(path: str, info: os.stat_result, me: int) -> tuple[str, bool] | None:
     """Why users other than ``me`` and root can write this directory, and whether only its
-    group can; None if they cannot."""
+    group(s) can; None if they cannot. An access control list counts: its named users and
+    groups, and its owning group's own entry (the mode's group bits are then its mask)."""
     mode = stat.S_IMODE(info.st_mode)
     if not _trusted(info.st_uid, me):
         return f"belongs to uid {info.st_uid}, who can change it", False
     if mode & stat.S_IWOTH:
         return f"is writable by every user (mode {mode:04o})", False
-    if mode & stat.S_IWGRP and not _private_group(info.st_gid, me):
+    acl = acl_writers(path) if stat.S_ISDIR(info.st_mode) else None
+    users = [uid for uid in (acl.users if acl else ()) if not _trusted(uid, me)]
+    if users:
+        return (f"is writable by uid {users[0]} through its access control list "
+                f"(getfacl {path})"), False
+    if (acl.owning_group if acl else mode & stat.S_IWGRP) and not _private_group(info.st_gid, me):
         return f"is writable by the members of group {info.st_gid} (mode {mode:04o})", True
+    groups = [gid for gid in (acl.groups if acl else ()) if not _private_group(gid, me)]
+    if groups:
+        return (f"is writable by the members of group {groups[0]} through its access control "
+                f"list (getfacl {path})"), True
     return None
 
 
@@ -93,7 +105,7 @@ def _component_exposure(directory: str, info: os.stat_result, child: os.stat_res
                         me: int) -> Exposure | None:
     """The rule for one directory and the entry below it (None: the entry is made by the
     user, so it will be theirs)."""
-    writers = _writers(info, me)
+    writers = _writers(directory, info, me)
     if writers is None:
         return None
     reason, group_only = writers

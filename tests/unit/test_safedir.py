@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import struct
 import tempfile
 from pathlib import Path
 
@@ -29,11 +30,25 @@ def base():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def make(path: Path, mode: int, owner: int = 0) -> Path:
+def make(path: Path, mode: int, owner: int = 0, acl: int | None = None) -> Path:
+    """``path`` with ``mode``, ``owner``, nobody's group, and an access control list that
+    gives nobody rwx under a mask ``acl`` (None: no ACL)."""
     path.mkdir()
     os.chown(path, owner, NOBODY)
     os.chmod(path, mode)
+    if acl is not None:
+        grant_nobody(path, acl)
     return path
+
+
+def grant_nobody(path: Path, mask: int) -> None:
+    """``setfacl -m u:nobody:rwx,m:<mask>``, written as the kernel's xattr (no acl tools
+    here); the mode's own bits stay in the owner, owning-group and other entries."""
+    mode, any_id = stat.S_IMODE(os.stat(path).st_mode), 0xFFFFFFFF
+    entries = [(0x01, mode >> 6 & 7, any_id), (0x02, 7, NOBODY), (0x04, mode >> 3 & 7, any_id),
+               (0x10, mask, any_id), (0x20, mode & 7, any_id)]
+    os.setxattr(path, "system.posix_acl_access",
+                struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries))
 
 
 def test_a_directory_of_ones_own_passes(base):
@@ -67,6 +82,22 @@ def test_owned_by_another_user_is_refused_even_read_only(base):
 def test_group_writable_is_refused_and_said_so(base):
     found = exposure(make(base / "project", 0o2775))
     assert found.group_only and "members of group 65534" in found.reason
+
+
+def test_an_access_control_list_that_lets_another_user_write_is_refused(base):
+    """#38's class: ``drwxrwx---+`` of root's, whose group is root's own, passed the mode-bit
+    rule while the ACL let nobody write it (and rename what hpcgpu made in it)."""
+    work = make(base / "w", 0o700, acl=0o7)
+    mine = make(work / "job", 0o700)
+    found = exposure(work / "job")
+    assert found.path == str(work) and not found.group_only
+    assert found.reason == (f"is writable by uid {NOBODY} through its access control list "
+                            f"(getfacl {work}) and has no sticky bit")
+    assert nobody_can_replace(work, mine)  # what the rule refuses, the kernel allows
+    with pytest.raises(ValueError, match="through its access control list"):
+        HeldDirectory(work, "--work-dir")
+    masked = make(base / "masked", 0o700, acl=0o5)  # chmod g-w: the mask takes write away
+    assert exposure(masked) is None and not nobody_can_replace(masked, make(masked / "job", 0o700))
 
 
 def test_a_link_is_judged_by_where_it_leads(base):
@@ -105,7 +136,8 @@ def nobody_can_replace(directory: Path, entry: Path) -> bool:
 # once; hence no mode that gives others more than the group (0757: the kernel applies the
 # group's bits to a member, the rule rightly refuses it for everyone else).
 _DIR = st.tuples(st.sampled_from([0, NOBODY]),  # owner
-                 st.sampled_from([0o755, 0o775, 0o777, 0o1777, 0o1775, 0o2775, 0o3777]))
+                 st.sampled_from([0o755, 0o775, 0o777, 0o1777, 0o1775, 0o2775, 0o3777]),
+                 st.sampled_from([None, None, 0o7, 0o5]))  # an ACL for nobody, its mask
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -117,8 +149,8 @@ def test_accepted_exactly_where_nobody_cannot_replace_a_component(chain):
     try:
         os.chmod(base, 0o755)
         path = base
-        for index, (owner, mode) in enumerate(chain):
-            path = make(path / f"d{index}", mode, owner)
+        for index, (owner, mode, acl) in enumerate(chain):
+            path = make(path / f"d{index}", mode, owner, acl)
         dirs = [base, *[base.joinpath(*[f"d{i}" for i in range(n + 1)]) for n in range(len(chain))]]
         accepted = exposure(path) is None
         mine = make(path / "mine", 0o700)  # what hpcgpu would make there
