@@ -138,3 +138,30 @@ def test_grid_engines_qsub_first_on_path_is_named(sge, clusters):
     number = re.search(r"Grid Engine job (\d+)", str(error.value)).group(1)
     subprocess.run(["qdel", number], capture_output=True, check=True)  # Grid Engine's qdel
     assert len(cluster.jobs) == 1 and cluster.jobs[0].state == "failed"
+
+
+def test_walltime_retirement_ends_the_job_before_pbs_does_and_replaces_it(make):
+    """PBS asks for no warning signal (it sends SIGTERM at the walltime, then SIGKILL), so a
+    job's workers retire themselves ``retire_before`` ahead of it: a 40 s job ends by itself
+    (``Exit_status`` 0, not PBS's walltime kill, -29) about 25 s after its worker started,
+    and adapt's replacement, submitted ahead, holds the workers."""
+    cluster = make(gpus_per_node=1, walltime="00:00:40", retire_before="15s",
+                   lifetime_stagger="2s", replace_ahead="15s", signal_before_walltime=30)
+    script = cluster.job_script()
+    assert "--walltime 40 --retire-before 15s --lifetime-stagger 2s" in script
+    assert "#PBS -l walltime=00:00:40" in script and "USR1" not in script
+    cluster.adapt(minimum_jobs=1, maximum_jobs=1, interval="300ms")
+    cluster.wait_for_workers(gpus=1, timeout=90)
+    first = cluster.jobs[0]
+    wait_for(lambda: not pbs_alive(first.job_id), 60, what=f"job {first.job_id} to end")
+    out = subprocess.run(["qstat", "-x", "-f", "-F", "json", first.job_id], capture_output=True,
+                         text=True).stdout
+    assert json.loads(out)["Jobs"][first.job_id]["Exit_status"] == 0, out
+    assert any("nears its walltime" in e and first.name in e for e in cluster.events), cluster.events
+    wait_for(lambda: {j.name: j.state for j in cluster.jobs}[first.name] == "completed", 30,
+             what=f"the cluster to see {first.name} completed:\n{cluster.job_table()}")
+    cluster.wait_for_workers(gpus=1, timeout=90)
+    with Client(cluster) as client:
+        names = [w["name"] for w in client.scheduler_info()["workers"].values()]
+        assert names and not any(n.startswith(first.name + "-") for n in names), names
+    assert not cluster.failures
