@@ -13,8 +13,9 @@ from hpcgpu.cluster.batch import scaling
 from hpcgpu.cluster.batch.admission import cluster_caps
 from hpcgpu.cluster.batch.arrays import ArraySettings
 from hpcgpu.cluster.batch.base import BatchCluster
-from hpcgpu.cluster.batch.cpu_job import cpu_job_class, upstream_job_class
+from hpcgpu.cluster.batch.cpu_job import upstream_job_class
 from hpcgpu.cluster.batch.job import GPUJob
+from hpcgpu.cluster.batch.job_kinds import kind_of
 from hpcgpu.cluster.batch.network import cluster_network, dashboard_link, jobqueue_options
 from hpcgpu.cluster.batch.pool_setup import named_pool, prepare_cluster
 from hpcgpu.cluster.batch.pools import DEFAULT_POOL, Pool, worker_groups
@@ -152,18 +153,18 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                  max_queued_jobs: int | None = None, max_running_jobs: int | None = None,
                  **options: Any) -> None:
         # Every keyword's type and bounds first: nothing is made or submitted on bad input.
-        check_keywords({k: v for k, v in locals().items() if k not in ("self", "options", "__class__")})
-        check_keywords(options)
+        given = check_keywords({k: v for k, v in locals().items() if k not in ("self", "options", "__class__")})
+        options = check_keywords(options)  # counts as numbers where "2" came
         # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
         kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
         if name is not None:  # every worker's --name: unquoted in dask-jobqueue's CPU jobs
             shell_template("name", name)
-        arrays = ArraySettings.create(job_arrays, max_array_size, array_throttle)
+        arrays = ArraySettings.create(job_arrays, given["max_array_size"], given["array_throttle"])
         retire = (retire_before, lifetime_stagger, replace_ahead, signal_before_walltime, requeue)
         # ValueError before anything starts
         setup, named, retirement, job_options = prepare_cluster(kind, options, pools, retire)
-        caps = cluster_caps(kind, dict(max_queued_jobs=max_queued_jobs,
-                                       max_running_jobs=max_running_jobs), options.get("profile"), pools)
+        caps = cluster_caps(kind, dict(max_queued_jobs=given["max_queued_jobs"],
+                                       max_running_jobs=given["max_running_jobs"]), options.get("profile"), pools)
         self._setup, self._shape, self._log_directory = setup, setup.shape, setup.log_directory
         security = cluster_security(security, default=True, warn_plain=True, stacklevel=3)
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
@@ -172,7 +173,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
             job_dialect=setup.dialect, network=net, arrays=arrays, poll_interval=poll_interval,
             max_failed_jobs=max_failed_jobs, reach_back=not setup.scheduler_in_job, requeue=requeue,
             private_directory=PrivateDirectory.of(self, setup, name or f"{kind}-cluster"),
-            n_workers=0, job_cls=cpu_job_class(kind) if setup.cpu else GPUJob,
+            n_workers=0, job_cls=kind_of(setup.shape).job_class(kind),
             loop=loop, security=security, asynchronous=asynchronous,
             shared_temp_directory=setup.shared_temp_directory, silence_logs=silence_logs,
             name=name, scheduler_cls=scheduler_cls, config_name=setup.config_name or kind,
@@ -187,8 +188,8 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         self.submitter.gate.caps = caps  # how many jobs may wait and run (admission.py)
         #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
         self.job_key = self.fleet.key_jobs(self._name)
-        if n_workers:
-            self.scale(n_workers)
+        if given["n_workers"]:
+            self.scale(given["n_workers"])
 
     async def _start(self):
         # UCX reads its configuration once per process, at the first UCX connection.
@@ -218,7 +219,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
     @property
     def gpus_per_job(self) -> int:
         """GPUs in one job of the default pool (0 for dask-jobqueue CPU workers)."""
-        return 0 if self._setup.cpu else self._shape.total_gpus
+        return kind_of(self._shape).gpus(self._shape)
 
     @property
     def workers_per_job(self) -> int:

@@ -1,9 +1,10 @@
 """GPU jobs and CPU jobs: one protocol, two implementations, chosen by the job shape's type.
 
 A pool's jobs start one GPU worker per GPU (hpcgpu's own job script) or dask-jobqueue's CPU
-workers. What the cluster's parts do differently for them (what a worker advertises, its
-threads, where its job's standard error goes, whether ``scale(gpus=)`` applies) is asked of
-the pool's :class:`JobKind` instead of testing a flag in each part.
+workers. What the cluster's parts do differently for them (the job class, its workers' names,
+what a worker advertises, its threads, where its job's standard error goes, whether
+``scale(gpus=)`` applies) is asked of the pool's :class:`JobKind` instead of testing a flag
+in each part.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hpcgpu.cluster.batch.cpu_job import cpu_error_log
+from hpcgpu.cluster.batch.cpu_job import cpu_error_log, cpu_job_class
+from hpcgpu.cluster.batch.job import GPUJob, worker_suffixes
 from hpcgpu.jobspec.cpushape import CPUJobShape
 
 __all__ = ["CPU_JOBS", "GPU_JOBS", "JobKind", "kind_of"]
@@ -24,6 +26,18 @@ logger = logging.getLogger("hpcgpu.cluster")
 
 class JobKind(Protocol):
     """What differs between the jobs of a GPU pool and those of a CPU pool."""
+
+    def job_class(self, scheduler: str) -> type:
+        """The class of the jobs (SpecCluster's ``cls``) on ``scheduler``."""
+
+    def gpus(self, shape: Any) -> int:
+        """GPUs in one job of ``shape``."""
+
+    def name_levels(self, shape: Any) -> int:
+        """``-<i>`` parts a worker's name adds to its job's name."""
+
+    def worker_groups(self, shape: Any) -> list[str] | None:
+        """The name suffixes of one job's workers (SpecCluster's ``group``; None: one)."""
 
     def resources(self) -> dict[str, float]:
         """What each worker advertises before the pool's own ``--resources``."""
@@ -48,7 +62,22 @@ class GPUJobs:
     >>> from hpcgpu.jobspec.resources import GPUJobShape
     >>> GPU_JOBS.resources(), GPU_JOBS.threads(GPUJobShape.create(cpus_per_gpu=8))
     ({'GPU': 1.0}, 8)
+    >>> shape = GPUJobShape.create(nodes=2, gpus_per_node=2)
+    >>> GPU_JOBS.gpus(shape), GPU_JOBS.name_levels(shape), GPU_JOBS.worker_groups(shape)
+    (4, 2, ['-0-0', '-0-1', '-1-0', '-1-1'])
     """
+
+    def job_class(self, scheduler: str) -> type:
+        return GPUJob
+
+    def gpus(self, shape: Any) -> int:
+        return shape.total_gpus
+
+    def name_levels(self, shape: Any) -> int:
+        return 2  # -<node>-<gpu>
+
+    def worker_groups(self, shape: Any) -> list[str] | None:
+        return worker_suffixes(shape)
 
     def resources(self) -> dict[str, float]:
         return {"GPU": 1.0}
@@ -78,9 +107,23 @@ class CPUJobs:
     """dask-jobqueue's CPU jobs: ``processes`` workers of ``cores / processes`` threads each.
 
     >>> shape = CPUJobShape(cores=8, processes=4, memory=28 * 10**9)
-    >>> CPU_JOBS.resources(), CPU_JOBS.threads(shape)
-    ({}, 2)
+    >>> CPU_JOBS.resources(), CPU_JOBS.threads(shape), CPU_JOBS.gpus(shape)
+    ({}, 2, 0)
+    >>> CPU_JOBS.job_class("slurm").__name__, CPU_JOBS.name_levels(shape)
+    ('SLURMJob', 1)
     """
+
+    def job_class(self, scheduler: str) -> type:
+        return cpu_job_class(scheduler)
+
+    def gpus(self, shape: Any) -> int:
+        return 0
+
+    def name_levels(self, shape: Any) -> int:
+        return shape.name_levels  # dask-jobqueue's own
+
+    def worker_groups(self, shape: Any) -> list[str] | None:
+        return shape.worker_suffixes()
 
     def resources(self) -> dict[str, float]:
         return {}

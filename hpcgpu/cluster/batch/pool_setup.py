@@ -10,9 +10,8 @@ from typing import Any
 import dask.config
 
 from hpcgpu.system import config
-from hpcgpu.cluster.batch.cpu_job import cpu_job_class
 from hpcgpu.cluster.batch.cpu_setup import prepare_any
-from hpcgpu.cluster.batch.job import GPUJob
+from hpcgpu.cluster.batch.job_kinds import kind_of
 from hpcgpu.cluster.batch.pools import (DEFAULT_POOL, Pool, pool_resources, prepare_pool,
                                         with_resources, worker_groups)
 from hpcgpu.cluster.batch.setup import ClusterSetup, naming_the_source
@@ -113,7 +112,7 @@ def named_pool(prepared: PreparedPool, kind: str, shared: dict) -> Pool:
         options["protocol"] = p.setup.network_options.get("protocol")
         options["interface"] = (p.setup.network_options.get("interface")
                                 or shared.get("interface"))
-    spec: dict = {"cls": cpu_job_class(kind) if p.setup.cpu else GPUJob, "options": options}
+    spec: dict = {"cls": kind_of(p.setup.shape).job_class(kind), "options": options}
     groups = worker_groups(p.setup)
     if groups:
         spec["group"] = groups

@@ -20,7 +20,7 @@ from typing import Any
 import dask.config
 
 from hpcgpu.cluster.batch.cpu_setup import CPU_ONLY, GPU_ONLY, prepare_cpu
-from hpcgpu.cluster.batch.job import worker_suffixes
+from hpcgpu.cluster.batch.job_kinds import kind_of
 from hpcgpu.cluster.batch.job_caps import CAP_FIELDS
 from hpcgpu.cluster.batch.setup import SHAPE_OPTIONS, ClusterSetup, prepare
 from hpcgpu.jobspec.walltime import Retirement
@@ -78,12 +78,12 @@ class Pool:
 def name_levels(setup: ClusterSetup) -> int:
     """``-<i>`` parts a worker's name adds to its job's name: ``-<node>-<gpu>`` for GPU
     jobs, dask-jobqueue's own for CPU jobs."""
-    return setup.shape.name_levels if setup.cpu else 2
+    return kind_of(setup.shape).name_levels(setup.shape)
 
 
 def worker_groups(setup: ClusterSetup) -> list[str]:
     """The name suffixes of one job's workers (SpecCluster's ``group``)."""
-    return setup.shape.worker_suffixes() if setup.cpu else worker_suffixes(setup.shape)
+    return kind_of(setup.shape).worker_groups(setup.shape)
 
 
 def pool_options(name: Any, pool: Any, cluster_options: dict[str, Any]) -> tuple[bool, dict]:
