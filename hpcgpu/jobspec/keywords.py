@@ -12,7 +12,7 @@ checks that follow (units, names, combinations) stay with their values
 
 Examples
 --------
->>> check_keywords({"nodes": 2, "scheduler_in_job": False, "queue": None})
+>>> _ = check_keywords({"nodes": 2, "scheduler_in_job": False, "queue": None})
 >>> check_keywords({"scheduler_in_job": "no"})
 Traceback (most recent call last):
 ...
@@ -34,7 +34,7 @@ from hpcgpu.jobspec.forms import (DICT, DURATION, DURATION_OFF, FLAG, LISTEN, MA
                                   _duration, _logging_level, check_value, count, http_address,
                                   whole_number)
 
-__all__ = ["KEYWORDS", "KeywordTypeError", "MAX_WORKERS", "check_keywords", "form_of",
+__all__ = ["KEYWORDS", "KeywordTypeError", "MAX_WORKERS", "as_count", "check_keywords", "form_of",
            "http_address", "whole_number"]
 
 
@@ -135,9 +135,30 @@ def form_of(name: str) -> Form:
     return _form(name)
 
 
-def check_keywords(values: Mapping[str, Any]) -> None:
+def check_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
     """Check every keyword of ``values`` that :data:`KEYWORDS` knows (others are refused as
-    unknown where they are resolved); None means "not given" and passes."""
+    unknown where they are resolved); None means "not given" and passes. Returns ``values``
+    with each count given as the command line's digits made an int: a constructor that
+    compared ``"2"`` with a number raised a ``TypeError`` naming no field.
+
+    >>> check_keywords({"n_workers": " 2", "name": "x", "other": "3"})
+    {'n_workers': 2, 'name': 'x', 'other': '3'}
+    """
+    checked = dict(values)
     for name, value in values.items():
         if name in KEYWORDS and value is not None:
             check_value(name, value, _form(name))
+            if isinstance(value, str) and _form(name).low is not None:
+                checked[name] = as_count(name, value)
+    return checked
+
+
+def as_count(name: str, value: Any) -> int | None:
+    """Count keyword ``name`` as the int it stands for: its form takes the command line's
+    digits (``"2"``), which a constructor must not compare with numbers as they came.
+
+    >>> as_count("threads_per_worker", " 2"), as_count("n_workers", None)
+    (2, None)
+    """
+    form = _form(name)
+    return None if value is None else whole_number(name, value, form.low, form.high)

@@ -37,7 +37,7 @@ from hpcgpu.worker.nannies import close_workers_then_scheduler
 from hpcgpu.worker.placement import job_id_from_env, shared_gpu_workers
 from hpcgpu.jobspec.gpukeywords import GPU_KEYWORDS, batch_gpu_options
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
-from hpcgpu.jobspec.keywords import check_keywords
+from hpcgpu.jobspec.keywords import as_count, check_keywords
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 
@@ -107,7 +107,7 @@ class GPURunner(BaseRunner):
         self.tls_directory = self.scheduler_file.with_name(self.scheduler_file.name + ".tls")
         self._security_option = security
         self.security: Security | None = security if isinstance(security, Security) else None
-        self.nthreads, self.memory_limit = nthreads, memory_limit
+        self.nthreads, self.memory_limit = as_count("nthreads", nthreads), memory_limit
         self._own_worker = None
         self._previous_sigterm = None
         self._scheduler = None

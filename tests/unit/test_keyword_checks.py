@@ -202,3 +202,31 @@ def test_configuration_values_are_checked_as_arguments(key, value, name):
 def test_the_local_clusters_values_name_the_field(name, value):
     error = _construct(LocalGPUCluster, name, value)
     assert f"{name}=" in str(error), str(error)
+
+
+#: every count of the batch classes (their base class holds the conversion: SLURMCluster's
+#: stand for all four) and of LocalGPUCluster
+_DIGITS = [name for cls_name, name in CASES if cls_name == "SLURMCluster"
+           and form_of(name).low is not None and str in form_of(name).types]
+
+
+@pytest.mark.parametrize("name", _DIGITS)
+def test_a_count_given_as_digits_is_taken_as_that_number(name):
+    """The table takes the command line's digits for a count ("2"); the constructors then
+    compared them with numbers (LocalGPUCluster(threads_per_worker="2"): "TypeError: '<' not
+    supported between instances of 'str' and 'int'") or refused them as no whole number
+    (array_throttle='1' must be a whole number of at least 1; n_workers='1' as ``n``)."""
+    form = form_of(name)
+    value = "0" if name == "n_workers" else f" {max(form.low, 1)}"  # n_workers=0: nothing submitted
+    options = {"walltime": "00:05:00", **({} if name == "gpus_per_node" else {"gpus_per_node": 1})}
+    try:
+        with recorded_commands() as calls:
+            SLURMCluster(**options, **{name: value}).close()
+        assert not [c for c in calls if c[0] == "sbatch"], calls
+    except ValueError as error:  # refused for another reason (a CPU-worker option), by name
+        assert f"{name}=" in str(error) and "whole number" not in str(error), str(error)
+
+
+def test_the_local_clusters_counts_as_digits():
+    with LocalGPUCluster(n_workers="0", threads_per_worker=" 2", dashboard_address=None) as cluster:
+        assert cluster._worker_options["nthreads"] == 2 and cluster.workers == {}

@@ -147,10 +147,8 @@ class LocalGPUCluster(SpecCluster):
                  interface: str | None = None, host: str | None = None,
                  dashboard_address: str | None = "localhost:0", security=None, worker_class=None,
                  asynchronous: bool = False, silence_logs=None, **kwargs):
-        values = dict(locals())
-        check_keywords({k: v for k, v in values.items() if k not in ("self", "kwargs", "__class__")})
-        if threads_per_worker < 1:
-            raise ValueError(f"threads_per_worker={threads_per_worker!r} must be at least 1")
+        values = check_keywords(dict(locals()))  # counts given as "2" come back as numbers
+        threads_per_worker, n_workers = values["threads_per_worker"], values["n_workers"]
         self.gpu_options = gpu_options(values)
         protocol = ucx_protocol(protocol, self.gpu_options)
         self._nanny, self._worker = nanny_and_worker_class(worker_class, GPUWorker, log_spilling)
