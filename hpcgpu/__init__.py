@@ -1,6 +1,6 @@
 """hpcgpu: Dask on HPC batch systems for GPU work.
 
-One Dask worker per GPU, on SLURM, PBS Pro, LSF and Grid Engine, through the
+One Dask worker per GPU, on SLURM, PBS Pro, LSF, Grid Engine and Flux, through the
 scheduler's launcher or MPI. Names are imported lazily, so that ``import hpcgpu`` stays
 cheap on a login node and loads nothing CUDA-related.
 """

@@ -13,7 +13,7 @@ __all__ = ["SLURMCluster", "PBSCluster", "LSFCluster", "SGECluster", "FluxCluste
 
 
 class SLURMCluster(GPUCluster):
-    """GPU workers on SLURM: ``sbatch`` jobs, ``srun`` one task per GPU.
+    """GPU workers on SLURM: ``sbatch`` jobs, ``srun`` one task per node.
 
     >>> SLURMCluster.scheduler_name
     'slurm'
@@ -23,13 +23,14 @@ class SLURMCluster(GPUCluster):
 
 
 class PBSCluster(GPUCluster):
-    """GPU workers on PBS Pro / OpenPBS: ``select`` chunks, ``mpiexec`` one rank per GPU."""
+    """GPU workers on PBS Pro / OpenPBS: a ``select`` chunk per node; no launcher on one node,
+    ``mpiexec`` one task per node across nodes."""
 
     scheduler_name = "pbs"
 
 
 class LSFCluster(GPUCluster):
-    """GPU workers on IBM Spectrum LSF: ``bsub`` with ``-gpu``, ``jsrun`` one task per GPU."""
+    """GPU workers on IBM Spectrum LSF: ``bsub`` with ``-gpu``, ``jsrun`` one task per node."""
 
     scheduler_name = "lsf"
 
