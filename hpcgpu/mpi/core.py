@@ -22,6 +22,7 @@ import traceback
 import dask
 
 from hpcgpu.system.closelog import quiet_expected_close
+from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.runner import ranks
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD, scheduler_dashboard_message
 from hpcgpu.system.threadsignals import born_blocked
@@ -184,7 +185,7 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
             loop_runner, scheduler = _start_rank0(sec, scheduler_options)
             address = scheduler.address
         address = comm.bcast(address, root=0)
-        common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory)
+        common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory or scratch_directory())
         if rank == 0:
             _become_client(comm, address, tls, loop_runner, scheduler, node, local_rank, common)
     if rank == 0:

@@ -16,6 +16,7 @@ from hpcgpu.jobspec.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_fl
 from hpcgpu.jobspec.dialects.arrays import element_name
 from hpcgpu.system.spawn import start_process
 from hpcgpu.system.schedfile import address_from_file
+from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
 from hpcgpu.worker.http import http_argv
 from hpcgpu.worker.hostmemory import gpu_workers_on_host, host_memory_limit
@@ -38,6 +39,8 @@ def _dask_worker_argv(scheduler, options: dict, name: str, nworkers: int,
         "tls_cert": "--tls-cert", "tls_key": "--tls-key", "local_directory": "--local-directory",
         "lifetime": "--lifetime",
     }
+    if not any(a.split("=")[0] == "--local-directory" for a in extra):  # never another user's
+        options = {**options, "local_directory": options.get("local_directory") or scratch_directory()}
     for key, flag in flags.items():
         if options.get(key) is not None:
             argv += [flag, str(options[key])]

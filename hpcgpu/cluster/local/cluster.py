@@ -27,6 +27,7 @@ from hpcgpu.network.dashboard import dashboard_link
 from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.system.closelog import quiet_expected_close
+from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.network.schemes import register as register_schemes
 from hpcgpu.network.tls import cluster_security
 from hpcgpu.system.threadsignals import block_here
@@ -171,7 +172,8 @@ class LocalGPUCluster(SpecCluster):
             memory_limit = parse_memory_limit("auto", 1, total_cores=max(n_workers, 1), logger=_logger)
         listen = dict(protocol=protocol, interface=interface, host=host, security=security)
         self._worker_options: dict = dict(dict(nthreads=threads_per_worker, memory_limit=memory_limit,
-                                               dashboard_address=None, local_directory=local_directory,
+                                               dashboard_address=None,
+                                               local_directory=local_directory or scratch_directory(),
                                                **dict(listen, protocol=own_protocol)), **worker_extra)
         scheduler = {"cls": Scheduler, "options": dict(dict(
             port=0, dashboard=dashboard_address is not None,
