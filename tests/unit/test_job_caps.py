@@ -15,6 +15,7 @@ from hpcgpu import SLURMCluster
 from hpcgpu.cluster.batch.admission import ClusterCaps, JobGate, cluster_caps, usage_of
 from hpcgpu.cluster.batch.arrays import run_fits
 from hpcgpu.cluster.batch.job_caps import JobCaps, Usage, admit, plan
+from hpcgpu.cluster.batch.job_kinds import GPU_JOBS
 from hpcgpu.cluster.batch.job_state import JobState
 
 caps_values = st.one_of(st.none(), st.integers(1, 12))
@@ -171,7 +172,7 @@ def _fleet(jobs: list[list], throttles: dict) -> SimpleNamespace:
             ended=False, phase=JobState.RUNNING if running else JobState.PENDING)
         started[name] = SimpleNamespace(submission=submissions.get(group)) if group is not None \
             else object()
-    pool = SimpleNamespace(name="default", cpu=False)
+    pool = SimpleNamespace(name="default", kind=GPU_JOBS)
     return SimpleNamespace(jobs=started, records=records, job_pool=lambda name: pool,
                            pools={"default": pool})
 

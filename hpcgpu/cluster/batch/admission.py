@@ -108,7 +108,7 @@ class JobGate:
     def throttled(self, pool: Any) -> bool:
         """Whether several new jobs of ``pool`` go out as one array the scheduler throttles."""
         arrays = self.fleet.arrays
-        if arrays is None or pool.cpu or not arrays.settings.enabled:
+        if arrays is None or not pool.kind.arrays or not arrays.settings.enabled:
             return False
         scheduler = get_scheduler(arrays.dialect.name)
         return scheduler.has_arrays and scheduler.throttles_arrays

@@ -186,7 +186,7 @@ class JobArrays:
         scheduler, spec = self.dialect.name, fleet.spec
         # One array per pool (its own spec and script), of GPU jobs only.
         arrays = [n for n in names if fleet.job_pool(n).spec is spec[n]
-                  and not fleet.job_pool(n).cpu]
+                  and fleet.job_pool(n).kind.arrays]
         single = (not self.settings.enabled or len(arrays) < 2
                   or not get_scheduler(scheduler).has_arrays)
         runs = [[name] for name in names if single or name not in arrays]

@@ -27,6 +27,10 @@ logger = logging.getLogger("hpcgpu.cluster")
 class JobKind(Protocol):
     """What differs between the jobs of a GPU pool and those of a CPU pool."""
 
+    #: Whether several new jobs may go out as one job array (hpcgpu's script) or not
+    #: (dask-jobqueue's CPU jobs submit one by one).
+    arrays: bool
+
     def job_class(self, scheduler: str) -> type:
         """The class of the jobs (SpecCluster's ``cls``) on ``scheduler``."""
 
@@ -66,6 +70,8 @@ class GPUJobs:
     >>> GPU_JOBS.gpus(shape), GPU_JOBS.name_levels(shape), GPU_JOBS.worker_groups(shape)
     (4, 2, ['-0-0', '-0-1', '-1-0', '-1-1'])
     """
+
+    arrays = True
 
     def job_class(self, scheduler: str) -> type:
         return GPUJob
@@ -113,6 +119,8 @@ class CPUJobs:
     ('SLURMJob', 1)
     """
 
+    arrays = False
+
     def job_class(self, scheduler: str) -> type:
         return cpu_job_class(scheduler)
 
@@ -152,5 +160,7 @@ def kind_of(shape: Any) -> JobKind:
 
     >>> kind_of(CPUJobShape(cores=8, processes=4, memory=28 * 10**9)) is CPU_JOBS
     True
+    >>> GPU_JOBS.arrays, CPU_JOBS.arrays
+    (True, False)
     """
     return CPU_JOBS if isinstance(shape, CPUJobShape) else GPU_JOBS

@@ -20,7 +20,7 @@ from typing import Any
 import dask.config
 
 from hpcgpu.cluster.batch.cpu_setup import CPU_ONLY, GPU_ONLY, prepare_cpu
-from hpcgpu.cluster.batch.job_kinds import kind_of
+from hpcgpu.cluster.batch.job_kinds import JobKind, kind_of
 from hpcgpu.cluster.batch.job_caps import CAP_FIELDS
 from hpcgpu.cluster.batch.setup import SHAPE_OPTIONS, ClusterSetup, prepare
 from hpcgpu.jobspec.walltime import Retirement
@@ -60,6 +60,11 @@ class Pool:
     def cpu(self) -> bool:
         """CPU workers (dask-jobqueue's job), no GPUs."""
         return self.setup.cpu
+
+    @property
+    def kind(self) -> JobKind:
+        """GPU jobs or dask-jobqueue's CPU jobs (:mod:`hpcgpu.cluster.batch.job_kinds`)."""
+        return kind_of(self.setup.shape)
 
     @property
     def shape(self) -> Any:
