@@ -19,6 +19,7 @@ from hpcgpu.launchers.base import ALL_VISIBLE
 from hpcgpu.runner.allocation import Allocation
 from hpcgpu.jobspec.container import Container, worker_binds
 from hpcgpu.jobspec.worker_command import WorkerCommand
+from hpcgpu.system.pymain import module_argv
 
 __all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
 
@@ -33,27 +34,29 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
     Examples
     --------
     >>> from hpcgpu.launchers import get_launcher
+    >>> from hpcgpu.system.pymain import SAFE_MAIN  # python -m, without the cwd on sys.path
+    >>> show = lambda argv: shlex.join(argv).replace(shlex.quote(SAFE_MAIN), "SAFE_MAIN")
     >>> w = WorkerCommand(scheduler="tls://n1:4000")
     >>> a = Allocation("slurm", "7", nodes=2, gpus_per_node=2, cpus_per_node=8)
-    >>> shlex.join(workers_argv(a, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
+    >>> show(workers_argv(a, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
     'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=8 --gpus-per-node=2
-     --kill-on-bad-exit=1 py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto
+     --kill-on-bad-exit=1 py -c SAFE_MAIN hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto
      --death-timeout 120 --launcher srun --gpus-per-node 2'
 
     One GPU bound to each of 4 tasks (``--ntasks=4 --gpus-per-task=1``), one core each:
 
     >>> t = Allocation("slurm", "7", nodes=1, gpus_per_node=4, cpus_per_node=4,
     ...                gpus_per_task=1, tasks=4)
-    >>> shlex.join(workers_argv(t, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
+    >>> show(workers_argv(t, get_launcher("srun"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
     'srun --nodes=1 --ntasks=4 --cpus-per-task=1 --gpus-per-task=1 --kill-on-bad-exit=1
-     py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
+     py -c SAFE_MAIN hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
      --launcher srun'
     >>> from hpcgpu.jobspec.container import Container
-    >>> shlex.join(workers_argv(a, get_launcher("srun"), w, "python3", (), Container("i.sif")))[103:153]
-    'apptainer exec --nv i.sif python3 -m hpcgpu.worker'
+    >>> show(workers_argv(a, get_launcher("srun"), w, "python3", (), Container("i.sif")))[103:163]
+    'apptainer exec --nv i.sif python3 -c SAFE_MAIN hpcgpu.worker'
     >>> a1 = Allocation(None, None, nodes=1, gpus_per_node=4, cpus_per_node=8)
-    >>> shlex.join(workers_argv(a1, get_launcher("direct"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
-    'py -m hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
+    >>> show(workers_argv(a1, get_launcher("direct"), w, "py"))  # doctest: +NORMALIZE_WHITESPACE
+    'py -c SAFE_MAIN hpcgpu.worker tls://n1:4000 --nthreads 1 --memory-limit auto --death-timeout 120
      --launcher direct --gpus-per-node 4'
     """
     shape = allocation.shape()
@@ -67,7 +70,7 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
         gpus = allocation.gpus_per_node if allocation.uniform else ALL_VISIBLE
     command = dataclasses.replace(worker, launcher=launcher.name, gpus_per_node=gpus)
     inside = container.prefix(worker_binds(command), cwd=os.getcwd()) if container else []
-    return [*prefix, *launcher_args, *inside, *command.argv(python)]
+    return [*prefix, *launcher_args, *inside, *module_argv(command.argv(python))]  # not -m: cwd
 
 
 def launcher_environment(allocation: Allocation, launcher: Launcher,

@@ -17,6 +17,7 @@ import threading
 from typing import IO, Iterator
 
 from hpcgpu.system.threadsignals import preexec
+from hpcgpu.system.pymain import module_argv
 
 __all__ = ["guarded", "track", "untrack"]
 
@@ -60,7 +61,7 @@ def guarded(grace: float) -> Iterator[subprocess.Popen]:
     """
     global _pipe
     # Its own session: a terminal's Ctrl-C or the job's SIGTERM is for the run, not for it.
-    reaper = subprocess.Popen([sys.executable, "-m", "hpcgpu.runner.reaper", f"{grace:g}"],
+    reaper = subprocess.Popen(module_argv([sys.executable, "-m", "hpcgpu.runner.reaper", f"{grace:g}"]),
                               stdin=subprocess.PIPE, text=True, start_new_session=True,
                               preexec_fn=preexec())
     with _lock:

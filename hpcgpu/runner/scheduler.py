@@ -16,6 +16,7 @@ from typing import Mapping
 from hpcgpu.runner import address_pipe
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD
 from hpcgpu.runner.processes import Child, start_child
+from hpcgpu.system.pymain import module_argv
 from hpcgpu.runner.security import TLSFiles
 
 __all__ = ["SchedulerOptions", "scheduler_argv", "start_scheduler"]
@@ -117,7 +118,8 @@ def start_scheduler(python: str, options: SchedulerOptions, tls: TLSFiles | None
     """
     read, write = os.pipe()
     try:
-        argv = scheduler_argv(python, options, tls, _interface_address(options, tls))
+        # not -m: a module in the job's (shared) working directory would be imported first
+        argv = module_argv(scheduler_argv(python, options, tls, _interface_address(options, tls)))
         child = start_child("scheduler", argv, stdout=log, stderr=log, pass_fds=(write,),
                             env={**env, "CUDA_VISIBLE_DEVICES": "", address_pipe.ENV: str(write)})
         os.close(write)

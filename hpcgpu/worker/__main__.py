@@ -15,6 +15,7 @@ import click
 from hpcgpu.jobspec.gpuflags import GPU_OPTION_NAMES, gpu_flags, options_from_flags
 from hpcgpu.jobspec.dialects.arrays import element_name
 from hpcgpu.system.spawn import start_process
+from hpcgpu.system.pymain import module_argv
 from hpcgpu.system.schedfile import address_from_file
 from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.worker.ucxpool import let_ucx_use_the_worker_pool
@@ -70,7 +71,7 @@ def _spawn_per_gpu(places: list[Placement]) -> int:
     """Without a nanny (``--no-nanny``) a process holds one worker: one child per GPU."""
     argv = _without_launcher(sys.argv[1:])
     # each ends with this process, however it ends (a launcher's SIGKILL included)
-    children = [start_process([sys.executable, "-m", "hpcgpu.worker", *argv],
+    children = [start_process(module_argv([sys.executable, "-m", "hpcgpu.worker", *argv]),
                               env=dict(os.environ, **gpu_environment(place)))
                 for place in places]
 

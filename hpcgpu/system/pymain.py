@@ -1,0 +1,38 @@
+"""Python modules started without the working directory on their import path.
+
+``python -m module`` puts the working directory first on ``sys.path`` (as ``-c`` does), so
+a ``dask.py`` or ``hpcgpu/`` in it is imported instead of the installed one. A batch job
+runs in the directory it was submitted from, often a shared project or scratch directory:
+every process that hpcgpu started there with ``-m`` (``hpcgpu run``'s scheduler and
+workers, a worker's per-GPU children, the reaper) ran a module another user had put there,
+as the user (#38's class: a shared directory). :func:`module_argv` starts the same module
+the same way (``runpy``'s ``-m`` path: ``__main__``, ``sys.argv``, multiprocessing's
+re-imports) with that first entry removed first. Python 3.11's ``-P`` does this, but not on
+3.10, and the python of a job may be either. The user's own script is left as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+__all__ = ["SAFE_MAIN", "module_argv"]
+
+#: ``-c``'s code: drop the working directory that ``-c`` put first (unless ``-P`` or
+#: ``PYTHONSAFEPATH`` kept it off), then run the module named next as ``-m`` does.
+SAFE_MAIN = ('import sys;getattr(sys.flags,"safe_path",0) or sys.path.pop(0);'
+             'import runpy;runpy._run_module_as_main(sys.argv.pop(1))')
+
+
+def module_argv(argv: Sequence[str]) -> list[str]:
+    """``[python, "-m", module, *args]`` as ``[python, "-c", SAFE_MAIN, module, *args]``.
+
+    Examples
+    --------
+    >>> module_argv(["py", "-m", "hpcgpu.worker", "tls://h:1"]) == [
+    ...     "py", "-c", SAFE_MAIN, "hpcgpu.worker", "tls://h:1"]
+    True
+    """
+    python, flag, *rest = argv
+    if flag != "-m":
+        raise ValueError(f"not a python -m command: {list(argv)}")
+    return [python, "-c", SAFE_MAIN, *rest]

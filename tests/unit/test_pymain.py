@@ -1,0 +1,51 @@
+"""No process that hpcgpu starts imports from the working directory (#38's class: a shared
+directory). ``python -m`` puts the working directory first on ``sys.path``; a batch job runs
+where it was submitted, often a shared scratch directory, and a ``lz4.py`` that another user
+put there ran as the user in ``hpcgpu run``'s scheduler and worker (seen as root, with the
+file nobody's). The user's own script is not hpcgpu's to change."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hpcgpu.system.pymain import module_argv
+
+PLANTED = "import os, sys\nopen(os.environ['MARKER'] + '-%d' % os.getpid(), 'w').write(' '.join(sys.argv))\n"
+
+
+def plant(where: Path, name: str, marker: Path) -> dict:
+    (where / name).write_text(PLANTED + "raise ImportError('planted')\n")
+    return dict(os.environ, MARKER=str(marker))
+
+
+def test_a_module_runs_as_with_m_but_never_from_the_working_directory(tmp_path):
+    (tmp_path / "hpcgpu").mkdir()
+    env = plant(tmp_path / "hpcgpu", "__init__.py", tmp_path / "ran")
+    argv = [sys.executable, "-m", "hpcgpu.system.pymain"]
+    subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    assert list(tmp_path.glob("ran-*")), "plain -m imported the planted package (so this can fail)"
+    for ran in tmp_path.glob("ran-*"):
+        ran.unlink()
+    done = subprocess.run(module_argv(argv), cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and not list(tmp_path.glob("ran-*")), done.stderr
+    shown = subprocess.run(module_argv([sys.executable, "-m", "json.tool"]), input='{"a": 1}',
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert shown.stdout.split() == ["{", '"a":', "1", "}"], shown.stderr  # argv, stdin: as -m
+
+
+def test_hpcgpu_runs_processes_import_nothing_from_the_jobs_directory(tmp_path):
+    work = tmp_path / "shared"
+    work.mkdir()
+    env = plant(work, "lz4.py", tmp_path / "ran")  # distributed's compression tries lz4
+    (tmp_path / "script.py").write_text(
+        "import hpcgpu\nprint('sum', hpcgpu.get_client().submit(sum, [1, 2]).result())\n")
+    env.update(CUDA_VISIBLE_DEVICES="0", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = subprocess.run(module_argv([sys.executable, "-m", "hpcgpu", "run", "--dashboard-address", "",
+                                       "--timeout", "120", str(tmp_path / "script.py")]),
+                          cwd=work, env=env, capture_output=True, text=True, timeout=180)
+    assert "sum 3" in done.stdout, done.stderr[-3000:]
+    assert [p.read_text() for p in tmp_path.glob("ran-*")] == []  # before: the scheduler's, the worker's
