@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+import shlex
 
 import click
 
@@ -19,6 +20,7 @@ from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render, worker_job_script
 from hpcgpu.jobspec.resources import GPUJobShape
+from hpcgpu.system.pymain import SAFE_MAIN
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = [
@@ -197,7 +199,8 @@ def render_batch_examples() -> dict[str, str]:
         shape = GPUJobShape.create(**{**_SHAPE, **shape_options})
         script = JobScript(
             shape, get_dialect(scheduler, **BATCH_SITE.get(filename, {})), get_launcher(launcher),
-            f'exec "${{HPCGPU_PYTHON:-python3}}" -m hpcgpu run --launcher {launcher} "$@"',
+            # as -m, without the submit directory (often shared) first on sys.path
+            f'exec "${{HPCGPU_PYTHON:-python3}}" -c {shlex.quote(SAFE_MAIN)} hpcgpu run --launcher {launcher} "$@"',
             launch=False, log_directory=".", job_extra_directives=extra,
             job_script_prologue=_CHANGE_DIRECTORY.get(scheduler, ()) + _python_check(scheduler, submit) + (
                 '[ $# -gt 0 ] || set -- ${HPCGPU_SCRIPT:?"name the script to run: see Submit above"}',
