@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from batchtools import CHECK, job_output, processes_with, sbatch_wrap, slurm_finished
+from batchtools import CHECK, ROOT, job_output, processes_with, sbatch_wrap, slurm_finished
 from conftest import wait_for
 from hpcgpu.runner.jobdir import open_job_directory
 
@@ -156,3 +156,45 @@ def test_a_job_directory_left_by_sigkill_goes_with_the_next_run(slurm, tmp_path)
     assert [p.name for p in work.iterdir()] == [job.path.name]
     job.remove()
     job.close()
+
+
+#: Put by nobody in the shared directory: a package and a module that Python would import
+#: from a job's working directory first (python -m puts it first on sys.path).
+PLANT = r"""
+import os, sys
+where = sys.argv[1]
+code = "import os\nopen(os.path.join(%r, 'ran-%%d' %% os.getpid()), 'w').close()\n" % where
+os.mkdir(os.path.join(where, "hpcgpu"), 0o755)
+open(os.path.join(where, "hpcgpu", "__init__.py"), "w").write(code)
+open(os.path.join(where, "lz4.py"), "w").write(code + "raise ImportError('planted')\n")
+"""
+
+
+def sge_exit_status(job_id: str) -> tuple[int] | None:
+    """(exit status,) from qacct once the job has finished (a tuple: 0 is an answer), else None."""
+    if subprocess.run(["qstat", "-j", job_id], capture_output=True, text=True, timeout=60).returncode == 0:
+        return None
+    out = subprocess.run(["qacct", "-j", job_id], capture_output=True, text=True, timeout=60).stdout
+    return next(((int(line.split()[1]),) for line in out.splitlines() if line.startswith("exit_status")), None)
+
+
+@pytest.mark.sge
+def test_grid_engine_batch_template_from_a_shared_directory(sge, scratch, tmp_path):
+    """jobscripts/sge-1x4.sge submitted from the scratch directory (``-wd``), where nobody
+    swaps every new entry of their ``.hpcgpu`` and has put ``hpcgpu/`` and ``lz4.py``: the
+    run keeps its own scheduler and directory, and nothing of nobody's is imported (the
+    template used ``python -m hpcgpu run``, which ran both as root)."""
+    subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", PLANT, str(scratch)],
+                   check=True, timeout=30)
+    os.chmod(tmp_path, 0o755)
+    argv = ["qsub", "-terse", "-pe", "smp", "1", "-l", "gpu=1", "-l", "h_rt=00:05:00", "-j", "y",
+            "-o", str(tmp_path), "-wd", str(scratch), "-v", f"HPCGPU_PYTHON={sys.executable}",
+            "-v", f"XDG_CACHE_HOME={tmp_path / 'cache'}",
+            str(ROOT / "jobscripts" / "sge-1x4.sge"), str(CHECK), "--expect", "1"]
+    job_id = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    status = wait_for(lambda: sge_exit_status(job_id), 240, 0.5, what=f"SGE job {job_id}")
+    text = job_output(tmp_path, "*.o*")
+    assert status == (0,), text[-4000:]
+    assert "hpcgpu run: scheduler tls://" in text and "6666" not in text, text[-4000:]
+    assert sorted(p.name for p in scratch.glob("ran-*")) == []  # nobody's code never ran
+    assert os.listdir(scratch / ".hpcgpu") == [] and not (scratch / "attack.log").exists()
