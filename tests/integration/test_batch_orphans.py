@@ -13,10 +13,11 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
-from batchtools import processes_with, sbatch_wrap, slurm_finished, slurm_state
+from batchtools import job_output, processes_with, sbatch_wrap, slurm_finished, slurm_state
 from conftest import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -134,3 +135,47 @@ def test_a_dead_scheduler_ends_the_run(slurm, tmp_path):
     assert "hpcgpu run: scheduler lost: exit status 1" in log, log[-4000:]
     print(f"scheduler killed to hpcgpu run gone: {took:.1f} s")
     assert took < SCHEDULER_GONE, log[-4000:]
+
+
+def qsub_run(tmp_path, marker: str) -> str:
+    """A Grid Engine job whose ``hpcgpu run`` runs STUBBORN; its processes carry ``marker``."""
+    (tmp_path / "user.py").write_text(STUBBORN)
+    job = tmp_path / "job.sh"
+    job.write_text(f"#!/bin/bash\nexport {marker}\nexec {RUN} --launcher direct --work-dir "
+                   f"{tmp_path / 'work'} user.py {tmp_path}/started\n")
+    argv = ["qsub", "-terse", "-S", "/bin/bash", "-pe", "smp", "1", "-l", "gpu=1",
+            "-l", "h_rt=00:05:00", "-j", "y", "-o", str(tmp_path), "-wd", str(tmp_path), str(job)]
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+
+
+def sge_ended(job_id: str) -> bool:
+    return subprocess.run(["qstat", "-j", job_id], capture_output=True, timeout=60).returncode != 0
+
+
+@pytest.mark.sge
+@pytest.mark.parametrize("victim", ["hpcgpu run", "scheduler"])
+def test_grid_engine_kill_9_leaves_no_process(sge, tmp_path, victim):
+    """Breaks 3 and 4 on the real Grid Engine: SIGKILL of ``hpcgpu run`` or of its scheduler
+    leaves no process of the job (the user's script ignores SIGTERM and has a child) within
+    the same bounds as on SLURM."""
+    marker = f"HPCGPU_TEST_MARKER={uuid.uuid4().hex}"
+    job_id = qsub_run(tmp_path, marker)
+    try:
+        wait_for(lambda: (tmp_path / "started").exists() or sge_ended(job_id), 240, 0.2,
+                 what="the script to start")
+        assert (tmp_path / "started").exists(), job_output(tmp_path, "*.o*")[-4000:]
+        names = {pid: cmd for pid, cmd in processes_with(marker)}
+        assert any("sleep 300" in cmd for cmd in names.values()), names
+        pattern = " -m hpcgpu run " if victim == "hpcgpu run" else "dask_scheduler"
+        (target,) = [pid for pid, cmd in names.items() if pattern in cmd]
+        os.kill(target, signal.SIGKILL)
+        killed = time.monotonic()
+        bound = ORPHANS_GONE if victim == "hpcgpu run" else SCHEDULER_GONE + 4  # the script's SIGKILL
+        while processes_with(marker) and time.monotonic() - killed < bound:
+            time.sleep(0.1)
+        left = processes_with(marker)
+    finally:
+        subprocess.run(["qdel", job_id], capture_output=True, timeout=60)
+        for pid, _ in processes_with(marker):  # never leave them to the next test
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], (left, job_output(tmp_path, "*.o*")[-4000:])
