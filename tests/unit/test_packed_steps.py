@@ -64,11 +64,18 @@ def test_a_fused_task_pickled_holds_a_few_objects_and_computes_the_same():
     assert np.allclose(np.asarray(got).sum(), want)
 
 
+def _block_steps() -> int:
+    gc.collect()
+    return sum(isinstance(o, BlockStep) for o in gc.get_objects())
+
+
 def test_the_scheduler_process_keeps_no_block_steps_after_computes():
+    # counted before and after: other tests of this process may hold graphs of their own
+    # (an in-process cluster never pickles its tasks)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         want = _array_sum().compute(scheduler="sync")
+        before = _block_steps()
         for _ in range(3):
             assert np.isclose(client.compute(_array_sum()).result(), want)
-        gc.collect()
-        assert sum(isinstance(o, BlockStep) for o in gc.get_objects()) == 0
+        assert _block_steps() <= before
