@@ -26,8 +26,9 @@ def exclusive_trees(dsk: Mapping, keys: set, width: int, shared=frozenset()) -> 
     counts it once per read.
 
     One walk over the graph in dependency order (dsk's own order when it is one, as
-    :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), carrying each candidate
-    tree's keys up to its parent: no per-tree walks and no dependents lists.
+    :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), noting each candidate tree's
+    dependencies; then one walk down each maximal tree lists its keys: no dependents
+    lists, and no key copied into a larger tree's list at each level.
     """
     uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
     try:
@@ -43,24 +44,50 @@ class _OutOfOrder(Exception):
 
 def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter, shared) -> list:
     counts: dict = {}  # leaves under each key it owns exclusively, 0 if not such a tree
-    members: dict = {}  # the keys of each candidate tree not yet taken into its parent's
+    parts: dict = {}  # each tree's root so far: its dependencies in the order its tree lists them
+    taken: set = set()  # roots that became part of their dependent's tree
     for key in order:
         deps = dsk[key].dependencies
         if not deps:
-            counts[key], members[key] = 1, [key]
+            counts[key] = 1
             continue
         total, owned = 0, True
         for d in deps:
             count = counts.get(d)
-            if count is None and d in dsk:
-                raise _OutOfOrder(d)
-            owned = owned and bool(count) and d not in keys and (uses[d] == 1 or d in shared)
-            total += count or 0
-        counts[key] = total if owned and total <= width else 0
-        if counts[key]:  # its dependencies' trees become part of its own (last dependency first)
-            ordered = reversed(tuple(deps))
-            if shared:  # the shared leaves last: each made just before its reader
-                ordered = sorted(ordered, key=lambda d: d in shared)
-            members[key] = [k for d in ordered for k in ([d] if d in shared else members.pop(d))] + [key]
-    return [(key, tree) for key, tree in members.items() if counts[key] >= 2 and key not in shared]
+            if count is None:
+                if d in dsk:
+                    raise _OutOfOrder(d)
+                owned = False
+            elif owned:
+                owned = bool(count) and d not in keys and (uses[d] == 1 or d in shared)
+                total += count
+        if not owned or total > width:
+            counts[key] = 0
+            continue
+        counts[key] = total
+        listed = deps if len(deps) == 1 else tuple(deps)[::-1]  # the last dependency's tree first
+        if len(listed) > 1 and not shared.isdisjoint(listed):
+            listed = sorted(listed, key=shared.__contains__)  # the shared leaves last: each made just before its reader
+        parts[key] = listed
+        taken.update(listed)
+    return [(key, _listed(key, parts, shared)) for key in parts
+            if key not in taken and counts[key] >= 2 and key not in shared]
 
+
+def _listed(root, parts: dict, shared) -> list:
+    """The keys of ``root``'s tree, each after its dependencies (a shared leaf once per
+    key that reads it), in one walk per tree once the search is done: no key lists
+    copied into the parent's at every level of the tree."""
+    out, roots, walks = [], [root], [iter(parts[root])]
+    while walks:
+        for d in walks[-1]:
+            below = parts.get(d)
+            if below is not None and d not in shared:
+                roots.append(d)
+                walks.append(iter(below))
+                break
+            out.append(d)
+        else:
+            walks.pop()
+            out.append(roots.pop())
+    return out
