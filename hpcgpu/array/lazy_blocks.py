@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from dask._task_spec import DataNode, GraphNode, TaskRef, convert_legacy_graph, parse_input
 from dask.blockwise import Blockwise, blockwise_token
-from dask.core import keys_in_tasks
+from dask.tokenize import tokenize
+from dask.core import flatten, keys_in_tasks
 from dask.highlevelgraph import HighLevelGraph
 
-__all__ = ["BlockStep", "LegacyStep", "build_blocks", "io_dep_axes", "lazy_graph", "materialize_remaining", "permuted"]
+__all__ = ["BlockStep", "LegacyStep", "build_blocks", "culled", "io_dep_axes", "lazy_graph", "materialize_remaining",
+           "permuted"]
 
 
 class BlockStep:
@@ -123,11 +125,12 @@ def _block_local_inputs(layer) -> tuple | None:
     return tuple(inputs)
 
 
-def lazy_graph(hlg: HighLevelGraph) -> dict:
+def lazy_graph(hlg: HighLevelGraph, found: dict | None = None) -> dict:
     """``{key: Task or BlockStep}``: block-local Blockwise layers as BlockSteps, the rest
     materialised and converted to tasks; layer by layer in dependency order, so that the
     dict itself lists every key after the keys it depends on (almost always: a layer's
-    keys may depend on each other)."""
+    keys may depend on each other). ``found``: the dependencies of legacy tasks that
+    :func:`culled` found, not searched for again."""
     layers = [(name, hlg.layers[name], _block_local_inputs(hlg.layers[name])) for name in hlg._toposort_layers()]
     all_keys: set = set()
     for _, layer, _ in layers:
@@ -135,10 +138,37 @@ def lazy_graph(hlg: HighLevelGraph) -> dict:
     graph: dict = {}
     for _, layer, inputs in layers:
         if inputs is None:
-            graph.update(_legacy_steps(dict(layer), all_keys))
+            graph.update(_legacy_steps(dict(layer), all_keys, found or {}))
         else:
             graph.update((key, BlockStep(layer, key, inputs)) for key in layer.get_output_keys())
     return graph
+
+
+def culled(hlg: HighLevelGraph, keys) -> tuple[HighLevelGraph, dict]:
+    """``hlg.cull(keys)``, the same graph, and ``{key: its dependencies}`` for the keys of
+    its materialised layers: :meth:`HighLevelGraph.cull` finds each legacy task's
+    dependencies (a walk through the task) and drops them; :func:`lazy_graph` takes them.
+    The steps are Dask's own (layer by layer from the outputs, each layer's ``cull``)."""
+    needed = set(flatten(keys))
+    legacy = any(layer.has_legacy_tasks for layer in hlg.layers.values())
+    all_ext_keys = hlg.get_all_external_keys() if legacy else set()
+    layers, dependencies, found = {}, {}, {}
+    tok = tokenize(needed)
+    for name in reversed(hlg._toposort_layers()):
+        layer = hlg.layers[name]
+        if needed:  # Dask keeps every layer whole once no key is needed (as hlg.cull does)
+            layer, deps = layer.cull(needed, all_ext_keys)
+            if not deps:
+                continue
+            for k, d in deps.items():
+                needed |= d
+                needed.discard(k)
+            if not isinstance(layer, Blockwise):
+                found.update(deps)
+        layers[f"{name}-{tok}"] = layer
+        dependencies[f"{name}-{tok}"] = hlg.dependencies[name]
+    kept = set(layers)
+    return HighLevelGraph(layers, {name: dependencies[name] & kept for name in layers}), found
 
 
 class LegacyStep:
@@ -160,12 +190,14 @@ class LegacyStep:
         return LegacyStep, (self.key, self.task, self.dependencies)
 
 
-def _legacy_steps(layer: dict, all_keys: set) -> dict:
-    """``layer`` with its legacy tuples as LegacySteps, its other nodes converted."""
+def _legacy_steps(layer: dict, all_keys: set, found: dict) -> dict:
+    """``layer`` with its legacy tuples as LegacySteps, its other nodes converted.
+    ``found``: dependencies known already (:func:`culled`; searched for in ``all_keys``)."""
     out, rest = {}, {}
     for key, task in layer.items():
         if type(task) is tuple and task and callable(task[0]):
-            out[key] = LegacyStep(key, task, keys_in_tasks(all_keys, [task]))
+            deps = found.get(key)
+            out[key] = LegacyStep(key, task, keys_in_tasks(all_keys, [task]) if deps is None else deps & all_keys)
         else:
             rest[key] = task
     out.update(convert_legacy_graph(rest, all_keys))

@@ -44,7 +44,7 @@ from hpcgpu.array.fused.batch import pure_layer, run_alike_chains
 from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.plane import wanted
 from hpcgpu.array.plane.idioms import route
-from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, lazy_graph, materialize_remaining
+from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, culled, lazy_graph, materialize_remaining
 from hpcgpu.array.packed import PackedSteps
 from hpcgpu.array.pushdown import push_slices_down
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
@@ -289,8 +289,8 @@ def _optimize(dsk, keys: list, settings: Settings):
     if not isinstance(dsk, HighLevelGraph):
         dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
     dsk = route(dsk, lambda kind: wanted(kind, settings.collective, settings.workers), keys)
-    dsk = fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys).cull(set(keys))
-    graph, least, width = lazy_graph(dsk), None, settings.width
+    dsk, found = culled(fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys), keys)
+    graph, least, width = lazy_graph(dsk, found), None, settings.width
     if width == "auto":  # as many leaves per task as keeps every thread busy
         width = auto_width(sum(1 for v in graph.values() if not v.dependencies), settings.threads,
                            settings.tasks_per_thread)

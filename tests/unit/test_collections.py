@@ -402,7 +402,7 @@ def test_the_optimizer_pauses_garbage_collection_and_restores_it(monkeypatch):
 
     seen = []
     real = optimization.lazy_graph
-    monkeypatch.setattr(optimization, "lazy_graph", lambda hlg: seen.append(gc.isenabled()) or real(hlg))
+    monkeypatch.setattr(optimization, "lazy_graph", lambda *args: seen.append(gc.isenabled()) or real(*args))
     y = (ha.random.normal(size=(320, 320), chunks=(10, 10), seed=3, backend="cpu") + 1).sum()
     for enabled in (True, False):
         (gc.enable if enabled else gc.disable)()

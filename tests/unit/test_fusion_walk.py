@@ -156,3 +156,41 @@ def _most_held(graph) -> int:
                 held = (held | {task.key}) - set(done)
                 most = max(most, len(held))
     return most
+
+
+@st.composite
+def expressions(draw):
+    """An hpcgpu array expression: generated or given blocks, elementwise steps, a
+    transpose, a slice, a reduction (a tree of legacy tasks), and sometimes only some of
+    its output blocks asked for (a partial cull)."""
+    chunks = draw(st.sampled_from([(2, 2), (3, 5), (4, 1)]))
+    x = draw(st.sampled_from([
+        lambda: ha.random.normal(0, 1, size=(12, 10), chunks=chunks, seed=1, backend="cpu"),
+        lambda: ha.ones((12, 10), chunks=chunks, backend="cpu"),
+        lambda: dask.array.from_array(np.arange(120.0).reshape(12, 10), chunks=chunks)]))()
+    y = draw(st.sampled_from([lambda a: a + 1, lambda a: a[::2, 1:] * 2, lambda a: a[:10, :10] + a[:10, :10].T,
+                              lambda a: a - a.mean(axis=0)]))(x)
+    y = draw(st.sampled_from([lambda a: a.sum(), lambda a: a.std(axis=1), lambda a: a.max(axis=0), lambda a: a]))(y)
+    keys = list(dask.core.flatten(y.__dask_keys__()))
+    return y, draw(st.lists(st.sampled_from(keys), min_size=1, max_size=3, unique=True)) if draw(st.booleans()) else keys
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(expressions())
+def test_the_cull_that_keeps_dependencies_gives_dasks_cull(case):
+    """:func:`culled` keeps the graph ``HighLevelGraph.cull`` keeps, and the lazy graph made
+    with the dependencies it found is the one made by searching every task again."""
+    from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, culled
+
+    y, keys = case
+    hlg = dask.blockwise.optimize_blockwise(y.__dask_graph__(), keys=keys)
+    plain, (mine, found) = hlg.cull(set(keys)), culled(hlg, keys)
+    assert plain.dependencies == mine.dependencies and list(plain.layers) == list(mine.layers)
+    want, got = lazy_graph(plain), lazy_graph(mine, found)
+    assert list(want) == list(got)
+    for key, node in want.items():
+        assert type(got[key]) is type(node) and set(got[key].dependencies) == set(node.dependencies)
+        if isinstance(node, LegacyStep):
+            assert got[key].task is node.task and got[key].dependencies == node.dependencies
+        elif not isinstance(node, BlockStep):
+            assert got[key] == node
