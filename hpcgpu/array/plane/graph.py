@@ -96,7 +96,7 @@ def barrier(token: str, spec: dict, unpack_list: list, *markers) -> list:
     from distributed.protocol.pickle import dumps
     from distributed.utils import sync
 
-    from hpcgpu.array.plane.scheduler_side import PLUGIN_NAME, PlanePlugin
+    from hpcgpu.array.plane.scheduler_side import PLUGIN_NAME, MemberLost, PlanePlugin
 
     state = _state(worker)
     if not getattr(state, "plugin_sent", False):
@@ -105,7 +105,12 @@ def barrier(token: str, spec: dict, unpack_list: list, *markers) -> list:
         state.plugin_sent = True
     try:
         return sync(worker.loop, worker.scheduler.hpcgpu_plane, token=token, spec=spec,
-                    holders=holders, unpack=unpack_list, gpu=all(m[3] for m in markers))
+                    holders=holders, unpack=unpack_list, gpu=all(m[3] for m in markers),
+                    key=worker.get_current_task())
+    except MemberLost:  # the scheduler has removed the worker: run again without it
+        from distributed import Reschedule
+
+        raise Reschedule() from None
     except Exception as error:  # the scheduler's message, without distributed's wrapping
         raise RuntimeError(str(error)) from None
 

@@ -13,7 +13,10 @@ A collective's barrier task (on some worker) calls ``hpcgpu_plane`` here. The pl
 3. asks rank 0 of a new group for an NCCL unique id and hands it to the group over the
    cluster's own, authenticated comm;
 4. orders the run on every worker at once and returns when all finished; any failure
-   (a worker gone, a timeout) fails the barrier task with the worker's own error.
+   (a timeout, a worker's error) fails the barrier task with the worker's own error. A
+   worker that cannot be reached is awaited until the scheduler has removed it; the
+   barrier then asks Dask to run it again (``Reschedule``), after Dask has recomputed
+   the input blocks that worker held (the others stay on their workers' planes).
 
 When a worker leaves, restrictions that point at it are lifted, so the unpack tasks
 run elsewhere and fail loudly, instead of waiting for a worker that will not come back.
@@ -25,14 +28,16 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from urllib.parse import urlparse
 
+from distributed.comm.core import CommClosedError
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from hpcgpu.array.plane.ops import operation
 from hpcgpu.array.plane.worker_side import unpack_keys
 
-__all__ = ["PlanePlugin", "PLUGIN_NAME"]
+__all__ = ["MemberLost", "PlanePlugin", "PLUGIN_NAME"]
 
 PLUGIN_NAME = "hpcgpu-plane"
 logger = logging.getLogger("distributed.hpcgpu.plane")
@@ -45,6 +50,11 @@ def _host(address: str) -> str:
     if parsed.scheme in ("unix", "inproc", "local"):
         return "localhost"
     return parsed.hostname or address
+
+
+class MemberLost(RuntimeError):
+    """A collective failed because one of its workers left the cluster: its barrier task
+    asks Dask to run it again (:func:`hpcgpu.array.plane.graph.barrier`)."""
 
 
 class PlanePlugin(SchedulerPlugin):
@@ -76,9 +86,14 @@ class PlanePlugin(SchedulerPlugin):
                 scheduler.set_restrictions(lift)
 
     async def run(self, token: str, spec: dict, holders: list, unpack: list,
-                  gpu: bool = False) -> list:
-        """Run one collective; return ``[[block, worker address], ...]``."""
+                  gpu: bool = False, key=None) -> list:
+        """Run one collective for the barrier task ``key``; return ``[[block, worker
+        address], ...]``."""
         op = operation(spec)
+        gone = sorted({h[2] for h in holders} - set(self.scheduler.workers))
+        if gone:  # their input blocks went with them: a connection would only time out
+            raise RuntimeError(f"collective {op.kind} {token}: input blocks were on {gone}, "
+                               "which left the cluster; compute the result again")
         group = self._group(op, {h[2] for h in holders})
         ranked = [[w, b, group.index(a)] for w, b, a in holders]
         owners = op.owners(unpack_keys(ranked), len(group))
@@ -110,10 +125,40 @@ class PlanePlugin(SchedulerPlugin):
                 f.add_done_callback(lambda _, w=w: asyncio.ensure_future(self._drop(w, token, seqs[w])))
             if transport == "nccl":
                 self.nccl_groups.discard(tuple(group))
-            worker, error = failed[0]
-            raise RuntimeError(f"collective {op.kind} {token} failed on {worker} "
-                               f"({len(failed)} of {len(group)} workers so far): {error}") from error
+            await self._fail(op, token, group, failed, key)
         return [[b, group[r]] for b, r in owners.items()]
+
+    async def _fail(self, op, token: str, group: list, failed: list, key) -> None:
+        """Raise the first failure. A worker that cannot be reached has (most likely) left:
+        once the scheduler has removed it, the puts of ``key`` it ran are released, so that
+        Dask recomputes them on the workers left (their markers, copied to the barrier's
+        worker, would outlive it) and runs the barrier again (:class:`MemberLost`)."""
+        worker, error = failed[0]
+        message = (f"collective {op.kind} {token} failed on {worker} "
+                   f"({len(failed)} of {len(group)} workers so far): {error}")
+        if isinstance(error, (CommClosedError, ConnectionError)):
+            task = self.scheduler.tasks.get(key)
+            held = [d.key for d in (task.dependencies if task else ())
+                    if any(ws.address == worker for ws in d.who_has or ())]
+            if await self._removed(worker):
+                logger.warning("%s; the worker has left: run again without it", message)
+                again = {k: "released" for k in held
+                         if k in self.scheduler.tasks and self.scheduler.tasks[k].state == "memory"}
+                self.scheduler.transitions(again, stimulus_id=f"hpcgpu-plane-lost-{time.time()}")
+                raise MemberLost(message) from error
+        raise RuntimeError(message) from error
+
+    async def _removed(self, worker: str) -> bool:
+        """Whether the scheduler removes ``worker`` within the plane's timeout (its stream
+        closes soon after its process ends): the run again must not count it in its group."""
+        import dask
+
+        deadline = time.monotonic() + float(dask.config.get("hpcgpu.array.plane.timeout", 10))
+        while worker in self.scheduler.workers:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     async def _drop(self, worker: str, token: str, seq: int) -> None:
         with contextlib.suppress(Exception):  # a worker that left has nothing to drop
