@@ -7,6 +7,7 @@ jobs start (queued cap) or stays throttled by the array's ``%N`` (running cap).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import subprocess
@@ -55,9 +56,14 @@ def watched(job_name: str):
         thread.join()
 
 
+#: one job name per test: a test's squeue watch must not count the jobs an earlier test of
+#: this process closed a moment ago (scancel returns before squeue stops listing them)
+_TESTS = itertools.count()
+
+
 @pytest.fixture
 def make(slurm, clusters):
-    name = f"caps{os.getpid()}"
+    name = f"caps{os.getpid()}-{next(_TESTS)}"
     make = lambda **options: clusters(SLURMCluster, **{  # noqa: E731
         **FAST, "gpus_per_node": 1, "job_name": name, **options})
     make.job_name = name
