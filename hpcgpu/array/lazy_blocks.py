@@ -12,6 +12,8 @@ with GPU work. Blocks left outside the fused tasks are built on the scheduler as
 
 from __future__ import annotations
 
+from itertools import chain
+
 from dask._task_spec import DataNode, GraphNode, TaskRef, convert_legacy_graph, parse_input
 from dask.blockwise import Blockwise, blockwise_token
 from dask.tokenize import tokenize
@@ -35,8 +37,13 @@ class BlockStep:
 
     def __init__(self, layer: Blockwise, key: tuple, inputs: tuple):
         self.layer, self.key, self.coords, self.inputs = layer, key, key[1:], inputs
-        self.dependencies = tuple(dict.fromkeys([(name, *permuted(self.coords, axes))
-                                                 for name, axes in inputs]))  # x + x: x once
+        if not inputs:  # a generated block (thousands per graph: the common cases first)
+            self.dependencies = ()
+        elif len(inputs) == 1 and inputs[0][1] is None:
+            self.dependencies = ((inputs[0][0], *self.coords),)
+        else:
+            self.dependencies = tuple(dict.fromkeys([(name, *permuted(self.coords, axes))
+                                                     for name, axes in inputs]))  # x + x: x once
 
     def __reduce__(self):
         return BlockStep, (self.layer, self.key, self.inputs)
@@ -129,26 +136,26 @@ def lazy_graph(hlg: HighLevelGraph, found: dict | None = None) -> dict:
     """``{key: Task or BlockStep}``: block-local Blockwise layers as BlockSteps, the rest
     materialised and converted to tasks; layer by layer in dependency order, so that the
     dict itself lists every key after the keys it depends on (almost always: a layer's
-    keys may depend on each other). ``found``: the dependencies of legacy tasks that
-    :func:`culled` found, not searched for again."""
+    keys may depend on each other). ``found``: what :func:`culled` found (legacy tasks'
+    dependencies, BlockSteps), not searched for or made again."""
     layers = [(name, hlg.layers[name], _block_local_inputs(hlg.layers[name])) for name in hlg._toposort_layers()]
-    all_keys: set = set()
-    for _, layer, _ in layers:
-        all_keys.update(layer.get_output_keys())
-    graph: dict = {}
-    for _, layer, inputs in layers:
+    outputs = [layer.get_output_keys() for _, layer, _ in layers]
+    all_keys, found, graph = set().union(*outputs), found or {}, {}
+    for (_, layer, inputs), keys in zip(layers, outputs):
         if inputs is None:
-            graph.update(_legacy_steps(dict(layer), all_keys, found or {}))
+            graph.update(_legacy_steps(dict(layer), all_keys, found))
         else:
-            graph.update((key, BlockStep(layer, key, inputs)) for key in layer.get_output_keys())
+            graph.update((key, found.get(key) or BlockStep(layer, key, inputs)) for key in keys)
     return graph
 
 
 def culled(hlg: HighLevelGraph, keys) -> tuple[HighLevelGraph, dict]:
-    """``hlg.cull(keys)``, the same graph, and ``{key: its dependencies}`` for the keys of
-    its materialised layers: :meth:`HighLevelGraph.cull` finds each legacy task's
-    dependencies (a walk through the task) and drops them; :func:`lazy_graph` takes them.
-    The steps are Dask's own (layer by layer from the outputs, each layer's ``cull``)."""
+    """``hlg.cull(keys)``, the same graph, and what the cull found for :func:`lazy_graph`:
+    ``{key: its dependencies}`` for the keys of materialised layers (which
+    :meth:`HighLevelGraph.cull` finds by walking each task, then drops), and
+    ``{key: its BlockStep}`` for block-local layers needed whole (their dependencies
+    follow from the block index, no per-block map of Dask's). The steps are Dask's own:
+    layer by layer from the outputs, each other layer's ``cull``."""
     needed = set(flatten(keys))
     legacy = any(layer.has_legacy_tasks for layer in hlg.layers.values())
     all_ext_keys = hlg.get_all_external_keys() if legacy else set()
@@ -157,18 +164,38 @@ def culled(hlg: HighLevelGraph, keys) -> tuple[HighLevelGraph, dict]:
     for name in reversed(hlg._toposort_layers()):
         layer = hlg.layers[name]
         if needed:  # Dask keeps every layer whole once no key is needed (as hlg.cull does)
-            layer, deps = layer.cull(needed, all_ext_keys)
-            if not deps:
-                continue
-            for k, d in deps.items():
-                needed |= d
-                needed.discard(k)
-            if not isinstance(layer, Blockwise):
-                found.update(deps)
+            steps = _whole_block_steps(layer, needed)
+            if steps is not None:
+                needed.difference_update(steps)
+                needed.update(chain.from_iterable(step.dependencies for step in steps.values()))
+                found.update(steps)
+            else:
+                layer, deps = layer.cull(needed, all_ext_keys)
+                if not deps:
+                    continue
+                for k, d in deps.items():
+                    needed |= d
+                    needed.discard(k)
+                if not isinstance(layer, Blockwise):
+                    found.update(deps)
         layers[f"{name}-{tok}"] = layer
         dependencies[f"{name}-{tok}"] = hlg.dependencies[name]
     kept = set(layers)
     return HighLevelGraph(layers, {name: dependencies[name] & kept for name in layers}), found
+
+
+def _whole_block_steps(layer, needed: set) -> dict | None:
+    """``{key: BlockStep}`` for every block of ``layer`` if it is block-local, not culled
+    before, every block is needed, and a block's dependencies are its inputs' blocks alone
+    (no task given as a constant, no io_dep that names keys); None otherwise."""
+    inputs = _block_local_inputs(layer)
+    if inputs is None or layer.output_blocks or any(isinstance(arg, TaskRef) for arg, _ in layer.indices) \
+            or any(getattr(dep, "produces_keys", False) for dep in layer.io_deps.values()):
+        return None
+    out = layer.get_output_keys()
+    if not needed.issuperset(out):
+        return None
+    return {key: BlockStep(layer, key, inputs) for key in out}
 
 
 class LegacyStep:
