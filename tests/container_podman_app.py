@@ -12,6 +12,7 @@ import dask.array as da
 from distributed import Client
 
 from hpcgpu import SLURMCluster
+from hpcgpu.system.pymain import SAFE_MAIN
 
 
 def inside() -> dict:
@@ -35,7 +36,7 @@ def main(image: str, binds: list[str]) -> None:
             total = float((da.ones((2000, 2000), chunks=500) + 1).sum().compute())
         print("in the worker:", where)
         print("sum:", total)
-        assert where["pid1"][:3] == [sys.executable, "-m", "hpcgpu.worker"], where
+        assert where["pid1"][:4] == [sys.executable, "-c", SAFE_MAIN, "hpcgpu.worker"], where
         assert where["uid"] == os.getuid() and where["slurm_job"], where
         assert total == 8_000_000.0
         assert not cluster.versions.problems, cluster.versions.problems

@@ -24,6 +24,7 @@ from hpcgpu.system import commands
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, job_environment
+from hpcgpu.system.pymain import module_argv
 from hpcgpu.system.safedir import check_private_path
 from hpcgpu.system.threadsignals import start_thread
 from hpcgpu.jobspec.render import JobScript, render
@@ -68,7 +69,7 @@ def doctor_job_script(settings: NetworkSettings, output: str, scheduler: str = "
             "--output", output, *settings_argv(settings)]
     if scheduler_address:
         argv += ["--scheduler-address", scheduler_address]
-    script = JobScript(shape, dialect, get_launcher(dialect.default_launcher), shlex.join(argv),
+    script = JobScript(shape, dialect, get_launcher(dialect.default_launcher), shlex.join(module_argv(argv)),
                        launch=False, log_directory=log_directory,
                        environment=job_environment(settings, "worker"),
                        header=("hpcgpu doctor: preflight on a compute node",))

@@ -18,7 +18,7 @@ from hpcgpu.jobspec.container import Container
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.launchers import get_launcher
-from hpcgpu.jobspec.render import JobScript, render, worker_job_script
+from hpcgpu.jobspec.render import HAS_HPCGPU, JobScript, render, worker_job_script
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.system.pymain import SAFE_MAIN
 from hpcgpu.jobspec.worker_command import WorkerCommand
@@ -160,13 +160,12 @@ def _python_check(scheduler: str, submit: str) -> tuple[str, ...]:
 
     Without them, a script submitted from a shell without the environment is accepted and
     ends a second later with only ``/usr/bin/python3: No module named hpcgpu`` (#43).
-    ``distributed`` too: in a folder holding hpcgpu's source, any python finds ``hpcgpu``.
+    The check is :data:`~hpcgpu.jobspec.render.HAS_HPCGPU`, as in cluster mode's scripts.
     """
     fix = _FIX_PYTHON_PBS if scheduler == "pbs" else _FIX_PYTHON[submit]
     return (
         "# first, the python: without hpcgpu it could only say 'No module named hpcgpu'",
-        """if ! "${HPCGPU_PYTHON:=python3}" -c 'import importlib.util as u; """
-        """raise SystemExit(not (u.find_spec("hpcgpu") and u.find_spec("distributed")))' 2>/dev/null; then""",
+        f'if ! "${{HPCGPU_PYTHON:=python3}}" -c {HAS_HPCGPU} 2>/dev/null; then',
         f'  echo "hpcgpu: $HPCGPU_PYTHON ($(command -v "$HPCGPU_PYTHON" || echo not found)) on $HOSTNAME '
         f'has no hpcgpu: {fix} (docs/batch.md)" >&2',
         "  exit 2",

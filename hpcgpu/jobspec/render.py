@@ -18,8 +18,9 @@ from hpcgpu.launchers import Launcher
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.scriptfields import check_script, shell_join
 from hpcgpu.jobspec.worker_command import WorkerCommand
+from hpcgpu.system.pymain import DROP_CWD
 
-__all__ = ["JobScript", "render", "worker_job_script", "python_check"]
+__all__ = ["JobScript", "render", "worker_job_script", "python_check", "HAS_HPCGPU"]
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,11 @@ def render(script: JobScript) -> str:
     )
 
 
-#: ``distributed`` too: in a folder holding hpcgpu's source, any python finds ``hpcgpu``.
-_HAS_HPCGPU = ("'import importlib.util as u; "
-               """raise SystemExit(not (u.find_spec("hpcgpu") and u.find_spec("distributed")))'""")
+#: Shell-quoted ``-c`` code: exit 0 where the python has hpcgpu. ``distributed`` too: in a
+#: folder holding hpcgpu's source, any python finds ``hpcgpu``; and not from the job's
+#: directory, where another user's ``hpcgpu/`` would pass (the worker never imports it).
+HAS_HPCGPU = shlex.quote(DROP_CWD + ';import importlib.util as u;'
+                         'raise SystemExit(not (u.find_spec("hpcgpu") and u.find_spec("distributed")))')
 
 
 def python_check(python: str, container: Container | None = None,
@@ -150,7 +153,7 @@ def python_check(python: str, container: Container | None = None,
     --------
     >>> print("\\n".join(python_check("/opt/env/bin/python")))  # doctest: +ELLIPSIS
     hpcgpu_python=/opt/env/bin/python
-    if ! "$hpcgpu_python" -c 'import importlib.util as u; ...' 2>/dev/null; then
+    if ! "$hpcgpu_python" -c 'import sys;...;import importlib.util as u;...' 2>/dev/null; then
       echo "hpcgpu: $hpcgpu_python ... on $HOSTNAME has no hpcgpu: ...
       exit 2
     fi
@@ -162,7 +165,7 @@ def python_check(python: str, container: Container | None = None,
         return _container_check(first, container, binds)
     return (
         first,
-        f'if ! "$hpcgpu_python" -c {_HAS_HPCGPU} 2>/dev/null; then',
+        f'if ! "$hpcgpu_python" -c {HAS_HPCGPU} 2>/dev/null; then',
         '  echo "hpcgpu: $hpcgpu_python ($(command -v "$hpcgpu_python" || echo not found)) on $HOSTNAME '
         "has no hpcgpu: the nodes need a python with hpcgpu at that path, or name theirs with "
         'python=... (hpcgpu jobscript --python)" >&2',
@@ -179,7 +182,7 @@ def _container_check(first: str, container: Container, binds: tuple[str, ...]) -
         first,
         f'if ! command -v {runtime} >/dev/null; then echo "hpcgpu: {runtime} is not on PATH on '
         '$HOSTNAME: load its module in job_script_prologue" >&2; exit 2; fi',
-        f'if ! {container.shell_prefix(binds)} "$hpcgpu_python" -c {_HAS_HPCGPU}; then',
+        f'if ! {container.shell_prefix(binds)} "$hpcgpu_python" -c {HAS_HPCGPU}; then',
         f'  echo "hpcgpu: image {image} on $HOSTNAME did not start, or its $hpcgpu_python has no hpcgpu: '
         'install hpcgpu in the image, or name its python with python=..." >&2',
         "  exit 2",

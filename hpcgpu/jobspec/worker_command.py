@@ -1,7 +1,9 @@
 """The command line of one GPU worker: ``python -m hpcgpu.worker <scheduler> [options]``.
 
 Cluster mode, batch mode and ``hpcgpu jobscript`` all render it from this one value,
-and :mod:`hpcgpu.worker` parses exactly these options.
+and :mod:`hpcgpu.worker` parses exactly these options. It starts the module as ``-m`` does
+but without the working directory on ``sys.path`` (:mod:`hpcgpu.system.pymain`): a job
+runs in the directory it was submitted from, often a shared one (#38).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass, field
 
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.scriptfields import check_fields, single_line
+from hpcgpu.system.pymain import module_argv
 
 __all__ = ["WorkerCommand", "split_resources"]
 
@@ -74,10 +77,11 @@ class WorkerCommand:
 
     Examples
     --------
+    >>> from hpcgpu.system.pymain import SAFE_MAIN  # python -m, without the cwd on sys.path
     >>> cmd = WorkerCommand(scheduler="tls://10.0.0.1:8786", name="job-3", nthreads=2,
     ...                     tls_ca_file="ca.pem", tls_cert="c.pem", tls_key="k.pem")
-    >>> " ".join(cmd.argv("python3"))  # doctest: +NORMALIZE_WHITESPACE
-    'python3 -m hpcgpu.worker tls://10.0.0.1:8786 --name job-3 --nthreads 2 --memory-limit auto
+    >>> " ".join(cmd.argv("python3")).replace(SAFE_MAIN, "SAFE_MAIN")  # doctest: +NORMALIZE_WHITESPACE
+    'python3 -c SAFE_MAIN hpcgpu.worker tls://10.0.0.1:8786 --name job-3 --nthreads 2 --memory-limit auto
      --death-timeout 120 --tls-ca-file ca.pem --tls-cert c.pem --tls-key k.pem'
     >>> WorkerCommand(scheduler="tcp://h:1", rmm_pool_size="0.8", device_memory_limit="40GB").argv("p")[-4:]
     ['--rmm-pool-size', '0.8', '--device-memory-limit', '40GB']
@@ -133,7 +137,8 @@ class WorkerCommand:
                              "rmm_pool_size/rmm_async/device_memory_limit/cpu_affinity, not both")
 
     def argv(self, python: str) -> list[str]:
-        """The full argv, starting with the ``python`` executable."""
+        """The full argv, starting with the ``python`` executable: ``python -c SAFE_MAIN
+        hpcgpu.worker ...`` (:func:`~hpcgpu.system.pymain.module_argv`), never ``-m``."""
         argv = [python, "-m", "hpcgpu.worker"]
         argv += [self.scheduler] if self.scheduler else ["--scheduler-file", self.scheduler_file]
         options = [
@@ -166,7 +171,7 @@ class WorkerCommand:
             from hpcgpu.jobspec.gpuflags import flag_argv  # click, only where rendered
 
             argv += flag_argv(self.gpu)
-        return argv + list(self.extra)
+        return module_argv(argv + list(self.extra))
 
 
 def split_resources(extra: tuple[str, ...] | list[str]) -> tuple[dict[str, float], tuple[str, ...]]:

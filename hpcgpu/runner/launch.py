@@ -19,7 +19,6 @@ from hpcgpu.launchers.base import ALL_VISIBLE
 from hpcgpu.runner.allocation import Allocation
 from hpcgpu.jobspec.container import Container, worker_binds
 from hpcgpu.jobspec.worker_command import WorkerCommand
-from hpcgpu.system.pymain import module_argv
 
 __all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
 
@@ -70,7 +69,7 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
         gpus = allocation.gpus_per_node if allocation.uniform else ALL_VISIBLE
     command = dataclasses.replace(worker, launcher=launcher.name, gpus_per_node=gpus)
     inside = container.prefix(worker_binds(command), cwd=os.getcwd()) if container else []
-    return [*prefix, *launcher_args, *inside, *module_argv(command.argv(python))]  # not -m: cwd
+    return [*prefix, *launcher_args, *inside, *command.argv(python)]
 
 
 def launcher_environment(allocation: Allocation, launcher: Launcher,

@@ -14,7 +14,6 @@ import sys
 from typing import Mapping
 
 from hpcgpu.runner.processes import Child, start_child
-from hpcgpu.system.pymain import module_argv
 from hpcgpu.worker.placement import Placement, job_id_from_env, placement_from_env
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
@@ -90,7 +89,7 @@ def start_own_worker(command: WorkerCommand, env_extra: Mapping[str, str] | None
     """Rank 0's worker on rank 0's GPU: a ``python -m hpcgpu.worker`` child process, which
     ends when rank 0 ends (an ``MPI_Abort`` kills rank 0, not its child's session)."""
     env = {**os.environ, **(env_extra or {})}
-    return start_child("rank-0 worker", module_argv(command.argv(sys.executable)), env=env, die_with_parent=True)
+    return start_child("rank-0 worker", command.argv(sys.executable), env=env, die_with_parent=True)
 
 
 def exit_code_of(exc: BaseException | None) -> int:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["SAFE_MAIN", "module_argv"]
+__all__ = ["DROP_CWD", "SAFE_MAIN", "module_argv"]
 
-#: ``-c``'s code: drop the working directory that ``-c`` put first (unless ``-P`` or
-#: ``PYTHONSAFEPATH`` kept it off), then run the module named next as ``-m`` does.
-SAFE_MAIN = ('import sys;getattr(sys.flags,"safe_path",0) or sys.path.pop(0);'
-             'import runpy;runpy._run_module_as_main(sys.argv.pop(1))')
+#: ``-c``'s first statement: drop the working directory that ``-c`` put first (unless
+#: ``-P`` or ``PYTHONSAFEPATH`` kept it off).
+DROP_CWD = 'import sys;getattr(sys.flags,"safe_path",0) or sys.path.pop(0)'
+
+#: ``-c``'s code: :data:`DROP_CWD`, then run the module named next as ``-m`` does.
+SAFE_MAIN = DROP_CWD + ';import runpy;runpy._run_module_as_main(sys.argv.pop(1))'
 
 
 def module_argv(argv: Sequence[str]) -> list[str]:

@@ -75,7 +75,7 @@ def test_worker_in_container_computes_and_other_versions_are_reported(image, clu
     assert len(calls) == 2 and all(c.startswith("nv=1 binds=") for c in calls), calls
     binds = calls[1].split()[1].removeprefix("binds=").split(",")
     assert binds[0] == str(data) and str(tmp_path / "logs") in binds
-    assert "-m hpcgpu.worker" in calls[1]
+    assert "runpy._run_module_as_main(sys.argv.pop(1)) hpcgpu.worker" in calls[1]  # SAFE_MAIN, not -m
 
 
 @pytest.mark.slurm

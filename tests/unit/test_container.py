@@ -14,7 +14,11 @@ from hpcgpu import SLURMCluster
 from hpcgpu.cluster.versions import VersionWatch
 from hpcgpu.jobspec.container import Container, bind_paths, container_option
 from hpcgpu.system import commands
+from hpcgpu.system.pymain import SAFE_MAIN
 from hpcgpu.system.versions import local_versions
+
+#: how the worker line starts its module: as -m, without the job's directory on sys.path
+WORKER_MAIN = f"-c {shlex.quote(SAFE_MAIN)}"
 
 
 @pytest.fixture
@@ -37,7 +41,7 @@ def no_submit(monkeypatch):
 
 
 def worker_line(script: str) -> list[str]:
-    return shlex.split(next(line for line in script.splitlines() if "-m hpcgpu.worker" in line))
+    return shlex.split(next(line for line in script.splitlines() if f"{WORKER_MAIN} hpcgpu.worker" in line))
 
 
 @pytest.mark.parametrize("runtime, start", [
@@ -55,7 +59,7 @@ def test_cluster_renders_the_runtime_prefix_with_the_binds_it_needs(runtime, sta
         srun_end = argv.index(runtime)
         assert argv[srun_end:srun_end + len(start)] == start
         # the image's python, not this process's path; then the worker
-        python = argv.index("-m") - 1
+        python = argv.index("-c") - 1
         assert argv[python - 1] == image and argv[python] == "python3"
         bound = (argv[argv.index("--bind") + 1].split(",") if "--bind" in argv
                  else [argv[i + 1].split(":")[0] for i, a in enumerate(argv) if a == "-v"])
@@ -192,7 +196,7 @@ def test_hpcgpu_jobscript_renders_the_profiles_container_and_the_option(image, t
         result = CliRunner().invoke(jobscript, ["slurm", "--profile", "containers",
                                                 "--log-directory", str(tmp_path / "logs")])
     assert result.exit_code == 0, result.output
-    assert f"apptainer exec --nv --bind /projects,{tmp_path / 'logs'} {image} python3 -m hpcgpu.worker" in result.output
+    assert f"apptainer exec --nv --bind /projects,{tmp_path / 'logs'} {image} python3 {WORKER_MAIN} hpcgpu.worker" in result.output
     result = CliRunner().invoke(jobscript, ["slurm", "--container", image, "--container-runtime", "podman-hpc"])
     assert result.exit_code == 0 and "podman-hpc run --rm --gpu --net host" in result.output
     result = CliRunner().invoke(jobscript, ["slurm", "--container", str(tmp_path / "gone.sif")])

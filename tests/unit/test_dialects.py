@@ -1,4 +1,5 @@
 import re
+import shlex
 
 import pytest
 
@@ -7,6 +8,7 @@ from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render, worker_job_script
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.worker_command import WorkerCommand
+from hpcgpu.system.pymain import SAFE_MAIN
 
 SHAPE = GPUJobShape.create(nodes=2, gpus_per_node=4, cpus_per_gpu=8, memory_per_gpu="60GiB",
                            walltime="1-00:00:00", queue="gpu", account="proj1", job_name="ana")
@@ -35,7 +37,8 @@ def test_each_scheduler_carries_gpus_and_one_task_per_gpu(scheduler, gpu_request
     assert gpu_request in text
     for task in tasks:
         assert task in text
-    assert "python3 -m hpcgpu.worker tls://10.1.2.3:8786" in text
+    # as -m, without the job's directory on sys.path (#38)
+    assert f"python3 -c {shlex.quote(SAFE_MAIN)} hpcgpu.worker tls://10.1.2.3:8786" in text
 
 
 def test_slurm_memory_and_time_directives():
@@ -56,7 +59,8 @@ def test_slurm_gres_site_option_and_gpu_type():
 def test_srun_starts_one_task_per_node_that_starts_a_worker_per_gpu():
     text = script_for("slurm")
     assert re.search(r"^srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=32 "
-                     r"--kill-on-bad-exit=1 python3 -m hpcgpu.worker .* --gpus-per-node 4$", text, re.M)
+                     rf"--kill-on-bad-exit=1 python3 -c {re.escape(shlex.quote(SAFE_MAIN))} hpcgpu.worker .* "
+                     r"--gpus-per-node 4$", text, re.M)
     assert "--gpus-per-task" not in text
 
 

@@ -7,6 +7,7 @@ is rendered or submitted: from arguments, config files and ``DASK_HPCGPU__*`` al
 from __future__ import annotations
 
 import os
+import shlex
 
 import dask.config
 import pytest
@@ -19,6 +20,7 @@ from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render, worker_job_script
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.worker_command import WorkerCommand
+from hpcgpu.system.pymain import SAFE_MAIN
 
 SCHEDULERS = ("slurm", "pbs", "lsf", "sge")
 ATTACK = "/tmp/x\ntouch /tmp/pwned #"
@@ -139,7 +141,7 @@ def test_worker_extra_args_and_python_are_passed_through():
     dialect = get_dialect("slurm")
     text = render(worker_job_script(GPUJobShape.create(), dialect, get_launcher("srun"), worker,
                                     python="/opt/py/bin/python3"))
-    assert "/opt/py/bin/python3 -m hpcgpu.worker tls://h:1" in text
+    assert f"/opt/py/bin/python3 -c {shlex.quote(SAFE_MAIN)} hpcgpu.worker tls://h:1" in text
     assert "--resources A=1" in text
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu.network import NetworkSettings, client_address, job_environment, scheduler_options
+from hpcgpu.system.pymain import module_argv
 from hpcgpu.system.schedfile import read_trusted_json
 
 __all__ = ["JobScheduler", "scheduler_lines", "worker_address", "START_TIMEOUT"]
@@ -47,10 +48,11 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
     ...     "ucx", interface="ib0", client_protocol="tcp"), {})
     >>> print(lines[0])  # doctest: +NORMALIZE_WHITESPACE
     rm -f /l/c.json /l/c.json.listeners
-    >>> print(lines[1])  # doctest: +NORMALIZE_WHITESPACE
+    >>> from hpcgpu.system.pymain import SAFE_MAIN  # python -m, without the cwd on sys.path
+    >>> print(lines[1].replace(shlex.quote(SAFE_MAIN), "SAFE_MAIN"))  # doctest: +NORMALIZE_WHITESPACE
     env -u DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT UCXPY_PROGRESS_MODE=thread
     UCXPY_ENABLE_PYTHON_FUTURE=1 CUDA_VISIBLE_DEVICES=
-    py -m hpcgpu.cluster.batch.scheduler_process /l/c.json --protocol ucx,tcp --interface ib0,ib0 &
+    py -c SAFE_MAIN hpcgpu.cluster.batch.scheduler_process /l/c.json --protocol ucx,tcp --interface ib0,ib0 &
     >>> lines[-1]
     'wait "$HPCGPU_SCHEDULER_PID"'
     """
@@ -73,7 +75,7 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
             argv += [flag, str(tls[key])]
     return (
         f"rm -f {shlex.quote(scheduler_file)} {shlex.quote(scheduler_file + '.listeners')}",
-        shlex.join(env + argv) + " &",
+        shlex.join(env + module_argv(argv)) + " &",  # the job's directory: maybe shared
         'HPCGPU_SCHEDULER_PID=$!',
         'wait "$HPCGPU_SCHEDULER_PID"',
     )
