@@ -26,9 +26,9 @@ def exclusive_trees(dsk: Mapping, keys: set, width: int, shared=frozenset()) -> 
     counts it once per read.
 
     One walk over the graph in dependency order (dsk's own order when it is one, as
-    :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), noting each candidate tree's
-    dependencies; then one walk down each maximal tree lists its keys: no dependents
-    lists, and no key copied into a larger tree's list at each level.
+    :func:`~hpcgpu.array.lazy_blocks.lazy_graph` makes it), carrying each candidate
+    tree's keys up to its parent (its first dependency's list extended in place): no
+    per-tree walks and no dependents lists.
     """
     uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
     try:
@@ -44,8 +44,7 @@ class _OutOfOrder(Exception):
 
 def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter, shared) -> list:
     counts: dict = {}  # leaves under each key it owns exclusively, 0 if not such a tree
-    parts: dict = {}  # each tree's root so far: its dependencies in the order its tree lists them
-    taken: set = set()  # roots that became part of their dependent's tree
+    members: dict = {}  # the keys of each candidate tree of 2 or more keys not yet taken into its parent's
     for key in order:
         deps = dsk[key].dependencies
         if not deps:
@@ -65,29 +64,13 @@ def _trees_in_order(dsk: Mapping, order, keys: set, width: int, uses: Counter, s
             counts[key] = 0
             continue
         counts[key] = total
-        listed = deps if len(deps) == 1 else tuple(deps)[::-1]  # the last dependency's tree first
-        if len(listed) > 1 and not shared.isdisjoint(listed):
-            listed = sorted(listed, key=shared.__contains__)  # the shared leaves last: each made just before its reader
-        parts[key] = listed
-        taken.update(listed)
-    return [(key, _listed(key, parts, shared)) for key in parts
-            if key not in taken and counts[key] >= 2 and key not in shared]
-
-
-def _listed(root, parts: dict, shared) -> list:
-    """The keys of ``root``'s tree, each after its dependencies (a shared leaf once per
-    key that reads it), in one walk per tree once the search is done: no key lists
-    copied into the parent's at every level of the tree."""
-    out, roots, walks = [], [root], [iter(parts[root])]
-    while walks:
-        for d in walks[-1]:
-            below = parts.get(d)
-            if below is not None and d not in shared:
-                roots.append(d)
-                walks.append(iter(below))
-                break
-            out.append(d)
-        else:
-            walks.pop()
-            out.append(roots.pop())
-    return out
+        ordered = tuple(deps)[::-1]  # the last dependency's tree first
+        if len(ordered) > 1 and not shared.isdisjoint(ordered):
+            ordered = sorted(ordered, key=shared.__contains__)  # the shared leaves last: each made just before its reader
+        # the first dependency's list grows in place: along a chain, no key is copied
+        listed = [ordered[0]] if ordered[0] in shared else members.pop(ordered[0], None) or [ordered[0]]
+        for d in ordered[1:]:
+            listed += [d] if d in shared else members.pop(d, None) or [d]
+        listed.append(key)
+        members[key] = listed
+    return [(key, tree) for key, tree in members.items() if counts[key] >= 2 and key not in shared]
