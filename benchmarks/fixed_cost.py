@@ -204,26 +204,27 @@ def render(results: dict) -> str:
 
 def pieces(blocks: int, repeats: int = 7) -> dict:
     """CPU milliseconds (median) of each per-key step of the fused array-sum, alone in this
-    process: Dask's (build, pickle, unpickle, blockwise fusion and culling) and hpcgpu's
-    (lazy blocks, tree fusion). ``--pieces`` prints them."""
+    process: Dask's (build, pickle, unpickle, blockwise fusion) and hpcgpu's (the cull that
+    makes the lazy blocks, tree fusion), and hpcgpu's whole optimiser (what a scheduler runs
+    per ``compute()``). ``--pieces`` prints them."""
     import pickle
 
     from dask.blockwise import fuse_roots, optimize_blockwise
 
-    from hpcgpu.array.lazy_blocks import lazy_graph
-    from hpcgpu.array.optimization import auto_width, fuse_generated_trees
+    from hpcgpu.array.lazy_blocks import culled, lazy_graph
+    from hpcgpu.array.optimization import auto_width, fuse_generated_trees, optimize
 
     y = hpcgpu_sum(blocks)
     keys = list(dask.core.flatten(y.__dask_keys__()))
     data = pickle.dumps(y.__dask_graph__())
-    culled = fuse_roots(optimize_blockwise(y.__dask_graph__(), keys=keys), keys=keys).cull(set(keys))
-    lazy = lazy_graph(culled)
+    fused = fuse_roots(optimize_blockwise(y.__dask_graph__(), keys=keys), keys=keys)
+    lazy = lazy_graph(*culled(fused, keys))
     steps = {"build": lambda: hpcgpu_sum(blocks), "pickle": lambda: pickle.dumps(y.__dask_graph__()),
              "unpickle": lambda: pickle.loads(data),
-             "dask blockwise+cull": lambda: fuse_roots(optimize_blockwise(y.__dask_graph__(), keys=keys),
-                                                       keys=keys).cull(set(keys)),
-             "hpcgpu lazy blocks": lambda: lazy_graph(culled),
-             "hpcgpu tree fusion": lambda: fuse_generated_trees(lazy, keys, auto_width(blocks * blocks, 1), True, 256)}
+             "dask blockwise fusion": lambda: fuse_roots(optimize_blockwise(y.__dask_graph__(), keys=keys), keys=keys),
+             "hpcgpu cull and lazy blocks": lambda: lazy_graph(*culled(fused, keys)),
+             "hpcgpu tree fusion": lambda: fuse_generated_trees(lazy, keys, auto_width(blocks * blocks, 1), True, 256),
+             "hpcgpu optimiser, whole": lambda: optimize(y.__dask_graph__(), keys)}
     out = {}
     for name, step in steps.items():
         times = []

@@ -33,6 +33,6 @@ def test_fixed_cost_pieces_names_each_step():
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     pieces = json.loads(done.stdout)
-    assert set(pieces) == {"build", "pickle", "unpickle", "dask blockwise+cull", "hpcgpu lazy blocks",
-                           "hpcgpu tree fusion"}
+    assert set(pieces) == {"build", "pickle", "unpickle", "dask blockwise fusion", "hpcgpu cull and lazy blocks",
+                           "hpcgpu tree fusion", "hpcgpu optimiser, whole"}
     assert all(ms >= 0 for ms in pieces.values())
