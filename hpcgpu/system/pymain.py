@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["DROP_CWD", "SAFE_MAIN", "module_argv"]
+__all__ = ["DROP_CWD", "SAFE_MAIN", "module_argv", "code_argv", "children_drop_cwd"]
 
 #: ``-c``'s first statement: drop the working directory that ``-c`` put first (unless
 #: ``-P`` or ``PYTHONSAFEPATH`` kept it off).
@@ -38,3 +38,40 @@ def module_argv(argv: Sequence[str]) -> list[str]:
     if flag != "-m":
         raise ValueError(f"not a python -m command: {list(argv)}")
     return [python, "-c", SAFE_MAIN, *rest]
+
+
+def code_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` with :data:`DROP_CWD` put before the code of its ``-c``, if it has one.
+
+    Examples
+    --------
+    >>> code_argv(["py", "-B", "-c", "import m", "--fork"]) == ["py", "-B", "-c", DROP_CWD + ";import m", "--fork"]
+    True
+    >>> code_argv(code_argv(["py", "-c", "pass"])) == code_argv(["py", "-c", "pass"])
+    True
+    """
+    out = list(argv)
+    if "-c" in out[1:-1]:
+        at = out.index("-c", 1) + 1
+        if not out[at].startswith(DROP_CWD):
+            out[at] = f"{DROP_CWD};{out[at]}"
+    return out
+
+
+def children_drop_cwd() -> None:
+    """The interpreters that ``multiprocessing`` starts from this process (``spawn``, the
+    ``forkserver``, the resource tracker: ``python -c CODE``) drop the working directory
+    too: ``-c`` puts it first, and their first import, ``multiprocessing``, came from a
+    shared job directory (a nanny's worker process under UCX). They all start through
+    ``multiprocessing.util.spawnv_passfds``, wrapped here. Idempotent."""
+    from multiprocessing import util
+
+    spawnv = util.spawnv_passfds
+    if getattr(spawnv, "drops_cwd", False):
+        return
+
+    def spawnv_passfds(path, args, passfds):
+        return spawnv(path, code_argv(args), passfds)
+
+    spawnv_passfds.drops_cwd = True
+    util.spawnv_passfds = spawnv_passfds

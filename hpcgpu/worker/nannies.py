@@ -94,8 +94,9 @@ def use_forkserver(method: str | None, nworkers: int, protocol: str | None = Non
     one interpreter start-up and one import of distributed for all its GPUs, and a nanny of
     one GPU does not start a second interpreter for its worker. With UCX, whose library
     this process may have loaded, ``forkserver`` (Python's server, a second interpreter that
-    imports them again) for several workers, ``spawn`` for one. Call it before any thread
-    or listener exists in this process.
+    imports them again) for several workers, ``spawn`` for one; those new interpreters
+    import nothing from the job's directory either (:func:`~hpcgpu.system.pymain.children_drop_cwd`).
+    Call it before any thread or listener exists in this process.
     """
     import multiprocessing
 
@@ -103,6 +104,9 @@ def use_forkserver(method: str | None, nworkers: int, protocol: str | None = Non
     import distributed.utils
 
     from hpcgpu.network import UCX_PROTOCOLS
+    from hpcgpu.system.pymain import children_drop_cwd
+
+    children_drop_cwd()
 
     configured = dask.config.get("distributed.worker.multiprocessing-method")
     ucx = (protocol or "").lower() in UCX_PROTOCOLS

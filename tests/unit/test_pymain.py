@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hpcgpu.system.pymain import module_argv
 
 PLANTED = "import os, sys\nopen(os.environ['MARKER'] + '-%d' % os.getpid(), 'w').write(' '.join(sys.argv))\n"
@@ -49,3 +51,28 @@ def test_hpcgpu_runs_processes_import_nothing_from_the_jobs_directory(tmp_path):
                           cwd=work, env=env, capture_output=True, text=True, timeout=180)
     assert "sum 3" in done.stdout, done.stderr[-3000:]
     assert [p.read_text() for p in tmp_path.glob("ran-*")] == []  # before: the scheduler's, the worker's
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_nannys_new_interpreters_import_nothing_from_the_jobs_directory(tmp_path, method):
+    """Under UCX (or by choice) the nannies start worker processes with multiprocessing's
+    spawn or forkserver, ``python -c CODE`` in the job's directory: their first import,
+    ``multiprocessing``, came from there (before: the workers never joined)."""
+    from distributed import Client, LocalCluster
+
+    from hpcgpu.jobspec.worker_command import WorkerCommand
+
+    (tmp_path / "multiprocessing").mkdir()
+    env = plant(tmp_path / "multiprocessing", "__init__.py", tmp_path / "ran")
+    plant(tmp_path, "lz4.py", tmp_path / "ran")
+    env.update(CUDA_VISIBLE_DEVICES="0,1")
+    with LocalCluster(n_workers=0, dashboard_address=":0", protocol="tcp") as cluster, Client(cluster) as client:
+        argv = WorkerCommand(scheduler=cluster.scheduler_address, gpus_per_node=2, death_timeout=30).argv(
+            sys.executable) + ["--multiprocessing-method", method, "--no-dashboard"]
+        worker = subprocess.Popen(argv, cwd=tmp_path, env=env)
+        try:
+            client.wait_for_workers(2, timeout=60)
+        finally:
+            worker.terminate()
+            worker.wait(60)
+    assert [p.read_text() for p in tmp_path.glob("ran-*")] == []
