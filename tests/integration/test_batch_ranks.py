@@ -93,6 +93,29 @@ def test_srun_pmix_across_two_nodes(slurm, tmp_path):
     assert processes_with(marker) == []
 
 
+def test_mpi_init_barrier_holds_across_two_nodes(slurm, tmp_path):
+    """No rank leaves MPI_Init before every rank entered it. Slurm's tree fence (its default
+    for a fence without data, MPI_Init's closing barrier) did not wait between the fake nodes
+    of this host: a rank that left MPI_Init early sent its first message to a rank of the
+    other node still in the modex fence, and Open MPI 4.1 called a PML callback not yet
+    registered (test_srun_pmix_across_two_nodes segfaulted in MPI_Init; its first steps alone:
+    2 of 487 runs under load). The test cluster runs every fence over the ring (mpi.conf,
+    tests/schedulers/slurm/start). Direct modex: the barrier is MPI_Init's only fence."""
+    environ = {k: v for k, v in os.environ.items() if k != "SLURM_PMIX_FENCE"}  # the cluster's
+    environ.update(OMPI_ROOT, OMPI_MCA_pmix_base_async_modex="1", OMPI_MCA_pmix_base_collect_data="0")
+    argv = ["srun", "--mpi=pmix", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1",
+            "--mem=1G", "--time=2", "--job-name=hpcgpu-ranks-test", sys.executable,
+            str(ROOT / "tests" / "mpi_init_barrier_script.py"), str(tmp_path), "2"]
+    done = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["node"] for r in ranks) == [0, 1], done.stdout
+    first_out = min(r["leave"] for r in ranks)
+    last_in = max(r["enter"] for r in ranks)
+    assert first_out >= last_in, (
+        f"a rank left MPI_Init {last_in - first_out:.3f} s before the last one entered: {ranks}")
+
+
 def test_gpurunner_under_srun_keeps_every_gpu_and_the_exit_code(slurm, tmp_path):
     argv = [*SRUN, "--nodes=2", "--ntasks-per-node=2", sys.executable, str(APP),
             "--scheduler-file", str(tmp_path / "s-{job_id}.json"), "--json", "r.json",
