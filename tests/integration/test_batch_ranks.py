@@ -95,12 +95,13 @@ def test_srun_pmix_across_two_nodes(slurm, tmp_path):
 
 def test_mpi_init_barrier_holds_across_two_nodes(slurm, tmp_path):
     """No rank leaves MPI_Init before every rank entered it. Slurm's tree fence (its default
-    for a fence without data, MPI_Init's closing barrier) did not wait between the fake nodes
-    of this host: a rank that left MPI_Init early sent its first message to a rank of the
-    other node still in the modex fence, and Open MPI 4.1 called a PML callback not yet
-    registered (test_srun_pmix_across_two_nodes segfaulted in MPI_Init; its first steps alone:
-    2 of 487 runs under load). The test cluster runs every fence over the ring (mpi.conf,
-    tests/schedulers/slurm/start). Direct modex: the barrier is MPI_Init's only fence."""
+    for a fence without data, MPI_Init's closing barrier) has no edges on fewer nodes than
+    TreeWidth and did not wait: a rank that left MPI_Init early sent its first message to a
+    rank of the other node still in the modex fence, and Open MPI 4.1 called a PML callback
+    not yet registered (test_srun_pmix_across_two_nodes segfaulted in MPI_Init; its first
+    steps alone: 2 of 487 runs under load). The test cluster runs every fence over the ring
+    (mpi.conf, tests/schedulers/slurm/start). Direct modex: the barrier is MPI_Init's only
+    fence. Fails without the ring: node 1 enters once node 0 left."""
     environ = {k: v for k, v in os.environ.items() if k != "SLURM_PMIX_FENCE"}  # the cluster's
     environ.update(OMPI_ROOT, OMPI_MCA_pmix_base_async_modex="1", OMPI_MCA_pmix_base_collect_data="0")
     argv = ["srun", "--mpi=pmix", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1",
