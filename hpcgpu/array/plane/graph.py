@@ -69,11 +69,14 @@ def _state(worker):
 
 
 def put(token: str, which: int, block: tuple, value) -> list:
-    """Hand one input block to this worker's plane; return where it is."""
+    """Hand one input block to this worker's plane; return where it is, and the key of
+    the task that put it there (the scheduler recomputes that task if the worker leaves)."""
     worker = _worker()
     _state(worker).put(token, which, tuple(block), value)
     gpu = type(value).__module__.startswith("cupy")
-    return [which, list(block), worker.address if worker else "local", gpu]
+    if worker is None:
+        return [which, list(block), "local", gpu, None]
+    return [which, list(block), worker.address, gpu, worker.get_current_task()]
 
 
 def put_group(token: str, which: int, blocks: list, *values) -> list:
@@ -83,7 +86,7 @@ def put_group(token: str, which: int, blocks: list, *values) -> list:
 
 
 def _markers(done: tuple) -> list:
-    """The puts' results, one ``[which, block, address, gpu]`` per block."""
+    """The puts' results, one ``[which, block, address, gpu, put task's key]`` per block."""
     return [m for r in done for m in (r if r and isinstance(r[0], list) else [r])]
 
 
@@ -106,7 +109,7 @@ def barrier(token: str, spec: dict, unpack_list: list, *markers) -> list:
     try:
         return sync(worker.loop, worker.scheduler.hpcgpu_plane, token=token, spec=spec,
                     holders=holders, unpack=unpack_list, gpu=all(m[3] for m in markers),
-                    key=worker.get_current_task())
+                    key=worker.get_current_task(), puts=[m[4] for m in markers])
     except MemberLost:  # the scheduler has removed the worker: run again without it
         from distributed import Reschedule
 

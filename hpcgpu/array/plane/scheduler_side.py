@@ -52,6 +52,16 @@ def _host(address: str) -> str:
     return parsed.hostname or address
 
 
+def _puts_by_worker(holders: list, puts: list | None) -> dict:
+    """Worker address -> the keys of the tasks that put its blocks (lists made tuples)."""
+    out: dict = {}
+    for holder, key in zip(holders, puts or [None] * len(holders)):
+        keys = out.setdefault(holder[2], set())
+        if key is not None:
+            keys.add(tuple(key) if isinstance(key, list) else key)
+    return out
+
+
 class MemberLost(RuntimeError):
     """A collective failed because one of its workers left the cluster: its barrier task
     asks Dask to run it again (:func:`hpcgpu.array.plane.graph.barrier`)."""
@@ -86,14 +96,18 @@ class PlanePlugin(SchedulerPlugin):
                 scheduler.set_restrictions(lift)
 
     async def run(self, token: str, spec: dict, holders: list, unpack: list,
-                  gpu: bool = False, key=None) -> list:
+                  gpu: bool = False, key=None, puts: list | None = None) -> list:
         """Run one collective for the barrier task ``key``; return ``[[block, worker
-        address], ...]``."""
+        address], ...]``. ``puts``: per holder, the key of the task that put its block."""
         op = operation(spec)
-        gone = sorted({h[2] for h in holders} - set(self.scheduler.workers))
-        if gone:  # their input blocks went with them: a connection would only time out
-            raise RuntimeError(f"collective {op.kind} {token}: input blocks were on {gone}, "
-                               "which left the cluster; compute the result again")
+        put_by = _puts_by_worker(holders, puts)
+        gone = sorted(set(put_by) - set(self.scheduler.workers))
+        if gone:  # blocks on workers that left (markers that outlived them): put them again
+            message = f"collective {op.kind} {token}: input blocks were on {gone}, which left the cluster"
+            if self._recompute({k for w in gone for k in put_by[w]}):
+                logger.warning("%s: their puts run again", message)
+                raise MemberLost(message)
+            raise RuntimeError(f"{message}; compute the result again")
         group = self._group(op, {h[2] for h in holders})
         ranked = [[w, b, group.index(a)] for w, b, a in holders]
         owners = op.owners(unpack_keys(ranked), len(group))
@@ -125,28 +139,31 @@ class PlanePlugin(SchedulerPlugin):
                 f.add_done_callback(lambda _, w=w: asyncio.ensure_future(self._drop(w, token, seqs[w])))
             if transport == "nccl":
                 self.nccl_groups.discard(tuple(group))
-            await self._fail(op, token, group, failed, key)
+            await self._fail(op, token, group, failed, put_by)
         return [[b, group[r]] for b, r in owners.items()]
 
-    async def _fail(self, op, token: str, group: list, failed: list, key) -> None:
+    async def _fail(self, op, token: str, group: list, failed: list, put_by: dict) -> None:
         """Raise the first failure. A worker that cannot be reached has (most likely) left:
-        once the scheduler has removed it, the puts of ``key`` it ran are released, so that
-        Dask recomputes them on the workers left (their markers, copied to the barrier's
-        worker, would outlive it) and runs the barrier again (:class:`MemberLost`)."""
+        once the scheduler has removed it, the puts that gave it blocks run again on the
+        workers left (their markers, copied elsewhere, would outlive it), and so does the
+        barrier (:class:`MemberLost`)."""
         worker, error = failed[0]
         message = (f"collective {op.kind} {token} failed on {worker} "
                    f"({len(failed)} of {len(group)} workers so far): {error}")
-        if isinstance(error, (CommClosedError, ConnectionError)):
-            task = self.scheduler.tasks.get(key)
-            held = [d.key for d in (task.dependencies if task else ())
-                    if any(ws.address == worker for ws in d.who_has or ())]
-            if await self._removed(worker):
-                logger.warning("%s; the worker has left: run again without it", message)
-                again = {k: "released" for k in held
-                         if k in self.scheduler.tasks and self.scheduler.tasks[k].state == "memory"}
-                self.scheduler.transitions(again, stimulus_id=f"hpcgpu-plane-lost-{time.time()}")
-                raise MemberLost(message) from error
+        if isinstance(error, (CommClosedError, ConnectionError)) and await self._removed(worker):
+            again = self._recompute(put_by.get(worker, set()))
+            logger.warning("%s; the worker has left: run again without it (%d of its puts "
+                           "again)", message, again)
+            raise MemberLost(message) from error
         raise RuntimeError(message) from error
+
+    def _recompute(self, keys: set) -> int:
+        """Release the tasks ``keys`` that are in memory: Dask runs them again, and the
+        barrier that waits on them. How many."""
+        tasks = self.scheduler.tasks
+        again = {k: "released" for k in keys if k in tasks and tasks[k].state == "memory"}
+        self.scheduler.transitions(again, stimulus_id=f"hpcgpu-plane-lost-{time.time()}")
+        return len(again)
 
     async def _removed(self, worker: str) -> bool:
         """Whether the scheduler removes ``worker`` within the plane's timeout (its stream
