@@ -97,11 +97,11 @@ def spawn_needed(environ) -> bool:
     """Whether a worker process started with ``environ`` must be spawned: the running fork
     server started with other values of :func:`read_at_import`'s variables (Linux, where
     ``/proc`` shows them; elsewhere never)."""
-    from multiprocessing import forkserver
-
-    pid = forkserver._forkserver._forkserver_pid
+    pid = _server_pid()
     if pid is None:
         return False
+    if pid == -1:  # started or not, its environment cannot be read: a spawned start is right
+        return True
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             raw = f.read()
@@ -109,6 +109,14 @@ def spawn_needed(environ) -> bool:
         return False
     server = dict(os.fsdecode(item).split("=", 1) for item in raw.split(b"\0") if b"=" in item)
     return read_at_import(environ) != read_at_import(server)
+
+
+def _server_pid() -> int | None:
+    """The fork server's pid; None before it starts. multiprocessing keeps it in a private
+    attribute: -1 on a Python that keeps it elsewhere."""
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", -1)
 
 
 def _is_open(fd: int) -> bool:
@@ -190,9 +198,7 @@ def fork_started(nanny: type) -> type:
 
     if "forkserver" not in multiprocessing.get_all_start_methods() or not install():
         return nanny
-    from multiprocessing import forkserver
-
-    if forkserver._forkserver._forkserver_pid is None:  # not started yet: ours to choose
+    if _server_pid() is None:  # not started yet: ours to choose
         import importlib.util
 
         _CONTEXT.set_forkserver_preload([m for m in PRELOAD if importlib.util.find_spec(m)])

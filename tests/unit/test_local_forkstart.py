@@ -207,3 +207,14 @@ def _ends(pid: int, within: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def test_a_python_that_keeps_the_fork_servers_pid_elsewhere_spawns(monkeypatch):
+    """forkstart reads multiprocessing's private pid of its fork server: where a Python has
+    none, whether the server's environment differs is unknown, and the worker is spawned."""
+    from hpcgpu.worker import forkstart
+
+    monkeypatch.setattr(forkserver, "_forkserver", object())
+    assert forkstart.spawn_needed(dict(os.environ)) is True
+    monkeypatch.setattr(forkserver, "_forkserver", forkserver.ForkServer())
+    assert forkstart.spawn_needed(dict(os.environ)) is False  # not started: nothing differs
