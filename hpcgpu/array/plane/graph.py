@@ -109,7 +109,7 @@ def barrier(token: str, spec: dict, unpack_list: list, *markers) -> list:
     try:
         return sync(worker.loop, worker.scheduler.hpcgpu_plane, token=token, spec=spec,
                     holders=holders, unpack=unpack_list, gpu=all(m[3] for m in markers),
-                    key=worker.get_current_task(), puts=[m[4] for m in markers])
+                    puts=[m[4] for m in markers])
     except MemberLost:  # the scheduler has removed the worker: run again without it
         from distributed import Reschedule
 

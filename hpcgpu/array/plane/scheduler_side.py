@@ -96,9 +96,9 @@ class PlanePlugin(SchedulerPlugin):
                 scheduler.set_restrictions(lift)
 
     async def run(self, token: str, spec: dict, holders: list, unpack: list,
-                  gpu: bool = False, key=None, puts: list | None = None) -> list:
-        """Run one collective for the barrier task ``key``; return ``[[block, worker
-        address], ...]``. ``puts``: per holder, the key of the task that put its block."""
+                  gpu: bool = False, puts: list | None = None) -> list:
+        """Run one collective; return ``[[block, worker address], ...]``. ``puts``: per
+        holder, the key of the task that put its block there."""
         op = operation(spec)
         put_by = _puts_by_worker(holders, puts)
         gone = sorted(set(put_by) - set(self.scheduler.workers))
@@ -152,8 +152,8 @@ class PlanePlugin(SchedulerPlugin):
                    f"({len(failed)} of {len(group)} workers so far): {error}")
         if isinstance(error, (CommClosedError, ConnectionError)) and await self._removed(worker):
             again = self._recompute(put_by.get(worker, set()))
-            logger.warning("%s; the worker has left: run again without it (%d of its puts "
-                           "again)", message, again)
+            logger.warning("%s; the worker has left: the operation runs again without it, "
+                           "%d of its puts first", message, again)
             raise MemberLost(message) from error
         raise RuntimeError(message) from error
 
