@@ -143,17 +143,20 @@ class PlanePlugin(SchedulerPlugin):
         return [[b, group[r]] for b, r in owners.items()]
 
     async def _fail(self, op, token: str, group: list, failed: list, put_by: dict) -> None:
-        """Raise the first failure. A worker that cannot be reached has (most likely) left:
-        once the scheduler has removed it, the puts that gave it blocks run again on the
-        workers left (their markers, copied elsewhere, would outlive it), and so does the
-        barrier (:class:`MemberLost`)."""
+        """Raise the first failure. A worker that cannot be reached has most likely left
+        (a peer's connection may close with it): once the scheduler has removed one such
+        worker, the puts that gave the removed workers blocks run again on the workers left
+        (their markers, copied elsewhere, would outlive them), and so does the barrier
+        (:class:`MemberLost`)."""
         worker, error = failed[0]
         message = (f"collective {op.kind} {token} failed on {worker} "
                    f"({len(failed)} of {len(group)} workers so far): {error}")
-        if isinstance(error, (CommClosedError, ConnectionError)) and await self._removed(worker):
-            again = self._recompute(put_by.get(worker, set()))
-            logger.warning("%s; the worker has left: the operation runs again without it, "
-                           "%d of its puts first", message, again)
+        unreachable = [w for w, e in failed if isinstance(e, (CommClosedError, ConnectionError))]
+        if unreachable and await self._removed(unreachable):
+            left = [w for w in unreachable if w not in self.scheduler.workers]
+            again = self._recompute({k for w in left for k in put_by.get(w, ())})
+            logger.warning("%s; %s left: the operation runs again without it, %d of its puts "
+                           "first", message, ", ".join(left), again)
             raise MemberLost(message) from error
         raise RuntimeError(message) from error
 
@@ -165,13 +168,13 @@ class PlanePlugin(SchedulerPlugin):
         self.scheduler.transitions(again, stimulus_id=f"hpcgpu-plane-lost-{time.time()}")
         return len(again)
 
-    async def _removed(self, worker: str) -> bool:
-        """Whether the scheduler removes ``worker`` within the plane's timeout (its stream
-        closes soon after its process ends): the run again must not count it in its group."""
+    async def _removed(self, workers: list) -> bool:
+        """Whether the scheduler removes one of ``workers`` within the plane's timeout (its
+        stream closes soon after its process ends): the run again must not count it."""
         import dask
 
         deadline = time.monotonic() + float(dask.config.get("hpcgpu.array.plane.timeout", 10))
-        while worker in self.scheduler.workers:
+        while all(w in self.scheduler.workers for w in workers):
             if time.monotonic() > deadline:
                 return False
             await asyncio.sleep(0.05)
