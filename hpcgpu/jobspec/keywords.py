@@ -25,6 +25,7 @@ ValueError: nodes=1000000000000000000000000000000 is more than 100000, the most 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Mapping
 
 from hpcgpu.jobspec.container import Container
@@ -48,6 +49,14 @@ def _loop_types() -> tuple[type, ...]:
     from tornado.ioloop import IOLoop
 
     return (IOLoop,)
+
+
+def _exclusion(value: Any) -> Any:
+    """``exclude_failed_hosts``: a duration, or a word for "never"."""
+    word = value.strip().lower() if isinstance(value, str) else None
+    if word == "auto":
+        raise ValueError(value)
+    return value if word == "never" else _duration(value)
 
 
 _SHAPE = {
@@ -93,6 +102,8 @@ _CLUSTER = {
     "requeue": FLAG, "job_arrays": FLAG, "max_array_size": count(2, 10_000_000),
     "array_throttle": count(1, 10_000_000), "pools": DICT,
     "max_queued_jobs": count(1, 10_000_000), "max_running_jobs": count(1, 10_000_000),
+    "exclude_failed_hosts": Form((int, float, str, timedelta, bool), "True (the cluster's life), a "
+                                 "duration ('30 minutes', 600) or False", parse=_exclusion),
 }
 #: dask-jobqueue's CPU-worker keywords (:mod:`hpcgpu.cluster.batch.cpu_setup`)
 _CPU = {

@@ -13,7 +13,7 @@ from typing import ClassVar, Literal, get_args, get_origin, get_type_hints
 from hpcgpu.jobspec.resources import GPUJobShape, NodeLimits
 from hpcgpu.jobspec.scriptfields import check_fields, directive_word
 
-__all__ = ["Dialect", "JOB_STATES", "JobStatus", "TERMINAL_STATES", "optional_lines"]
+__all__ = ["Dialect", "JOB_STATES", "JobStatus", "TERMINAL_STATES", "host_names", "optional_lines"]
 
 #: The states hpcgpu reports, whatever the scheduler calls them.
 JOB_STATES = ("pending", "running", "completing", "completed", "failed", "cancelled", "unknown")
@@ -69,6 +69,25 @@ def optional_lines(shape: GPUJobShape, queue: str, account: str, exclusive: str 
     return lines + ([exclusive] if exclusive and shape.exclusive else [])
 
 
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def host_names(hosts) -> tuple[str, ...]:
+    """``hosts`` sorted, each once, each a plain host name (they go into directive lines).
+
+    >>> host_names(["node2", "node1", "node2"])
+    ('node1', 'node2')
+    >>> host_names(["node1,node2"])
+    Traceback (most recent call last):
+    ...
+    ValueError: host='node1,node2' is not a host name: letters, digits and '._-' only
+    """
+    for host in hosts:
+        if not isinstance(host, str) or not _HOST.fullmatch(host):
+            raise ValueError(f"host={host!r} is not a host name: letters, digits and '._-' only")
+    return tuple(sorted(set(hosts)))
+
+
 #: The class constants a dialect may give as keywords of its class line.
 _CLASS_KEYWORDS = ("name", "prefix", "submit_executable", "cancel_executable", "default_launcher")
 
@@ -98,6 +117,9 @@ class Dialect:
     #: Fields of the GPU job shape that hpcgpu's own directive lines write quoted
     #: (:func:`optional_lines`), so that they may hold spaces; elsewhere a space is refused.
     quoted_fields: ClassVar[frozenset[str]] = frozenset()
+    #: Whether :meth:`exclusion_directives` keeps a job off hosts; where not, the cluster
+    #: cancels a job that starts on an excluded host (hpcgpu.cluster.batch.exclusions).
+    excludes_hosts: ClassVar[bool] = False
 
     limits: NodeLimits = field(default_factory=NodeLimits)
 
@@ -141,6 +163,12 @@ class Dialect:
                 f"account={shape.account!r} holds a space, which {self.name}'s directive lines "
                 f"do not carry (each {self.prefix} line is split on spaces; hpcgpu quotes accounts "
                 "for SLURM and OpenPBS only): use letters, digits and '_.:@+=,/-' only")
+
+    def exclusion_directives(self, hosts) -> tuple[str, ...]:
+        """Directive lines (without the prefix) that keep a job off ``hosts``: none where
+        the scheduler has no such request (:attr:`excludes_hosts`) or no host is given."""
+        host_names(hosts)
+        return ()
 
     def launcher_for(self, shape: GPUJobShape) -> str:
         """The launcher a job of ``shape`` uses when none is named."""

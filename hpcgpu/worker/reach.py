@@ -15,7 +15,7 @@ import socket
 import ssl
 
 __all__ = ["NetworkCheckError", "check_worker_network", "connect_problem", "host_interfaces",
-           "interface_problem"]
+           "interface_problem", "link_problem", "link_state"]
 
 #: fixes named in the messages (docs/sites.md has them too)
 INTERFACE_FIX = ("pass an interface every compute host has, e.g. interface={example!r} (or "
@@ -79,6 +79,32 @@ def interface_problem(interface: str | None, host: str, interfaces: dict[str, li
     return None
 
 
+def link_state(interface: str, sys_root: str = "/sys") -> str | None:
+    """The kernel's ``operstate`` of ``interface`` (``up``, ``down``, ``lowerlayerdown``,
+    ``unknown``...), None where it cannot be read."""
+    try:
+        with open(f"{sys_root}/class/net/{interface}/operstate") as file:
+            return file.read().strip().lower() or None
+    except (OSError, ValueError):
+        return None
+
+
+def link_problem(interface: str | None, host: str, state: str | None) -> str | None:
+    """Why ``interface`` carries nothing now: its link is down (``ip link set ib0 down``, a
+    cable or switch port cut); None when it is up or its state is unknown.
+
+    >>> print(link_problem("ib0", "node2", "down"))  # doctest: +ELLIPSIS
+    interface 'ib0' on host node2 is down (link state down): this host lost its network; ...
+    >>> link_problem("ib0", "node2", "up") is None, link_problem("ib0", "node2", "unknown") is None
+    (True, True)
+    """
+    if interface is None or state not in ("down", "lowerlayerdown", "notpresent"):
+        return None
+    return (f"interface {interface!r} on host {host} is down (link state {state}): this host lost "
+            f"its network; the cluster keeps its new jobs off host {host} (exclude_failed_hosts); "
+            f"`ip link show {interface}` on {host} shows the link, which its administrators bring back")
+
+
 def connect_problem(error: OSError, host: str, address: str, port: int, timeout: float,
                     interfaces: dict[str, list[str]]) -> str:
     """The message for a failed connection from ``host`` to the scheduler at ``address:port``.
@@ -138,6 +164,8 @@ def check_worker_network(scheduler: str | None, interface: str | None, timeout: 
     host, interfaces = socket.gethostname(), host_interfaces()
     if (problem := interface_problem(interface, host, interfaces)) is not None:
         raise NetworkCheckError(problem)
+    if (problem := link_problem(interface, host, interface and link_state(interface))) is not None:
+        raise NetworkCheckError(problem)  # not "pass interface=": it is given, and down here
     target = _host_port(scheduler) if scheduler else None
     if target is None:
         return

@@ -206,7 +206,8 @@ class JobArrays:
                 continue  # stays in the spec: the next reconciliation makes it
             if pool.name in rooms and rooms[pool.name] is not None:
                 rooms[pool.name] -= used
-            options = dict(spec[run[0]].get("options", {}))
+            # hosts where a worker failed the network check: kept out in the scheduler's words
+            options = fleet.exclusions.job_options(dict(spec[run[0]].get("options", {})), self.dialect)
             if len(run) == 1:
                 jobs[run[0]] = spec[run[0]]["cls"](address, **{**options, "name": run[0]})
             else:

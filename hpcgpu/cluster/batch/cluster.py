@@ -12,6 +12,7 @@ from distributed.utils import NoOpAwaitable
 from hpcgpu.cluster.batch import scaling
 from hpcgpu.cluster.batch.admission import cluster_caps
 from hpcgpu.cluster.batch.arrays import ArraySettings
+from hpcgpu.cluster.batch.exclusions import exclusion_policy
 from hpcgpu.cluster.batch.base import BatchCluster
 from hpcgpu.cluster.batch.cpu_job import upstream_job_class
 from hpcgpu.cluster.batch.job import GPUJob
@@ -69,6 +70,10 @@ lsf_units, project, config_name
         equivalent.
     max_failed_jobs : int
         Jobs that may end before their workers connect before hpcgpu stops replacing them.
+    exclude_failed_hosts : bool, str or float
+        A host where a worker failed the network check gets no new job (``--exclude``...):
+        ``True`` (default; config ``hpcgpu.exclude-failed-hosts``) for the cluster's life, a
+        duration for that long, ``False`` never (docs/reliability.md).
     worker_http_address : str
         Where each worker's HTTP server (``/health``, ``/metrics``, no password) listens:
         ``127.0.0.1`` by default (config ``hpcgpu.defaults.worker-http-address``); a site that
@@ -151,7 +156,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                  job_arrays: bool | None = None, max_array_size: int | None = None,
                  array_throttle: int | None = None, pools: dict | None = None,
                  max_queued_jobs: int | None = None, max_running_jobs: int | None = None,
-                 **options: Any) -> None:
+                 exclude_failed_hosts: Any = None, **options: Any) -> None:
         # Every keyword's type and bounds first: nothing is made or submitted on bad input.
         given = check_keywords({k: v for k, v in locals().items() if k not in ("self", "options", "__class__")})
         options = check_keywords(options)  # counts as numbers where "2" came
@@ -186,6 +191,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         for prepared in named:
             self.fleet.add_pool(named_pool(prepared, kind, self._job_kwargs))
         self.submitter.gate.caps = caps  # how many jobs may wait and run (admission.py)
+        self.fleet.exclusions.policy = exclusion_policy(given["exclude_failed_hosts"])
         #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
         self.job_key = self.fleet.key_jobs(self._name)
         if given["n_workers"]:

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from hpcgpu.cluster.batch.adaptive import job_of_worker
+from hpcgpu.cluster.batch.exclusions import HostExclusions
 from hpcgpu.cluster.batch.job_events import (Cancelling, Connected, Ended, Requeued, RetireNow,
                                              Retiring, SubmitFailed, Submitted, advance)
 from hpcgpu.cluster.batch.job_kinds import kind_of
@@ -75,6 +76,8 @@ class JobFleet:
         self.job_key: Callable[[Any], str] = job_of_worker
         self._name_of = name_of
         self._next: dict[str, int] = {}  # per pool: each pool's jobs count from 0
+        #: Hosts new jobs stay off (a worker failed the network check there).
+        self.exclusions = HostExclusions()
 
     # ------------------------------------------------------------------ pools
     def add_pool(self, pool: Pool) -> None:
@@ -250,7 +253,8 @@ class JobFleet:
         """The record of the new job ``name`` of the spec: submitted, its submission under way."""
         pool = self.job_pool(name)
         self._records[name] = JobRecord(name, pool.workers_per_job,
-                                        pool=pool.name if len(self.pools) > 1 else None)
+                                        pool=pool.name if len(self.pools) > 1 else None,
+                                        excluded=self.exclusions.hosts())
 
     def cancelling(self, jobs: set[str]) -> None:
         """``jobs`` are cancelled by the cluster (their end is no failure)."""

@@ -45,6 +45,9 @@ class JobInfo:
         The last lines of its stderr file, for a job that ended before its workers connected.
     pool : str or None
         Its pool, in a cluster with ``pools=`` (the table then has a pool column).
+    excluded : tuple of str
+        Hosts it was submitted to stay off, where a worker had failed the network check
+        (the table then has an ``excluding`` column; :mod:`hpcgpu.cluster.batch.exclusions`).
     """
 
     name: str
@@ -56,6 +59,7 @@ class JobInfo:
     exit_code: int | None = None
     stderr_tail: str = ""
     pool: str | None = None
+    excluded: tuple[str, ...] = ()
 
     @property
     def failed_to_start(self) -> bool:
@@ -90,6 +94,8 @@ class JobRecord:
     pool: str | None = None
     #: the scheduler's own words for its state at the last poll (PBS's comment, SLURM's reason)
     reason: str = ""
+    #: hosts it was submitted to stay off
+    excluded: tuple[str, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -105,7 +111,7 @@ class JobRecord:
         """A frozen snapshot."""
         return JobInfo(self.name, self.job_id, shown_state(self.phase, self.state), self.nodes,
                        tuple(sorted(self.connected)), self.expected, self.exit_code,
-                       self.stderr_tail, self.pool)
+                       self.stderr_tail, self.pool, self.excluded)
 
 
 def tail(path: str | Path, lines: int = 20) -> str:
@@ -126,22 +132,27 @@ def tail(path: str | Path, lines: int = 20) -> str:
 
 
 def table_rows(jobs: list[JobInfo]) -> list[tuple[str, ...]]:
-    pools = _with_pools(jobs)
+    pools, excluding = _with_pools(jobs), any(j.excluded for j in jobs)
     return [
         (j.name, *((j.pool or "-",) if pools else ()), j.job_id or "-", j.state,
          ",".join(j.nodes) or "-", f"{len(j.workers)}/{j.expected}",
-         "-" if j.exit_code is None else str(j.exit_code))
+         "-" if j.exit_code is None else str(j.exit_code),
+         *((",".join(j.excluded) or "-",) if excluding else ()))
         for j in jobs
     ]
 
 
 def table_columns(jobs: list[JobInfo]) -> tuple[str, ...]:
-    """:data:`COLUMNS`, with ``pool`` after ``job`` when the jobs belong to pools.
+    """:data:`COLUMNS`, with ``pool`` after ``job`` when the jobs belong to pools, and
+    ``excluding`` last when a job was kept off hosts.
 
     >>> table_columns([JobInfo("c-cpu-1", "5", "running", (), (), 1, pool="cpu")])[:3]
     ('job', 'pool', 'job id')
+    >>> table_columns([JobInfo("c-1", "5", "running", (), (), 1, excluded=("node2",))])[-1]
+    'excluding'
     """
-    return (COLUMNS[0], "pool", *COLUMNS[1:]) if _with_pools(jobs) else COLUMNS
+    columns = (COLUMNS[0], "pool", *COLUMNS[1:]) if _with_pools(jobs) else COLUMNS
+    return columns + (("excluding",) if any(j.excluded for j in jobs) else ())
 
 
 def _with_pools(jobs: list[JobInfo]) -> bool:

@@ -140,7 +140,9 @@ class JobMonitor:
             if seen is None:
                 continue
             self.fleet.apply(seen)
-            if seen.finished:
+            if self._on_excluded_host(name, seen):
+                await self._cancel_and_replace(name)
+            elif seen.finished:
                 await self._job_ended(name)
             elif before.started is not None and seen.state == "pending" and not seen.nodes:
                 # running at the last poll, back in the queue now (a suspended job keeps its nodes)
@@ -169,8 +171,11 @@ class JobMonitor:
         self._report(self.fleet.records[name], log, text, storm, record.retiring)
         record = self.fleet.records[name]
         ran = time.monotonic() - (record.started or time.monotonic())
+        # a host whose network check failed is excluded now: its replacement runs elsewhere
+        excluded = self.fleet.exclusions.note(exception_lines(text, 20), record.nodes,
+                                              job=f"job {name} (id {record.job_id})")
         if record.state == "failed" and not record.fully_started and not record.connected \
-                and ran < AT_ONCE and record.exit_code not in (None, 0):
+                and ran < AT_ONCE and record.exit_code not in (None, 0) and not excluded:
             self.failed_at_once = True
         if job is not None:
             await job.close()
@@ -188,10 +193,25 @@ class JobMonitor:
             self.fleet.apply(Requeued(name, keep=True))
             return
         self._event(f"{what}: cancelled and replaced now, not left waiting; {lost}")
+        await self._cancel_and_replace(name)
+
+    async def _cancel_and_replace(self, name: str) -> None:
         job = self.fleet.apply(Requeued(name))  # out of the spec first: capacity counted once
         if job is not None:
             await cancel_together(self.dialect, [job])
         self._replace_ended()
+
+    def _on_excluded_host(self, name: str, seen: Seen) -> bool:
+        """Job ``name`` started on a host the cluster excludes, where the scheduler cannot
+        be told to keep it off (PBS): said once here, cancelled before its workers connect."""
+        record = self.fleet.records[name]
+        hosts = set(seen.nodes) & set(self.fleet.exclusions.hosts())
+        if self.dialect.excludes_hosts or seen.state != "running" or not hosts or record.connected:
+            return False
+        self._event(f"job {name} (id {record.job_id}) started on excluded host(s) "
+                    f"{', '.join(sorted(hosts))} ({self.dialect.name} has no request that keeps a job "
+                    "off a host): cancelled before its workers start, and replaced")
+        return True
 
     def _event(self, message: str) -> None:
         self.events.append(message)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcgpu.schedulers.dialect import Dialect, JobStatus, optional_lines
+from hpcgpu.schedulers.dialect import Dialect, JobStatus, host_names, optional_lines
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["LSFDialect", "LSF_UNITS"]
@@ -50,6 +50,7 @@ class LSFDialect(Dialect, name="lsf", prefix="#BSUB", submit_executable="bsub",
     """
 
     job_id_pattern: ClassVar[str] = r"Job <(\d+)>"
+    excludes_hosts: ClassVar[bool] = True
     #: dask-jobqueue writes ``#BSUB -P "<project>"``
     quoted_directives: ClassVar[frozenset[str]] = frozenset({"project"})
 
@@ -84,6 +85,16 @@ class LSFDialect(Dialect, name="lsf", prefix="#BSUB", submit_executable="bsub",
         lines += optional_lines(shape, "-q {}", "-P {}", "-x")
         lines += [f"-o {log_directory}/%J.out", f"-e {log_directory}/%J.err"]
         return lines
+
+    def exclusion_directives(self, hosts) -> tuple[str, ...]:
+        """A ``select[]`` of its own (LSF and-s the ``-R`` strings' selections).
+
+        >>> LSFDialect().exclusion_directives(["node2", "node1"])
+        ('-R "select[hname!=node1 && hname!=node2]"',)
+        """
+        hosts = host_names(hosts)
+        test = " && ".join(f"hname!={host}" for host in hosts)
+        return (f'-R "select[{test}]"',) if hosts else ()
 
     def submit_argv(self, script_path: str | None = None) -> list[str]:
         # bsub reads #BSUB directives only from a script on standard input.

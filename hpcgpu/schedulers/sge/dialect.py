@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from hpcgpu.schedulers.arrays import expand_indices
-from hpcgpu.schedulers.dialect import Dialect, JobStatus, optional_lines
+from hpcgpu.schedulers.dialect import Dialect, JobStatus, host_names, optional_lines
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.units import format_memory
 
@@ -63,6 +63,7 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
     # Grid Engine has no launcher of its own: Open MPI's mpirun reads the PE's host list.
     multi_node_launchers: ClassVar[tuple[str, ...]] = ("mpirun",)
     job_id_pattern: ClassVar[str] = r"(?:^|Your job )(\d+)"
+    excludes_hosts: ClassVar[bool] = True
 
     parallel_environment: str = "smp"
     multi_node_parallel_environment: str | None = None
@@ -98,6 +99,15 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
         lines += optional_lines(shape, "-q {}", "-P {}")
         lines += ["-cwd", "-j y", f"-o {log_directory}/"]
         return lines
+
+    def exclusion_directives(self, hosts) -> tuple[str, ...]:
+        """``-l h=`` with a negated host per host, and-ed (a resource expression of qsub's).
+
+        >>> SGEDialect().exclusion_directives(["node2", "node1"])
+        ('-l h=!node1&!node2',)
+        """
+        hosts = host_names(hosts)
+        return (f"-l h={'&'.join('!' + host for host in hosts)}",) if hosts else ()
 
     def check_argv(self, script_path: str) -> list[str]:
         # -w v: verify the request against an empty cluster, schedule nothing.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from hpcgpu.schedulers.arrays import expand_indices
-from hpcgpu.schedulers.dialect import Dialect, JobStatus, optional_lines
+from hpcgpu.schedulers.dialect import Dialect, JobStatus, host_names, optional_lines
 from hpcgpu.jobspec.resources import GPUJobShape
 from hpcgpu.jobspec.units import format_hms, format_memory
 
@@ -66,6 +66,7 @@ class SlurmDialect(Dialect, name="slurm", prefix="#SBATCH", submit_executable="s
     #: sbatch reads a directive's quotes as bash does, and SLURM accounts may hold spaces
     #: ("Dask On SLURM"); hpcgpu quotes the account (tests/integration/test_directive_parse.py)
     quoted_fields: ClassVar[frozenset[str]] = frozenset({"account"})
+    excludes_hosts: ClassVar[bool] = True
 
     gpu_directive: Literal["gpus-per-node", "gres"] = "gpus-per-node"
     memory_directive: Literal["mem", "mem-per-gpu"] = "mem"
@@ -93,6 +94,15 @@ class SlurmDialect(Dialect, name="slurm", prefix="#SBATCH", submit_executable="s
         lines += optional_lines(shape, "--partition={}", "--account={}", "--exclusive", self.quoted_fields)
         lines += [f"--output={log_directory}/%x-%j.out", f"--error={log_directory}/%x-%j.err"]
         return lines
+
+    def exclusion_directives(self, hosts) -> tuple[str, ...]:
+        """``--exclude=`` with the hosts (sbatch's own list form).
+
+        >>> SlurmDialect().exclusion_directives(["node2", "node1"])
+        ('--exclude=node1,node2',)
+        """
+        hosts = host_names(hosts)
+        return (f"--exclude={','.join(hosts)}",) if hosts else ()
 
     def check_argv(self, script_path: str) -> list[str]:
         return ["sbatch", "--test-only", script_path]

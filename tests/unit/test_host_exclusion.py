@@ -1,0 +1,255 @@
+"""Hosts whose worker failed the network check: each scheduler's exclusion lines, and the
+cluster's decisions (a failed check on host H -> the next jobs stay off H; the exclusion
+ends after its time), without a scheduler (the commands seam answers). The real SLURM and
+Grid Engine read the lines back in tests/integration/test_host_exclusion_real.py."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpcgpu.cluster.batch.arrays import ArraySettings, JobArrays
+from hpcgpu.cluster.batch.exclusions import (Exclusion, HostExclusions, excluded_after,
+                                             exclusion_policy, failed_hosts)
+from hpcgpu.cluster.batch.fleet import JobFleet
+from hpcgpu.cluster.batch.job_state import JobState
+from hpcgpu.cluster.batch.job_table import JobRecord, format_table
+from hpcgpu.cluster.batch.monitor import JobMonitor
+from hpcgpu.cluster.batch.pools import Pool
+from hpcgpu.cluster.batch.setup import prepare
+from hpcgpu.jobspec.dialects import get_dialect
+from hpcgpu.schedulers.slurm.dialect import SlurmDialect
+from hpcgpu.system.commands import CommandResult, set_runner
+from hpcgpu.worker.reach import link_problem
+
+HOST = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,15}", fullmatch=True)
+DOWN = ("NetworkCheckError: interface 'ib0' on host node2 is down (link state down): this host "
+        "lost its network; ...")
+
+
+# ---------------------------------------------------------------------- rendering
+def test_each_scheduler_renders_its_own_exclusion():
+    hosts = ["node2", "node10", "node2"]
+    assert get_dialect("slurm").exclusion_directives(hosts) == ("--exclude=node10,node2",)
+    assert get_dialect("sge").exclusion_directives(hosts) == ("-l h=!node10&!node2",)
+    assert get_dialect("lsf").exclusion_directives(hosts) == (
+        '-R "select[hname!=node10 && hname!=node2]"',)
+    # OpenPBS refuses `host!=` in a select ("Illegal attribute or resource value"): none
+    assert get_dialect("pbs").exclusion_directives(hosts) == ()
+    assert [get_dialect(s).excludes_hosts for s in ("slurm", "sge", "lsf", "pbs")] == [
+        True, True, True, False]
+    assert all(get_dialect(s).exclusion_directives([]) == () for s in ("slurm", "sge", "lsf"))
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "sge", "lsf", "pbs"])
+@pytest.mark.parametrize("bad", ["node1,node2", "node 1", "-x", "a&!b", "n]", "", "é"])
+def test_a_host_name_that_is_not_one_is_refused_naming_the_field(scheduler, bad):
+    with pytest.raises(ValueError, match=r"^host=.* is not a host name"):
+        get_dialect(scheduler).exclusion_directives([bad])
+
+
+def _sge_hosts(line: str) -> list[str]:
+    match = re.fullmatch(r"-l h=((?:![A-Za-z0-9._-]+)(?:&![A-Za-z0-9._-]+)*)", line)
+    return [h[1:] for h in match.group(1).split("&")]
+
+
+def _lsf_hosts(line: str) -> list[str]:
+    # one option, its value one double-quoted string (tests/integration/test_directive_parse.py)
+    match = re.fullmatch(r'-R "select\[([^"\\$`\]]*)\]"', line)
+    return [re.fullmatch(r"hname!=(\S+)", t).group(1) for t in match.group(1).split(" && ")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(hosts=st.lists(HOST, min_size=1, max_size=6))
+def test_every_exclusion_line_parses_back_to_the_hosts(hosts):
+    want = sorted(set(hosts))
+    (slurm,) = get_dialect("slurm").exclusion_directives(hosts)
+    assert slurm.startswith("--exclude=") and slurm[10:].split(",") == want
+    (sge,) = get_dialect("sge").exclusion_directives(hosts)
+    assert _sge_hosts(sge) == want
+    (lsf,) = get_dialect("lsf").exclusion_directives(hosts)
+    assert _lsf_hosts(lsf) == want
+
+
+# ---------------------------------------------------------------------- decisions
+def test_the_failed_host_is_read_from_the_network_check_line():
+    assert failed_hosts([DOWN]) == {"node2": DOWN.split(": ", 1)[1]}
+    reach = ("NetworkCheckError: host node3 cannot reach the scheduler at 10.78.0.10:8786 "
+             "(Network is unreachable; ...)")
+    assert list(failed_hosts(["ValueError: x", reach], ["node3.cluster"])) == ["node3.cluster"]
+    assert failed_hosts(["RuntimeError: host node3 is busy"]) == {}
+
+
+def test_an_exclusion_lasts_its_time_or_the_clusters_life():
+    kept, new = excluded_after((), {"node2": "down"}, 10.0, 60)
+    assert new == (Exclusion("node2", "down", 10.0, 70.0),) and kept == new
+    assert excluded_after(kept, {"node2": "down"}, 69.0, 60) == (kept, ())  # no second line
+    again, new = excluded_after(kept, {"node2": "down"}, 70.0, 60)  # ran out: excluded anew
+    assert [e.since for e in again] == [70.0] and new == again
+    life, _ = excluded_after((), {"node2": "down"}, 10.0, None)
+    assert life[0].until is None and life[0].active(10.0**9)
+    assert excluded_after((), {"node2": "down"}, 10.0, False) == ((), ())
+
+
+def test_the_keyword_and_its_config_key_are_checked_naming_the_field():
+    import dask
+
+    assert exclusion_policy(True) is None and exclusion_policy("10 minutes") == 600
+    assert exclusion_policy("off") is False and exclusion_policy(False) is False
+    for bad in ("soon", "auto", -5):
+        with pytest.raises(ValueError, match=rf"^exclude_failed_hosts={bad!r} is not understood"):
+            exclusion_policy(bad)
+    with pytest.raises(TypeError, match=r"^exclude_failed_hosts=\['x'\] is a list: give True"):
+        exclusion_policy(["x"])
+    with dask.config.set({"hpcgpu.exclude-failed-hosts": "90s"}):
+        assert exclusion_policy(None) == 90
+    with dask.config.set({"hpcgpu.exclude-failed-hosts": "nope"}), \
+            pytest.raises(ValueError, match="exclude_failed_hosts='nope'"):
+        exclusion_policy(None)
+
+
+def test_the_down_link_message_says_so_instead_of_advising_the_interface_given():
+    message = link_problem("ib0", "node2", "lowerlayerdown")
+    assert message.startswith("interface 'ib0' on host node2 is down (link state lowerlayerdown)")
+    assert "interface='ib0'" not in message and "excluded" not in message
+    assert link_problem(None, "node2", "down") is None
+
+
+# ---------------------------------------------------------------------- the cluster's parts
+class FakeJob:
+    def __init__(self, scheduler=None, name=None, **options):
+        self.name, self.options, self.job_id, self.closed = name, options, None, False
+
+    async def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def commands():
+    ran, answers = [], {}
+
+    def runner(argv, timeout, input):
+        ran.append(list(argv))
+        code, out = answers.get(argv[0], (0, ""))
+        return CommandResult(tuple(argv), code, out, "")
+
+    set_runner(runner)
+    yield SimpleNamespace(ran=ran, answers=answers)
+    set_runner(None)
+
+
+def fleet_of(tmp_path, dialect=get_dialect("slurm"), arrays=False):
+    setup = prepare("slurm", {"gpus_per_node": 1, "log_directory": str(tmp_path), "job_name": "w"})
+    fleet = JobFleet(lambda n: f"c-{n}", arrays=JobArrays(ArraySettings(arrays), dialect))
+    fleet.add_pool(Pool("default", setup, None, {"cls": FakeJob, "options": {}}))
+    return fleet
+
+
+def running(fleet, name, job_id, node, started=None):
+    fleet._records[name] = JobRecord(name, 1, job_id=job_id, phase=JobState.RUNNING, state="running",
+                                     nodes=(node,), started=started or time.monotonic())
+    fleet.jobs[name] = job = FakeJob(name=name)
+    job.job_id = job_id
+
+
+def monitor_of(fleet, dialect=get_dialect("slurm")):
+    return JobMonitor(fleet, dialect, poll_interval=0.0, tail_lines=3, max_failed_jobs=3,
+                      reconcile=lambda: None)
+
+
+def test_a_failed_network_check_on_a_host_keeps_the_next_jobs_off_it(tmp_path, commands, caplog):
+    fleet = fleet_of(tmp_path)
+    fleet.scale_to(2, "default", dict, lambda: True)
+    running(fleet, "c-0", "41", "node2")  # failed within seconds: "at once", but on that host
+    running(fleet, "c-1", "42", "node1")
+    (tmp_path / "w-41.err").write_text(f"start\n{DOWN}\n")
+    commands.answers["squeue"] = (0, "41|FAILED|node2|NonZeroExitCode\n42|RUNNING|node1|None\n")
+    commands.answers["scontrol"] = (0, "JobState=FAILED ExitCode=1:0\n")
+    monitor = monitor_of(fleet)
+    with caplog.at_level("WARNING", logger="hpcgpu.cluster"):
+        asyncio.run(monitor.poll())
+    # one line naming host and interface state; replaced, not given up
+    (line,) = [r.getMessage() for r in caplog.records if "excluded from new jobs" in r.getMessage()]
+    assert line.startswith("host node2 excluded from new jobs for the cluster's life: a worker of "
+                           "job c-0 (id 41) failed the network check there: interface 'ib0' on "
+                           "host node2 is down (link state down)"), line
+    assert not monitor.gave_up and list(fleet.spec) == ["c-1", "c-2"]
+    jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-2"]))
+    assert jobs["c-2"].options["job_extra_directives"] == ["--exclude=node2"]
+    assert fleet.records["c-2"].excluded == ("node2",) and fleet.records["c-1"].excluded == ()
+    table = format_table(fleet.table())
+    assert table.splitlines()[0].endswith("excluding") and table.splitlines()[-1].endswith("node2")
+
+
+def test_a_job_that_failed_at_once_for_another_reason_still_stops_the_replacing(tmp_path, commands):
+    fleet = fleet_of(tmp_path)
+    fleet.scale_to(1, "default", dict, lambda: True)
+    running(fleet, "c-0", "41", "node2")
+    (tmp_path / "w-41.err").write_text("ImportError: no module named x\n")
+    commands.answers["squeue"] = (0, "41|FAILED|node2|NonZeroExitCode\n")
+    commands.answers["scontrol"] = (0, "JobState=FAILED ExitCode=1:0\n")
+    monitor = monitor_of(fleet)
+    asyncio.run(monitor.poll())
+    assert monitor.failed_at_once and fleet.exclusions.hosts() == ()
+
+
+def test_an_exclusion_ends_after_its_time(tmp_path):
+    fleet = fleet_of(tmp_path)
+    fleet.exclusions.policy = 30
+    fleet.exclusions.note([DOWN], now=time.monotonic() - 31)  # excluded 31 s ago, for 30 s
+    fleet.grow(1)
+    jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-0"]))
+    assert "job_extra_directives" not in jobs["c-0"].options and fleet.records["c-0"].excluded == ()
+    fleet.exclusions.note([DOWN])
+    fleet.grow(1)
+    jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-1"]))
+    assert jobs["c-1"].options["job_extra_directives"] == ["--exclude=node2"]
+
+
+def test_an_array_of_replacements_excludes_the_host_too(tmp_path, commands):
+    from hpcgpu.cluster.batch.job import GPUJob
+
+    setup = prepare("slurm", {"gpus_per_node": 1, "log_directory": str(tmp_path)})
+    fleet = JobFleet(lambda n: f"c-{n}", arrays=JobArrays(ArraySettings(True), get_dialect("slurm")))
+    fleet.add_pool(Pool("default", setup, None, {"cls": GPUJob, "options": setup.job_options}))
+    fleet.exclusions.note([DOWN])
+    fleet.grow(3)
+    commands.answers["scontrol"] = (0, "MaxArraySize            = 100\n")
+    jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-0", "c-1", "c-2"]))
+    script = jobs["c-0"].submission.template.job_script()
+    assert "#SBATCH --array=0-2" in script and "#SBATCH --exclude=node2\n" in script
+
+
+class NoExclusionDialect(SlurmDialect):
+    """SLURM's words, without an exclusion request (as PBS)."""
+
+    excludes_hosts = False
+
+    def exclusion_directives(self, hosts):
+        return ()
+
+
+def test_without_an_exclusion_request_a_job_on_an_excluded_host_is_cancelled(tmp_path, commands):
+    dialect = NoExclusionDialect()
+    fleet = fleet_of(tmp_path, dialect)
+    fleet.exclusions.note([DOWN])
+    fleet.scale_to(1, "default", dict, lambda: True)
+    running(fleet, "c-0", "50", "node1")
+    fleet._records["c-0"] = JobRecord("c-0", 1, job_id="50", phase=JobState.PENDING, state="pending")
+    commands.answers["squeue"] = (0, "50|RUNNING|node2|None\n")
+    monitor = monitor_of(fleet, dialect)
+    asyncio.run(monitor.poll())
+    assert ["scancel", "50"] in commands.ran and list(fleet.spec) == ["c-1"]
+    (event,) = monitor.events
+    assert event.startswith("job c-0 (id 50) started on excluded host(s) node2 (slurm has no "
+                            "request that keeps a job off a host): cancelled before its workers start")
+    commands.answers["squeue"] = (0, "51|RUNNING|node1|None\n")  # elsewhere: left alone
+    running(fleet, "c-1", "51", "node1")
+    asyncio.run(monitor.poll())
+    assert ["scancel", "51"] not in commands.ran
