@@ -27,6 +27,7 @@ from hpcgpu.network.dashboard import dashboard_link
 from hpcgpu.network.preconnect import ConnectOnArrival
 from hpcgpu.network.advice import local_protocol
 from hpcgpu.system.closelog import quiet_expected_close
+from hpcgpu.system.pymain import children_drop_cwd
 from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.network.schemes import register as register_schemes
 from hpcgpu.network.tls import cluster_security
@@ -194,9 +195,12 @@ class LocalGPUCluster(SpecCluster):
     def _start_resource_tracker(self) -> None:
         """multiprocessing's resource tracker, started now from this thread: the nannies
         would start it from a thread of the loop, and starting it unblocks SIGINT and
-        SIGTERM in the thread that does (Python's ``resource_tracker.ensure_running``)."""
+        SIGTERM in the thread that does (Python's ``resource_tracker.ensure_running``).
+        It, the fork server and spawned worker processes are ``python -c``, which puts the
+        working directory first on ``sys.path``, maybe a shared one: they drop it."""
         from multiprocessing import resource_tracker
 
+        children_drop_cwd()
         resource_tracker.ensure_running()
 
     def _count(self, n_workers: int | None, threads_per_worker: int) -> int:
