@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcgpu.cluster.batch.arrays import ArraySettings, JobArrays
-from hpcgpu.cluster.batch.exclusions import (Exclusion, HostExclusions, excluded_after,
+from hpcgpu.cluster.batch.exclusions import (Exclusion, excluded_after,
                                              exclusion_policy, failed_hosts)
 from hpcgpu.cluster.batch.fleet import JobFleet
 from hpcgpu.cluster.batch.job_state import JobState
@@ -79,11 +79,14 @@ def test_every_exclusion_line_parses_back_to_the_hosts(hosts):
 
 # ---------------------------------------------------------------------- decisions
 def test_the_failed_host_is_read_from_the_network_check_line():
-    assert failed_hosts([DOWN]) == {"node2": DOWN.split(": ", 1)[1]}
+    assert failed_hosts([DOWN], ["node2"]) == {"node2": DOWN.split(": ", 1)[1]}
+    # the node's host name is not the scheduler's name for it (4 nodes of one host here)
+    assert list(failed_hosts([DOWN.replace("node2", "vm")], ["node4"])) == ["node4"]
+    assert failed_hosts([DOWN], ["node1", "node3"]) == {} and failed_hosts([DOWN], []) == {}
     reach = ("NetworkCheckError: host node3 cannot reach the scheduler at 10.78.0.10:8786 "
              "(Network is unreachable; ...)")
     assert list(failed_hosts(["ValueError: x", reach], ["node3.cluster"])) == ["node3.cluster"]
-    assert failed_hosts(["RuntimeError: host node3 is busy"]) == {}
+    assert failed_hosts(["RuntimeError: host node3 is busy"], ["node3"]) == {}
 
 
 def test_an_exclusion_lasts_its_time_or_the_clusters_life():
@@ -202,11 +205,11 @@ def test_a_job_that_failed_at_once_for_another_reason_still_stops_the_replacing(
 def test_an_exclusion_ends_after_its_time(tmp_path):
     fleet = fleet_of(tmp_path)
     fleet.exclusions.policy = 30
-    fleet.exclusions.note([DOWN], now=time.monotonic() - 31)  # excluded 31 s ago, for 30 s
+    fleet.exclusions.note([DOWN], ["node2"], now=time.monotonic() - 31)  # excluded 31 s ago, for 30 s
     fleet.grow(1)
     jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-0"]))
     assert "job_extra_directives" not in jobs["c-0"].options and fleet.records["c-0"].excluded == ()
-    fleet.exclusions.note([DOWN])
+    fleet.exclusions.note([DOWN], ["node2"])
     fleet.grow(1)
     jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-1"]))
     assert jobs["c-1"].options["job_extra_directives"] == ["--exclude=node2"]
@@ -218,7 +221,7 @@ def test_an_array_of_replacements_excludes_the_host_too(tmp_path, commands):
     setup = prepare("slurm", {"gpus_per_node": 1, "log_directory": str(tmp_path)})
     fleet = JobFleet(lambda n: f"c-{n}", arrays=JobArrays(ArraySettings(True), get_dialect("slurm")))
     fleet.add_pool(Pool("default", setup, None, {"cls": GPUJob, "options": setup.job_options}))
-    fleet.exclusions.note([DOWN])
+    fleet.exclusions.note([DOWN], ["node2"])
     fleet.grow(3)
     commands.answers["scontrol"] = (0, "MaxArraySize            = 100\n")
     jobs = asyncio.run(fleet.make_jobs("tcp://s:1", ["c-0", "c-1", "c-2"]))
@@ -238,7 +241,7 @@ class NoExclusionDialect(SlurmDialect):
 def test_without_an_exclusion_request_a_job_on_an_excluded_host_is_cancelled(tmp_path, commands):
     dialect = NoExclusionDialect()
     fleet = fleet_of(tmp_path, dialect)
-    fleet.exclusions.note([DOWN])
+    fleet.exclusions.note([DOWN], ["node2"])
     fleet.scale_to(1, "default", dict, lambda: True)
     running(fleet, "c-0", "50", "node1")
     fleet._records["c-0"] = JobRecord("c-0", 1, job_id="50", phase=JobState.PENDING, state="pending")
@@ -253,3 +256,22 @@ def test_without_an_exclusion_request_a_job_on_an_excluded_host_is_cancelled(tmp
     running(fleet, "c-1", "51", "node1")
     asyncio.run(monitor.poll())
     assert ["scancel", "51"] not in commands.ran
+
+
+def test_the_same_failure_on_a_second_host_reads_as_the_configuration(tmp_path, commands):
+    from hpcgpu.cluster.batch.progress import _network_only
+
+    fleet = fleet_of(tmp_path)
+    fleet.scale_to(2, "default", dict, lambda: True)
+    running(fleet, "c-0", "41", "node1")
+    running(fleet, "c-1", "42", "node2")
+    for job_id, node in (("41", "node1"), ("42", "node2")):
+        (tmp_path / f"w-{job_id}.err").write_text(DOWN.replace("node2", node) + "\n")
+    commands.answers["squeue"] = (0, "41|FAILED|node1|NonZeroExitCode\n42|FAILED|node2|NonZeroExitCode\n")
+    commands.answers["scontrol"] = (0, "JobState=FAILED ExitCode=1:0\n")
+    monitor = monitor_of(fleet)
+    asyncio.run(monitor.poll())
+    assert fleet.exclusions.hosts() == ("node1", "node2") and monitor.failed_at_once
+    # waiting for workers: one such failure waits for the replacement, two end the wait
+    assert not _network_only(monitor.failures[:1], fleet) and _network_only(monitor.failures, fleet)
+    assert _network_only(monitor.failures[:1], fleet_of(tmp_path))  # nothing excluded

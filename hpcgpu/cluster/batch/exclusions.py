@@ -73,26 +73,33 @@ def exclusion_policy(value: Any = None) -> float | None | bool:
     return parse_timedelta(value, default="seconds")
 
 
-def failed_hosts(errors: Iterable[str], nodes: Sequence[str] = ()) -> dict[str, str]:
-    """Host -> the network check's message, for each ``NetworkCheckError`` line of ``errors``
-    (a failed job's first errors); a host is written as the scheduler names it in ``nodes``
-    where they differ only by domain (``node2`` -> ``node2.site``).
+def failed_hosts(errors: Iterable[str], nodes: Sequence[str]) -> dict[str, str]:
+    """Scheduler's node name -> the network check's message, for each ``NetworkCheckError``
+    line of ``errors`` (a failed job's first errors); ``nodes``: the job's nodes as the
+    scheduler names them. The host a message names is matched to one of them, by name or
+    short name (``node2`` -> ``node2.site``); a job of one node needs no match (its node's
+    host name may differ from the scheduler's name for it). A host matched to no node is
+    left out: excluding a name the scheduler does not know would fail every submission.
 
     >>> failed_hosts(["NetworkCheckError: interface 'ib0' on host node2 is down (link state down): ..."],
     ...              ["node2.site"])
     {'node2.site': "interface 'ib0' on host node2 is down (link state down): ..."}
-    >>> failed_hosts(["ValueError: host node3 said no"])
+    >>> failed_hosts(["ValueError: host node3 said no"], ["node3"])
+    {}
+    >>> failed_hosts(["NetworkCheckError: host vm cannot reach the scheduler"], ["node1", "node2"])
     {}
     """
     found: dict[str, str] = {}
     for line in errors:
         if (match := _CHECK.search(line)) is None:
             continue
-        host = match.group(1)
-        short = host.split(".")[0]
-        host = next((n for n in nodes if n == host), None) or next(
-            (n for n in nodes if n.split(".")[0] == short), host)
-        found.setdefault(host, line.split("NetworkCheckError:", 1)[1].strip())
+        host, short = match.group(1), match.group(1).split(".")[0]
+        node = next((n for n in nodes if n == host), None) or next(
+            (n for n in nodes if n.split(".")[0] == short), None)
+        if node is None and len(nodes) == 1:
+            node = nodes[0]
+        if node is not None:
+            found.setdefault(node, line.split("NetworkCheckError:", 1)[1].strip())
     return found
 
 
@@ -132,7 +139,7 @@ class HostExclusions:
 
     >>> from hpcgpu.jobspec.dialects import SlurmDialect
     >>> hosts = HostExclusions(600)
-    >>> _ = hosts.note(["NetworkCheckError: host node2 cannot reach the scheduler"], (), now=0.0)
+    >>> _ = hosts.note(["NetworkCheckError: host node2 cannot reach the scheduler"], ["node2"], now=0.0)
     >>> hosts.job_options({"job_extra_directives": ["--qos=x"]}, SlurmDialect(), now=1.0)
     {'job_extra_directives': ['--qos=x', '--exclude=node2']}
     >>> hosts.hosts(now=601.0)
@@ -143,7 +150,7 @@ class HostExclusions:
         self.policy = policy
         self.exclusions: tuple[Exclusion, ...] = ()
 
-    def note(self, errors: Iterable[str], nodes: Sequence[str] = (), now: float | None = None,
+    def note(self, errors: Iterable[str], nodes: Sequence[str], now: float | None = None,
              job: str = "a job") -> tuple[Exclusion, ...]:
         """Exclude the hosts whose network check failed in ``errors``: the new exclusions,
         each said in one log line."""

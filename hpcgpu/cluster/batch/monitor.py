@@ -172,10 +172,12 @@ class JobMonitor:
         record = self.fleet.records[name]
         ran = time.monotonic() - (record.started or time.monotonic())
         # a host whose network check failed is excluded now: its replacement runs elsewhere
-        excluded = self.fleet.exclusions.note(exception_lines(text, 20), record.nodes,
-                                              job=f"job {name} (id {record.job_id})")
+        # (the first such host: a second one failing as well reads as the configuration)
+        new = self.fleet.exclusions.note(exception_lines(text, 20), record.nodes,
+                                         job=f"job {name} (id {record.job_id})")
+        elsewhere = bool(new) and len(self.fleet.exclusions.hosts()) == len(new) == 1
         if record.state == "failed" and not record.fully_started and not record.connected \
-                and ran < AT_ONCE and record.exit_code not in (None, 0) and not excluded:
+                and ran < AT_ONCE and record.exit_code not in (None, 0) and not elsewhere:
             self.failed_at_once = True
         if job is not None:
             await job.close()

@@ -46,7 +46,7 @@ async def wait_for_workers(wanted: int, timeout: float | None, *,
                 return
             planned = sum(fleet.job_pool(job).workers_per_job for job in fleet.spec
                           if pool is None or fleet.job_pool(job).name == pool)
-            if failures and (planned < wanted or count == 0 and _network_only(failures)):
+            if failures and (planned < wanted or count == 0 and _network_only(failures, fleet)):
                 raise RuntimeError(
                     f"{wanted} workers cannot connect: jobs ended before their "
                     "workers connected:\n" + "\n".join(failures)
@@ -61,10 +61,15 @@ async def wait_for_workers(wanted: int, timeout: float | None, *,
         show.close()
 
 
-def _network_only(failures: list[str]) -> bool:
+def _network_only(failures: list[str], fleet: Any = None) -> bool:
     """Every failed job's workers found the network unusable from their host (their interface
     missing, the scheduler unreachable): replacements would meet the same, so waiting for them
-    only delays the error (hpcgpu.worker.reach)."""
+    only delays the error (hpcgpu.worker.reach). Except after one such failure whose host the
+    cluster now excludes: its replacement runs on another host (a second host failing reads
+    as the configuration, hpcgpu.cluster.batch.exclusions)."""
+    excluded = getattr(fleet, "exclusions", None)
+    if len(failures) == 1 and excluded is not None and excluded.hosts():
+        return False
     return all("NetworkCheckError:" in report for report in failures)
 
 
