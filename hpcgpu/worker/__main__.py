@@ -133,6 +133,9 @@ def _check_network(scheduler: str | None, options: dict) -> None:
     except NetworkCheckError as error:
         print(f"NetworkCheckError: {error}", file=sys.stderr, flush=True)
         sys.exit(1)
+    from hpcgpu.worker.linkwatch import watch_link
+
+    watch_link(options["interface"])  # a link lost later is said in the job's log at once
 
 
 class _GPUCount(click.ParamType):

@@ -275,3 +275,44 @@ def test_the_same_failure_on_a_second_host_reads_as_the_configuration(tmp_path, 
     # waiting for workers: one such failure waits for the replacement, two end the wait
     assert not _network_only(monitor.failures[:1], fleet) and _network_only(monitor.failures, fleet)
     assert _network_only(monitor.failures[:1], fleet_of(tmp_path))  # nothing excluded
+
+
+# ---------------------------------------------------------------------- a link lost mid-run
+def test_silent_workers_are_said_once_with_the_link_line_of_their_log(tmp_path, commands):
+    fleet = fleet_of(tmp_path)
+    running(fleet, "c-0", "41", "node2")
+    running(fleet, "c-1", "42", "node1")
+    fleet.spec.update({"c-0": {}, "c-1": {}})
+    now = time.time()
+    worker = lambda name, host, age: SimpleNamespace(name=name, host=host, last_seen=now - age)  # noqa: E731
+    scheduler = SimpleNamespace(workers={"a": worker("c-0-0-0", "10.78.0.12", 12),
+                                         "b": worker("c-1-0-0", "10.78.0.11", 0.3)})
+    (tmp_path / "w-41.err").write_text(DOWN + "\n")
+    commands.answers["squeue"] = (0, "41|RUNNING|node2|None\n42|RUNNING|node1|None\n")
+    monitor = JobMonitor(fleet, get_dialect("slurm"), poll_interval=0.0, tail_lines=3,
+                         max_failed_jobs=3, scheduler=lambda: scheduler)
+    asyncio.run(monitor.poll())
+    asyncio.run(monitor.poll())
+    (event,) = monitor.events
+    assert event.startswith("job c-0 (id 41) on node2 (10.78.0.12): no heartbeat from its worker(s) "
+                            "c-0-0-0 for 12 s: interface 'ib0' on host node2 is down"), event
+    scheduler.workers["a"].last_seen = time.time()  # heard again, then quiet again: said again
+    asyncio.run(monitor.poll())
+    scheduler.workers["a"].last_seen = time.time() - 20
+    (tmp_path / "w-41.err").write_text("")
+    asyncio.run(monitor.poll())
+    assert len(monitor.events) == 2 and "may have lost its network" in monitor.events[1]
+
+
+def test_the_worker_says_a_lost_link_once_in_its_log(capsys):
+    from hpcgpu.worker.linkwatch import watch_link
+
+    states = iter(["up", "up", "down", "down", "down", "up"] + ["up"] * 100)
+    thread = watch_link("ib0", interval=0.01, read=lambda _: next(states))
+    time.sleep(0.3)
+    thread.stop.set()
+    thread.join(5)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith("NetworkCheckError: interface 'ib0' on host ")
+    assert " is down (link state down)" in err[0] and err[1].endswith(" is up again")
+    assert watch_link(None) is None and watch_link("ib9", read=lambda _: None) is None

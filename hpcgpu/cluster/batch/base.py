@@ -90,7 +90,7 @@ class BatchCluster(JobQueueCluster):
             tail_lines=int(config.get("stderr-tail-lines")),
             max_failed_jobs=int(max_failed_jobs or config.get("max-failed-jobs")),
             running=lambda: self.status == Status.running, reconcile=self._reconcile_soon,
-            give_up=self._stop_adaptive, keep_requeued=bool(requeue))
+            give_up=self._stop_adaptive, keep_requeued=bool(requeue), scheduler=lambda: self.scheduler)
         self.walltime = WalltimePlanner(self.fleet, self.monitor.events)
         self.submitter = JobSubmitter(
             self.fleet, self.monitor, dialect, connected=self.connected_by_job,

@@ -26,6 +26,7 @@ from hpcgpu.cluster.batch.job_events import Ended, Requeued, Seen, SubmitFailed,
 from hpcgpu.cluster.batch.job_kinds import kind_of
 from hpcgpu.cluster.batch.job_state import JobState
 from hpcgpu.cluster.batch.job_table import JobRecord, failure_report, tail
+from hpcgpu.cluster.batch.silence import heartbeat_ages, link_line, silence_message, silent_hosts
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["AT_ONCE", "JobMonitor"]
@@ -66,6 +67,9 @@ class JobMonitor:
     keep_requeued : bool
         A job the scheduler requeued after it ran stays, pending, and its workers start again
         when it runs (the cluster's ``requeue=True``); otherwise it is cancelled and replaced.
+    scheduler : callable
+        () -> the in-process Dask scheduler, whose workers' heartbeats say which host went
+        quiet (:mod:`hpcgpu.cluster.batch.silence`); None where it runs elsewhere.
     """
 
     def __init__(self, fleet: JobFleet, dialect: Any, *, poll_interval: float,
@@ -73,13 +77,15 @@ class JobMonitor:
                  connected: Callable[[], dict[str, set[str]]] = dict,
                  running: Callable[[], bool] = lambda: True,
                  reconcile: Callable[[], Any] = _nothing,
-                 give_up: Callable[[], Any] = _nothing, keep_requeued: bool = False) -> None:
+                 give_up: Callable[[], Any] = _nothing, keep_requeued: bool = False,
+                 scheduler: Callable[[], Any] = _nothing) -> None:
         self.fleet, self.dialect = fleet, dialect
         self.poll_interval, self.tail_lines = poll_interval, tail_lines
         self.max_failed_jobs = max_failed_jobs
         self.connected, self.running = connected, running
         self.reconcile, self.give_up = reconcile, give_up
-        self.keep_requeued = keep_requeued
+        self.keep_requeued, self.scheduler = keep_requeued, scheduler
+        self._silent: set[tuple[str, str]] = set()  # (job, host) said silent already
         #: Reports of jobs that ended before their workers connected (or failed to submit).
         self.failures: list[str] = []
         #: What happened to running jobs: walltime replacements, unexpected ends.
@@ -133,6 +139,7 @@ class JobMonitor:
         statuses = self.dialect.parse_status(result.stdout)
         self._asked = False  # whether this poll asked for a reconciliation
         self.fleet.refresh(self.connected())
+        self._watch_heartbeats()
         now = time.monotonic()
         for job_id, name in live.items():
             before = self.fleet.records[name]
@@ -214,6 +221,21 @@ class JobMonitor:
                     f"{', '.join(sorted(hosts))} ({self.dialect.name} has no request that keeps a job "
                     "off a host): cancelled before its workers start, and replaced")
         return True
+
+    def _watch_heartbeats(self) -> None:
+        """Say once per job and host that its workers' heartbeats stopped, and why where
+        its log says (a link down: :mod:`hpcgpu.worker.linkwatch`)."""
+        silent = silent_hosts(heartbeat_ages(self.scheduler()), self.fleet.job_key)
+        self._silent &= set(silent)  # heard again: said again if it goes quiet again
+        for (name, host), (workers, age) in silent.items():
+            record = self.fleet.records.get(name)
+            if record is None or record.ended or (name, host) in self._silent:
+                continue
+            self._silent.add((name, host))
+            index = {w[len(name) + 1:].split("-")[0] for w in workers}
+            nodes = tuple(n for i, n in enumerate(record.nodes) if str(i) in index)
+            link = link_line(tail(self.error_log(record), 5000))
+            self._event(silence_message(name, record.job_id, host, nodes, workers, age, link))
 
     def _event(self, message: str) -> None:
         self.events.append(message)

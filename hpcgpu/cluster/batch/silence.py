@@ -1,0 +1,73 @@
+"""Workers whose heartbeats stopped: which host went quiet, and why where its job's log says.
+
+A host that loses its network leaves its job running and its workers' connections open on
+the scheduler's side until a TCP timeout (about 30 s) closes them; the computation waits
+meanwhile. Each poll, the cluster looks at the in-process scheduler's workers: those not heard
+from for :data:`SILENT_AFTER` seconds are said once per job and host, with the link line that
+their worker command wrote to the job's log (:mod:`hpcgpu.worker.linkwatch`) where there is one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping
+
+__all__ = ["SILENT_AFTER", "heartbeat_ages", "link_line", "silent_hosts", "silence_message"]
+
+#: seconds without a heartbeat (a worker sends one or more a second) before a host is named
+SILENT_AFTER = 10.0
+
+
+def heartbeat_ages(scheduler: Any, now: float | None = None) -> dict[str, tuple[str, float]]:
+    """Worker name -> (its host's address, seconds since its last heartbeat), from an
+    in-process ``distributed.Scheduler`` (``{}`` for one elsewhere: ``scheduler_in_job``)."""
+    workers = getattr(scheduler, "workers", None)
+    if not isinstance(workers, Mapping):
+        return {}
+    now = time.time() if now is None else now
+    return {str(ws.name): (str(getattr(ws, "host", "?")), now - ws.last_seen)
+            for ws in list(workers.values()) if getattr(ws, "last_seen", None)}
+
+
+def silent_hosts(ages: Mapping[str, tuple[str, float]], job_of: Callable[[str], str],
+                 after: float = SILENT_AFTER) -> dict[tuple[str, str], tuple[list[str], float]]:
+    """(job, host address) -> (its silent workers, the least silence), for workers silent
+    ``after`` seconds or more.
+
+    >>> ages = {"c-0-0-0": ("10.78.0.12", 12.0), "c-0-0-1": ("10.78.0.12", 11.0),
+    ...         "c-1-0-0": ("10.78.0.11", 0.4)}
+    >>> silent_hosts(ages, lambda name: name.rsplit("-", 2)[0])
+    {('c-0', '10.78.0.12'): (['c-0-0-0', 'c-0-0-1'], 11.0)}
+    """
+    found: dict[tuple[str, str], tuple[list[str], float]] = {}
+    for name, (host, age) in sorted(ages.items()):
+        if age >= after:
+            names, least = found.get((job_of(name), host), ([], age))
+            found[(job_of(name), host)] = (names + [name], min(least, age))
+    return found
+
+
+def link_line(log: str) -> str | None:
+    """The last link-down line of a job's log (its workers' own words), if any.
+
+    >>> link_line("x\\nNetworkCheckError: interface 'ib0' on host node2 is down (link state down): ...\\n")
+    "interface 'ib0' on host node2 is down (link state down): ..."
+    """
+    lines = [line.split("NetworkCheckError:", 1)[1].strip() for line in log.splitlines()
+             if "NetworkCheckError:" in line and " is down (link state " in line]
+    return lines[-1] if lines else None
+
+
+def silence_message(job: str, job_id: str | None, host: str, nodes: tuple[str, ...],
+                    workers: list[str], age: float, link: str | None) -> str:
+    """One line naming the host that went quiet, and why where its log says.
+
+    >>> print(silence_message("c-0", "17", "10.78.0.12", ("node2",), ["c-0-0-0"], 10.5,
+    ...                       "interface 'ib0' on host node2 is down (link state down): ..."))
+    job c-0 (id 17) on node2 (10.78.0.12): no heartbeat from its worker(s) c-0-0-0 for 10 s: interface 'ib0' on host node2 is down (link state down): ...; its tasks are recomputed on the other workers once the scheduler drops the connection
+    """
+    where = f"{','.join(nodes)} ({host})" if nodes else host
+    why = link or "its host may have lost its network, or its workers are stuck"
+    return (f"job {job} (id {job_id}) on {where}: no heartbeat from its worker(s) "
+            f"{', '.join(workers)} for {age:.0f} s: {why}; its tasks are recomputed on the "
+            "other workers once the scheduler drops the connection")
