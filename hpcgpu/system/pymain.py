@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["DROP_CWD", "SAFE_MAIN", "module_argv", "code_argv", "children_drop_cwd"]
+__all__ = ["DROP_CWD", "SAFE_MAIN", "CHILDREN_DROP_CWD", "SAFE_MAIN_AND_CHILDREN", "module_argv",
+           "code_argv", "children_drop_cwd"]
 
 #: ``-c``'s first statement: drop the working directory that ``-c`` put first (unless
 #: ``-P`` or ``PYTHONSAFEPATH`` kept it off).
@@ -23,6 +24,18 @@ DROP_CWD = 'import sys;getattr(sys.flags,"safe_path",0) or sys.path.pop(0)'
 
 #: ``-c``'s code: :data:`DROP_CWD`, then run the module named next as ``-m`` does.
 SAFE_MAIN = DROP_CWD + ';import runpy;runpy._run_module_as_main(sys.argv.pop(1))'
+
+#: :func:`children_drop_cwd` as ``-c`` code of the standard library alone (:func:`code_argv`'s
+#: rewrite inline), for a process whose python may not have hpcgpu: dask-jobqueue's
+#: ``dask worker``, whose nanny spawns its worker processes as ``python -c``
+CHILDREN_DROP_CWD = (
+    f"import multiprocessing.util as _u;_D={DROP_CWD!r};"
+    "_u.spawnv_passfds=lambda p,a,s,f=_u.spawnv_passfds,D=_D:f(p,"
+    '(lambda i:[*a[:i],a[i] if a[i].startswith(D) else D+";"+a[i],*a[i+1:]])(a.index("-c",1)+1)'
+    ' if "-c" in a[1:-1] else a,s);del _u,_D')
+
+#: :data:`SAFE_MAIN` whose module's new interpreters drop the working directory too
+SAFE_MAIN_AND_CHILDREN = SAFE_MAIN.replace(";import runpy", f";{CHILDREN_DROP_CWD};import runpy", 1)
 
 
 def module_argv(argv: Sequence[str]) -> list[str]:

@@ -3,7 +3,9 @@
 ``python -m`` line puts that directory first on ``sys.path``: an ``lz4.py`` that ``nobody``
 put there (distributed's compression tries ``lz4``) ran as the cluster's user in the job's
 worker and scheduler. The planted module leaves a marker; none may appear, and the workers
-still join. (PBS starts jobs in the user's home directory; LSF's is the shim on SLURM.)"""
+still join. (PBS starts jobs in the user's home directory; LSF's is the shim on SLURM.)
+dask-jobqueue's CPU jobs too: their worker line, and the worker process its nanny spawns
+(``python -c``, whose first import is ``multiprocessing``)."""
 
 from __future__ import annotations
 
@@ -41,11 +43,11 @@ def shared(monkeypatch):
     shutil.rmtree(base, ignore_errors=True)
 
 
-def check_no_planted_module_runs(cluster, where: Path) -> None:
+def check_no_planted_module_runs(cluster, where: Path, gpus: bool = True) -> None:
     assert str(where) not in cluster.job_script()  # the job starts there by the scheduler's default
-    cluster.scale(gpus=1)
+    cluster.scale(**{"gpus" if gpus else "n": 1})
     try:
-        cluster.wait_for_workers(gpus=1, timeout=120)
+        cluster.wait_for_workers(**{"gpus" if gpus else "n_workers": 1}, timeout=120)
     finally:
         ran = {p.name: p.read_text() for p in where.glob("ran-*")}
         assert ran == {}, f"the planted lz4.py ran as {os.getuid()} in the job: {ran}"
@@ -60,3 +62,11 @@ def test_slurm_jobs_from_a_shared_directory_import_nothing_from_it(slurm, cluste
 def test_sge_jobs_and_their_scheduler_import_nothing_from_a_shared_directory(sge, clusters, shared):
     cluster = clusters(SGECluster, **FAST, gpus_per_node=1, scheduler_in_job=True)
     check_no_planted_module_runs(cluster, shared)
+
+
+@pytest.mark.slurm
+def test_slurm_cpu_jobs_from_a_shared_directory_import_nothing_from_it(slurm, clusters, shared):
+    as_nobody((shared / "multiprocessing.py").write_text, PLANTED)  # the nanny's spawned process
+    cluster = clusters(SLURMCluster, queue="debug", cores=1, memory="1GB", **FAST)
+    assert "distributed.cli.dask_worker" in cluster.job_script()  # dask-jobqueue's CPU job
+    check_no_planted_module_runs(cluster, shared, gpus=False)

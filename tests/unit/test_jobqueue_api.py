@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 import textwrap
 from pathlib import Path
@@ -24,6 +25,7 @@ from hpcgpu.cluster.batch.scaling import jobs_for
 from hpcgpu.jobspec.cpushape import CPUJobShape
 from hpcgpu.system import commands
 from hpcgpu.system.commands import CommandResult
+from hpcgpu.system.pymain import SAFE_MAIN_AND_CHILDREN
 
 DATA = Path(__file__).parents[1] / "data" / "jobqueue"
 CASES = json.loads((DATA / "cases.json").read_text())
@@ -36,9 +38,14 @@ QUIET = {"scheduler_options": {"dashboard_address": "localhost:0"}}
 LOOPBACK_HTTP = " --dashboard-address 127.0.0.1:0"
 
 
+#: and its worker line's ``python -m`` becomes ``python -c CODE``: the job's working
+#: directory, maybe a shared one, is not on the worker's import path (#38)
+SAFE = f" -c {shlex.quote(SAFE_MAIN_AND_CHILDREN)} "
+
+
 def normalise(script: str, cluster) -> str:
-    assert script.count(LOOPBACK_HTTP) == 1, script
-    script = script.replace(LOOPBACK_HTTP, "")
+    assert script.count(LOOPBACK_HTTP) == 1 and script.count(SAFE) == 1 and " -m " not in script, script
+    script = script.replace(LOOPBACK_HTTP, "").replace(SAFE, " -m ")
     return script.replace(cluster.scheduler.address, "SCHEDULER").replace(sys.executable, "PYTHON")
 
 
@@ -103,7 +110,7 @@ def test_header_and_worker_command_with_tls(scheduler, lines, make):
                    **extra)
     assert without_logs(cluster.job_header, cluster) == lines
     command = cluster.job_script().strip().splitlines()[-1]
-    assert command.startswith(f"{sys.executable} -m distributed.cli.dask_worker tls://")
+    assert command.startswith(f"{sys.executable}{SAFE}distributed.cli.dask_worker tls://")
     for part in ("--nthreads 2", "--memory-limit 6.52GiB", "--nworkers 4", "--protocol tls://"):
         assert part in command
     # TLS on by default, as for GPU workers: the script names the cluster's private

@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from hpcgpu.system.pymain import module_argv
+from hpcgpu.system.pymain import CHILDREN_DROP_CWD, DROP_CWD, SAFE_MAIN_AND_CHILDREN, code_argv, module_argv
 
 PLANTED = "import os, sys\nopen(os.environ['MARKER'] + '-%d' % os.getpid(), 'w').write(' '.join(sys.argv))\n"
 
@@ -72,6 +74,44 @@ def test_a_nannys_new_interpreters_import_nothing_from_the_jobs_directory(tmp_pa
         worker = subprocess.Popen(argv, cwd=tmp_path, env=env)
         try:
             client.wait_for_workers(2, timeout=60)
+        finally:
+            worker.terminate()
+            worker.wait(60)
+    assert [p.read_text() for p in tmp_path.glob("ran-*")] == []
+
+
+@given(st.lists(st.sampled_from(["-c", "-B", "--fork", "x", "import m", DROP_CWD, DROP_CWD + ";pass"]), max_size=6))
+def test_the_inline_rewrite_is_code_argv(argv):
+    """CHILDREN_DROP_CWD (the standard library alone, for dask-jobqueue's CPU workers) gives
+    multiprocessing's children the argv that children_drop_cwd gives them."""
+    from multiprocessing import util
+
+    seen = []
+    original = util.spawnv_passfds
+    util.spawnv_passfds = lambda path, args, passfds: seen.append(args)
+    try:
+        exec(CHILDREN_DROP_CWD, {})
+        util.spawnv_passfds("py", ["py", *argv], ())
+    finally:
+        util.spawnv_passfds = original
+    assert seen == [code_argv(["py", *argv])]
+
+
+def test_dask_jobqueues_worker_line_imports_nothing_from_the_jobs_directory(tmp_path):
+    """A CPU job's worker, ``python -c SAFE_MAIN_AND_CHILDREN distributed.cli.dask_worker``
+    (hpcgpu.cluster.batch.cpu_job), with its nanny's spawned worker process: neither imports
+    from the job's directory, where ``python -m`` and the spawn's ``python -c`` did."""
+    from distributed import Client, LocalCluster
+
+    (tmp_path / "multiprocessing").mkdir()
+    env = plant(tmp_path / "multiprocessing", "__init__.py", tmp_path / "ran")
+    plant(tmp_path, "lz4.py", tmp_path / "ran")
+    with LocalCluster(n_workers=0, dashboard_address=":0", protocol="tcp") as cluster, Client(cluster) as client:
+        argv = [sys.executable, "-c", SAFE_MAIN_AND_CHILDREN, "distributed.cli.dask_worker",
+                cluster.scheduler_address, "--nanny", "--nthreads", "1", "--no-dashboard", "--death-timeout", "30"]
+        worker = subprocess.Popen(argv, cwd=tmp_path, env=env)
+        try:
+            client.wait_for_workers(1, timeout=60)
         finally:
             worker.terminate()
             worker.wait(60)

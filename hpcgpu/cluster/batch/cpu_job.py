@@ -6,7 +6,9 @@ the ``jobqueue.<config_name>`` configuration come from dask-jobqueue's ``SLURMJo
 ``PBSJob``, ``LSFJob`` and ``SGEJob``. hpcgpu adds what they lack: submission and
 cancellation through :mod:`hpcgpu.system.commands` with the dialect's argv (so job states and
 failure diagnostics work as for GPU jobs), ``job_script_epilogue``, and the network's
-exports.
+exports. One change to the worker line: ``python -m`` becomes ``python -c`` with code that
+drops the working directory from ``sys.path`` (:func:`safe_worker_line`), as for GPU
+workers: the job starts in the directory the cluster was made in, maybe a shared one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import inspect
 import os
 import shlex
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -23,8 +26,9 @@ from hpcgpu.system.jobqueue import Job
 from hpcgpu.cluster.batch.job import DialectSubmission, tls_settings
 from hpcgpu.jobspec.dialects import Dialect, get_dialect
 from hpcgpu.schedulers.registry import get_scheduler
+from hpcgpu.system.pymain import SAFE_MAIN_AND_CHILDREN
 
-__all__ = ["cpu_job_class", "cpu_error_log", "upstream_job_class"]
+__all__ = ["cpu_job_class", "cpu_error_log", "upstream_job_class", "safe_worker_line"]
 
 #: dask-jobqueue after 0.9.0 renders job_script_epilogue itself (dask-jobqueue#677).
 _UPSTREAM_EPILOGUE = "job_script_epilogue" in inspect.signature(Job.__init__).parameters
@@ -85,6 +89,17 @@ class CPUJobMixin(DialectSubmission):
                                             else dask.config.get(
                 f"jobqueue.{self.config_name}.job-script-epilogue", None) or [])
         self.job_header = _with_newer_lines(self.job_header, self.job_directives_skip)
+        self._command_template = safe_worker_line(self._command_template, *self._python_and_module(options))
+
+    def _python_and_module(self, options: dict) -> tuple[str, str]:
+        """The ``python`` and ``worker_command`` that dask-jobqueue's ``Job`` wrote, resolved
+        as it resolves them."""
+        python, module = options.get("python"), options.get("worker_command")
+        if python is None:
+            python = dask.config.get(f"jobqueue.{self.config_name}.python", None) or sys.executable
+        if module is None:
+            module = dask.config.get(f"jobqueue.{self.config_name}.worker-command", None)
+        return str(python), str(module)
 
     @classmethod
     def config_name_scheduler(cls) -> str:
@@ -100,6 +115,29 @@ class CPUJobMixin(DialectSubmission):
         if self.job_script_epilogue:
             script = script.rstrip("\n") + "\n" + "\n".join(self.job_script_epilogue) + "\n"
         return script
+
+
+def safe_worker_line(line: str, python: str, module: str) -> str:
+    """dask-jobqueue's worker line, ``python -m module ...``, as ``python -c
+    SAFE_MAIN_AND_CHILDREN module ...`` (:mod:`hpcgpu.system.pymain`: the standard library
+    alone, the nodes' python may lack hpcgpu): ``-m`` put the job's working directory, where
+    the cluster was made and maybe a shared directory, first on ``sys.path``, and so did the
+    ``python -c`` of each worker process the nanny spawns. A line of another form (not
+    dask-jobqueue 0.9's) is returned as it is.
+
+    Examples
+    --------
+    >>> line = safe_worker_line("py -m distributed.cli.dask_worker tls://h:1 --nanny", "py", "distributed.cli.dask_worker")
+    >>> line.replace(shlex.quote(SAFE_MAIN_AND_CHILDREN), "CODE")
+    'py -c CODE distributed.cli.dask_worker tls://h:1 --nanny'
+    >>> shlex.split(safe_worker_line("conda run -n e python -m m tls://h:1", "conda run -n e python", "m")) == [
+    ...     "conda", "run", "-n", "e", "python", "-c", SAFE_MAIN_AND_CHILDREN, "m", "tls://h:1"]
+    True
+    """
+    prefix = f"{python} -m {module}"
+    if not line.startswith(prefix + " "):
+        return line
+    return f"{python} -c {shlex.quote(SAFE_MAIN_AND_CHILDREN)} {module}{line[len(prefix):]}"
 
 
 def _with_newer_lines(header: str, skip: Any) -> str:
