@@ -6,7 +6,8 @@ OPTIONS is the JSON of SLURMCluster's options, plus ``_scale`` (scale()'s argume
 ``fault``: the error the user sees and how long it took from ``scale()`` (or from the start,
 for an error of the cluster's constructor) and from the first job seen running; ``cut``:
 results held on every worker, then (after a line on stdin, once a link is cut) the checked
-result, and with ``_back`` (seconds) the time until ``_workers`` are connected again;
+result, and with ``_back`` (seconds) the time until ``_workers`` are connected again (or,
+``"excluded"``, until a job is submitted that excludes a host);
 ``serve``: print the scheduler's address, then keep the cluster until a line arrives on
 stdin; ``plane``: a collective rechunk of NumPy blocks held on both hosts (checked, and the
 path each worker took), then, with one worker's collective stalled, a line on stdin once a
@@ -66,7 +67,13 @@ def cut(cluster, scale, workers, back=0):
         total = sum(client.gather(futures))
         result = {"result": total, "seconds": time.monotonic() - start, "hosts": hosts,
                   "workers_after": client.run(socket.gethostname)}
-        if back:  # how long until as many workers as before the fault are connected again
+        if back == "excluded":  # until a replacement is submitted off the faulty host
+            deadline = time.monotonic() + 90
+            while not any(job.excluded for job in cluster.jobs) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            result["excluded_seconds"] = time.monotonic() - start
+            result["jobs"], result["events"] = cluster.job_table(), cluster.events
+        elif back:  # how long until as many workers as before the fault are connected again
             try:
                 cluster.wait_for_workers(workers, timeout=back)
                 result["capacity_seconds"] = time.monotonic() - start

@@ -107,6 +107,12 @@ def restore_link(host: str) -> None:
     subprocess.run(["ip", "-n", "site-sw", "link", "set", f"f-{host}", "up"], check=True, timeout=30)
 
 
+def set_ib0_inside(host: str, state: str) -> None:
+    """``ip link set ib0 down`` (or ``up``) inside ``host``, as an administrator or a failing
+    driver does: its routes over ib0 go with it."""
+    subprocess.run(["ip", "-n", f"site-{host}", "link", "set", "ib0", state], check=True, timeout=30)
+
+
 # ---------------------------------------------------------------- a host killed
 def kill_host(host: str) -> int:
     """Every process of ``host`` killed (its slurmd, job steps, workers): how many.

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_for
-from site_faults import cut_link, drop_port, kill_host, node_state, restart_slurmctld, restore_link, revive_host, undrop
+from site_faults import (cut_link, drop_port, kill_host, node_state, restart_slurmctld, restore_link, revive_host,
+                         set_ib0_inside, undrop)
 from site_helpers import (  # noqa: F401
     APP,
     FAST,
@@ -100,15 +101,34 @@ def hold_results_then(tmp_path, fault, then=lambda: None, env=None, **extra) -> 
     return result
 
 
-def test_a_compute_hosts_link_cut_mid_computation(tmp_path):
+#: where a compute host's fast network is lost: its switch port (a cable cut) or inside the
+#: host (``ip link set ib0 down``: its routes over ib0 go too)
+LINK_CUTS = {"switch": (lambda: cut_link("node2"), lambda: restore_link("node2")),
+             "inside": (lambda: set_ib0_inside("node2", "down"), lambda: set_ib0_inside("node2", "up"))}
+
+
+@pytest.mark.parametrize("where", sorted(LINK_CUTS))
+def test_a_compute_hosts_link_cut_mid_computation(tmp_path, where):
+    cut, restore = LINK_CUTS[where]
     try:  # a site's setting: distributed's TCP timeout (default 30 s) at 12 s (its least: 10 keep-alive probes)
-        result = hold_results_then(tmp_path, lambda: cut_link("node2"),
-                                   env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP": "12s"})
+        # death_timeout: node2's workers give up on the scheduler, and its job ends, sooner
+        result = hold_results_then(tmp_path, cut, env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP": "12s"},
+                                   death_timeout=15, _back="excluded")
     finally:
-        restore_link("node2")
+        restore()
     # distributed notices the silent host when its TCP timeout ends the connection
     assert result["seconds"] < 60, result
     assert list(result["workers_after"].values()) == ["node1"], result
+    # said while it waits: which host went quiet, and why (its worker's line in the job's log)
+    assert any(re.search(r"on node2 \(10\.78\.0\.12\): no heartbeat from its worker\(s\) \S+ for "
+                         r"\d+ s: interface 'ib0' on host node2 is down \(link state \w+\)", event)
+               for event in result["events"]), result["events"]
+    # node2's job ended: its replacement is kept off node2 (node1 is taken: it waits)
+    header, *rows = [line.split() for line in result["jobs"].splitlines()]
+    assert header[-1] == "excluding" and len(rows) == 3, result["jobs"]
+    assert rows[-1][-1] == "node2" and rows[-1][2] == "pending", result["jobs"]
+    print(f"{where}: results right {result['seconds']:.1f} s after the cut, a job excluding node2 "
+          f"{result['excluded_seconds']:.1f} s")  # pytest -rP
     assert_nothing_left(60)
 
 
