@@ -142,7 +142,7 @@ def account(sockets: list[dict], info: dict, extra_scheduler_ports=()) -> tuple[
 def table(path: Path = SECURITY) -> dict[tuple[str, str], tuple[str, str]]:
     """docs/security.md's listener table: (mode, listener) -> (address word, protection word),
     each the first word of its cell (``loopback``/``network``/``unix``/``any``;
-    ``TLS``/``unix``/``ucx+auth``/``none``)."""
+    ``TLS``/``unix``/``ucx+auth``/``open``/``none``)."""
     text = path.read_text()
     section = text.split("\n## Every listener", 1)[1].split("\n## ", 1)[0]
     rows = {}
@@ -175,6 +175,8 @@ def check_against_table(mode: str, seen: dict, stray: list) -> None:
                 assert scheme == "unix", f"{mode}: {role} speaks {scheme}, the table says unix"
             elif protection == "ucx+auth":
                 assert scheme == "ucx+auth", f"{mode}: {role} speaks {scheme}, the table says ucx+auth"
+            elif protection == "open":  # plain UCX, which the user named: no key, every address
+                assert scheme == "ucx", f"{mode}: {role} speaks {scheme}, only plain ucx may be open"
             elif protection == "none":
                 assert where == "loopback", f"{mode}: {role} has no protection yet listens on {where}"
     for role in rows:

@@ -87,27 +87,55 @@ def test_local_mode_listeners_are_the_tables():
     check_against_table("local", seen, stray)
 
 
-@needs_ucx
-@pytest.mark.xdist_group("ucx")  # not beside another UCX cluster (tests/conftest.py)
-def test_local_mode_over_ucx_auth_listens_as_the_table_says(tmp_path):
-    """UCX's rows: distributed-ucxx's listeners (the key's proof on each connection) and UCX's
-    own TCP transport, which listens on each interface in every process."""
-    out = tmp_path / "listeners.json"
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "listeners_ucx_script.py"), str(out)],
-                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
+@pytest.fixture(scope="module")
+def ucx_clusters(tmp_path_factory) -> dict:
+    """Protocol -> what tests/listeners_ucx_script.py found for a local cluster of it: both
+    UCX protocols in one process of their own (one UCX start-up for both tests)."""
+    out = tmp_path_factory.mktemp("ucx") / "listeners.json"
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "listeners_ucx_script.py"), str(out),
+                           "ucx+auth", "ucx"], capture_output=True, text=True, timeout=240, cwd=out.parent)
     assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(out.read_text())
-    # a wildcard listener that takes connections at one address only is listed at that one
+    return json.loads(out.read_text())
+
+
+def _ucx_accounted(found: dict) -> tuple[dict, list, list]:
+    """(seen, stray) as :func:`account` gives them, a wildcard listener that takes connections
+    at one address only listed at that one; and the sockets of the scheduler, workers, nannies."""
     shown = [dict(s, ip=s["admits"][0]) if len(s.get("admits", ())) == 1 else s for s in found["sockets"]]
     seen, stray = account(shown, found["info"])
     assert seen["UCX transport"], found["sockets"]  # the transport's own listeners were seen
+    ports = {port for role in ("scheduler", "worker", "nanny") for _, port in roles(found["info"])[role]}
+    return seen, stray, [s for s in found["sockets"] if s["port"] in ports]
+
+
+@needs_ucx
+@pytest.mark.xdist_group("ucx")  # not beside another UCX cluster (tests/conftest.py)
+def test_local_mode_over_ucx_auth_listens_as_the_table_says(ucx_clusters):
+    """UCX's rows: distributed-ucxx's listeners (the key's proof on each connection) and UCX's
+    own TCP transport, which listens on each interface in every process."""
+    found = ucx_clusters["ucx+auth"]
+    seen, stray, dask = _ucx_accounted(found)
     check_against_table("local ucx+auth", seen, stray)
     # bound to the wildcard address (ucxx's API takes none), yet they take a connection at
     # 127.0.0.1 only, the address the cluster advertises: a socket filter drops the others
-    ports = {port for role in ("scheduler", "worker", "nanny") for _, port in roles(found["info"])[role]}
-    dask = [s for s in found["sockets"] if s["port"] in ports]
     assert len(dask) == 5 and all(s["ip"] == "0.0.0.0" and s["admits"] == ["127.0.0.1"] for s in dask), dask
     assert found["info"]["address"].startswith("ucx+auth://127.0.0.1:"), found["info"]["address"]
+
+
+@needs_ucx
+@pytest.mark.xdist_group("ucx")
+def test_local_mode_over_plain_ucx_listens_on_every_address_as_the_table_says(ucx_clusters):
+    """Plain ``ucx`` gets no filter (docs/security.md, UCX): advertised at 127.0.0.1, its
+    listeners take a connection at every address of the host, and a client without the
+    key that comes in over the host's network address joins."""
+    found = ucx_clusters["ucx"]
+    seen, stray, dask = _ucx_accounted(found)
+    check_against_table("local ucx", seen, stray)
+    assert len(found["addresses"]) > 1, found["addresses"]  # loopback and a network address
+    assert len(dask) == 5 and all(s["ip"] == "0.0.0.0" and sorted(s["admits"]) == sorted(found["addresses"])
+                                  for s in dask), dask
+    assert found["info"]["address"].startswith("ucx://127.0.0.1:"), found["info"]["address"]
+    assert found["joined"] and found["joined"] == [a for a in found["addresses"] if a != "127.0.0.1"]
 
 
 @needs_ucx
