@@ -8,9 +8,11 @@ the attacker won 10 of 40 such attempts (at 0 and 5 ms)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import select
 import shutil
 import sys
 import tempfile
@@ -54,24 +56,51 @@ def shared():
     shutil.rmtree(base, ignore_errors=True)
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_IN_NEW = 0x100 | 0x80  # IN_CREATE | IN_MOVED_TO: a name appeared in the directory
+
+
 class Attacker(threading.Thread):
     """As nobody: when a new directory appears in ``where``, wait ``delay``, rename it away
-    and put one of nobody's there, with their scheduler file and credentials."""
+    and put one of nobody's there, with their scheduler file and credentials. Woken by
+    inotify, as the review's attacker was (a thread that polled ``listdir`` in a loop was as
+    quick, but held a core through all the attempts)."""
 
     def __init__(self, where: Path, delay: float) -> None:
         super().__init__(daemon=True, name="attacker")
         self.where, self.delay = where, delay
-        self.done, self.swapped, self.denied = threading.Event(), 0, 0
+        self.done, self.watching, self.swapped, self.denied = threading.Event(), threading.Event(), 0, 0
         self.before = set(os.listdir(where))
+        self._wake = os.pipe()
+
+    def start(self) -> None:
+        """Returns once the watch is set, so that the victim's directory cannot appear unseen."""
+        super().start()
+        assert self.watching.wait(10), f"the attacker could not watch {self.where}"
+
+    def stop(self) -> None:
+        self.done.set()
+        os.write(self._wake[1], b"x")
+        self.join()
+        for fd in self._wake:
+            os.close(fd)
 
     def run(self) -> None:
         become_nobody_in_this_thread()
-        while not self.done.is_set():
-            new = set(os.listdir(self.where)) - self.before
-            for name in new:
-                self.before.add(name)
-                time.sleep(self.delay)  # the attack's timing, not a wait for the test
-                self.swap(self.where / name)
+        watch = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if watch < 0 or _libc.inotify_add_watch(watch, os.fsencode(self.where), _IN_NEW) < 0:
+            return  # start() says so
+        self.watching.set()
+        try:
+            while not self.done.is_set():
+                for name in set(os.listdir(self.where)) - self.before:
+                    self.before.add(name)
+                    time.sleep(self.delay)  # the attack's timing, not a wait for the test
+                    self.swap(self.where / name)
+                if watch in select.select([watch, self._wake[0]], [], [])[0]:
+                    os.read(watch, 65536)
+        finally:
+            os.close(watch)
 
     def swap(self, victim: Path) -> None:
         self.before.add(victim.name + ".away")
@@ -132,8 +161,7 @@ def test_no_swap_of_the_job_directory_succeeds(shared):
                 "hpcgpu makes below it and run code as you; leave --work-dir out"), refused
             outcome = f"{layout}: refused"
         finally:
-            attacker.done.set()
-            attacker.join()
+            attacker.stop()
         assert attacker.swapped == 0, f"attempt {attempt} ({layout}, {delay} s): swapped"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     assert outcomes == {"their .hpcgpu: refused": 100, "sticky scratch: ran on its own scheduler": 100}
@@ -149,8 +177,7 @@ def test_the_attacker_thread_can_swap_where_the_rule_would_allow_it(shared):
     deadline = time.monotonic() + 10
     while not attacker.swapped and time.monotonic() < deadline:
         time.sleep(0.01)
-    attacker.done.set()
-    attacker.join()
+    attacker.stop()
     assert attacker.swapped == 1
     assert (scratch / ".hpcgpu" / "77-made-by-path").stat().st_uid == NOBODY
 
