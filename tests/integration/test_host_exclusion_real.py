@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from cluster_helpers import FAST
 from hpcgpu import SLURMCluster
+from test_directive_parse import bsub_lines
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.launchers import get_launcher
 from hpcgpu.jobspec.render import JobScript, render
@@ -82,6 +83,17 @@ def test_qsub_verifies_the_exclusion_as_meant(sge, tmp_path, others, excluded):
         assert sorted(h.removeprefix("!") for h in read.split("&")) == sorted(hosts), said
     else:
         assert "verification: found suitable queue(s)" in said, said
+
+
+@SETTINGS
+@given(hosts=st.sets(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,12}", fullmatch=True), min_size=1, max_size=4))
+def test_lsf_model_reads_the_exclusion_as_one_select(hosts):
+    """No LSF here: the model of bsub's reading (test_directive_parse.py) over a whole script."""
+    selects = [value for option, value in bsub_lines(script("lsf", hosts))
+               if option == "-R" and value.startswith("select[")]
+    (select,) = selects
+    tests = select.removeprefix("select[").removesuffix("]").split(" && ")
+    assert sorted(t.removeprefix("hname!=") for t in tests) == sorted(hosts), select
 
 
 FAIL_ON_FIRST_NODE = r'''

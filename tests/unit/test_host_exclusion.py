@@ -316,3 +316,16 @@ def test_the_worker_says_a_lost_link_once_in_its_log(capsys):
     assert len(err) == 2 and err[0].startswith("NetworkCheckError: interface 'ib0' on host ")
     assert " is down (link state down)" in err[0] and err[1].endswith(" is up again")
     assert watch_link(None) is None and watch_link("ib9", read=lambda _: None) is None
+
+
+def test_the_worker_check_says_its_interface_is_down(monkeypatch):
+    from hpcgpu.worker import reach
+
+    monkeypatch.setattr(reach, "host_interfaces", lambda: {"eth0": ["10.77.0.12"], "ib0": ["10.78.0.12"]})
+    monkeypatch.setattr(reach, "link_state", lambda name: "down" if name == "ib0" else "up")
+    monkeypatch.setattr(reach.socket, "gethostname", lambda: "node2")
+    with pytest.raises(reach.NetworkCheckError) as caught:
+        reach.check_worker_network("tcp://10.78.0.10:8786", "ib0", timeout=0.1)
+    assert str(caught.value).startswith("interface 'ib0' on host node2 is down (link state down): "
+                                        "this host lost its network")
+    assert "interface='" not in str(caught.value)
