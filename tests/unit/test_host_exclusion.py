@@ -249,13 +249,22 @@ def test_without_an_exclusion_request_a_job_on_an_excluded_host_is_cancelled(tmp
     monitor = monitor_of(fleet, dialect)
     asyncio.run(monitor.poll())
     assert ["scancel", "50"] in commands.ran and list(fleet.spec) == ["c-1"]
-    (event,) = monitor.events
-    assert event.startswith("job c-0 (id 50) started on excluded host(s) node2 (slurm has no "
-                            "request that keeps a job off a host): cancelled before its workers start")
+    (failure,) = monitor.failures
+    assert failure == ("job c-0 (id 50) started on excluded host(s) node2 (slurm has no request that "
+                       "keeps a job off a host): cancelled before its workers start (a failed start: "
+                       "max_failed_jobs)")
     commands.answers["squeue"] = (0, "51|RUNNING|node1|None\n")  # elsewhere: left alone
     running(fleet, "c-1", "51", "node1")
     asyncio.run(monitor.poll())
     assert ["scancel", "51"] not in commands.ran
+    # a scheduler that keeps choosing the excluded host: bounded by max_failed_jobs (3)
+    for job_id in ("52", "53"):
+        name = next(n for n in fleet.spec if n not in fleet.records or n == "c-1")
+        fleet._records[name] = JobRecord(name, 1, job_id=job_id, phase=JobState.PENDING, state="pending")
+        fleet.jobs[name] = FakeJob(name=name)
+        commands.answers["squeue"] = (0, f"{job_id}|RUNNING|node2|None\n")
+        asyncio.run(monitor.poll())
+    assert len(monitor.failures) == 3 and monitor.gave_up, monitor.failures
 
 
 def test_the_same_failure_on_a_second_host_reads_as_the_configuration(tmp_path, commands):

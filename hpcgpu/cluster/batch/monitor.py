@@ -212,14 +212,18 @@ class JobMonitor:
 
     def _on_excluded_host(self, name: str, seen: Seen) -> bool:
         """Job ``name`` started on a host the cluster excludes, where the scheduler cannot
-        be told to keep it off (PBS): said once here, cancelled before its workers connect."""
+        be told to keep it off (PBS): cancelled before its workers connect, and counted as
+        a failed start, so that a scheduler choosing that host again and again is bounded by
+        ``max_failed_jobs``."""
         record = self.fleet.records[name]
         hosts = set(seen.nodes) & set(self.fleet.exclusions.hosts())
         if self.dialect.excludes_hosts or seen.state != "running" or not hosts or record.connected:
             return False
-        self._event(f"job {name} (id {record.job_id}) started on excluded host(s) "
-                    f"{', '.join(sorted(hosts))} ({self.dialect.name} has no request that keeps a job "
-                    "off a host): cancelled before its workers start, and replaced")
+        report = (f"job {name} (id {record.job_id}) started on excluded host(s) "
+                  f"{', '.join(sorted(hosts))} ({self.dialect.name} has no request that keeps a job "
+                  "off a host): cancelled before its workers start (a failed start: max_failed_jobs)")
+        self.failures.append(report)
+        logger.warning("%s", report)
         return True
 
     def _watch_heartbeats(self) -> None:
