@@ -26,8 +26,6 @@ no block waits for its second reader.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from typing import Any, Mapping
 
 import dask
@@ -45,8 +43,9 @@ from hpcgpu.array.graphtrees import exclusive_trees
 from hpcgpu.array.plane import wanted
 from hpcgpu.array.plane.idioms import route
 from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, culled, lazy_graph, materialize_remaining
-from hpcgpu.array.packed import PackedSteps
+from hpcgpu.array.packed import PackedSteps, gc_paused
 from hpcgpu.array.pushdown import push_slices_down
+from hpcgpu.array.regroup import computed_inputs, fused_task, leaf_count, regroup
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
 
 __all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH",
@@ -130,10 +129,11 @@ def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
     return push_slices_down(tasks, _run_subgraph) if pushdown else tasks
 
 
-def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset | None = None) -> Any:
+def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset | None = None, names=(), *blocks) -> Any:
     """Run one fused tree: its groups of alike block chains as one kernel each
     (:mod:`hpcgpu.array.fused.batch`), then the rest step by step (:func:`_run_steps`).
-    ``backends``: those whose chains run as generated kernels (None: this worker's config)."""
+    ``backends``: those whose chains run as generated kernels (None: this worker's config);
+    ``blocks``: the values of the keys ``names`` that the steps read and none makes."""
     backends = fused_backends() if backends is None else backends
     steps, values = packed.steps(), {}
     if backends:
@@ -141,6 +141,7 @@ def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset 
                                          backends)
         if values and not any(isinstance(v, LazyBlock) for v in values.values()):
             backends = frozenset()  # the first chain recorded nothing (NumPy blocks under "auto"): nor will the rest
+    values.update(zip(names, blocks))
     return force_all(_run_steps(steps, values, pushdown, backends)[outkey])
 
 
@@ -184,16 +185,22 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     >>> len(graph), len(fused)
     (341, 21)
     """
-    keys = set(dask.core.flatten(keys))
+    keys, computed = set(dask.core.flatten(keys)), computed_inputs(dsk)
     min_leaves = width * width if min_leaves is None else min_leaves
-    if width < 2 or sum(1 for v in dsk.values() if not v.dependencies) < min_leaves:
+    if width < 2 or leaf_count(dsk, computed) < min_leaves:
         return dict(dsk)
     out, shared = dict(dsk), _regenerable(dsk)
-    for key, order in exclusive_trees(dsk, keys, width, shared):
+    # BlockSteps the worker builds (hpcgpu.array.lazy_blocks), as bytes once sent (.packed)
+    fused = lambda key, steps: fused_task(key, steps, _run_fused, PackedSteps, pushdown, backends)  # noqa: E731
+    trees = exclusive_trees(dsk, keys, width, shared)
+    for key, order in trees:
+        if len(order) == 1:
+            continue  # a key that reads blocks computed before: regrouped, or left as it is
         for k in order:
             out.pop(k, None)  # a shared block may be in several trees
-        # BlockSteps the worker builds (hpcgpu.array.lazy_blocks), as bytes once sent (.packed)
-        out[key] = Task(key, _run_fused, DataNode(None, PackedSteps(tuple(dsk[k] for k in order))), key, pushdown, backends)
+        out[key] = fused(key, tuple(dsk[k] for k in order))
+    if computed:  # trees over persisted blocks: tasks of about width blocks, one final combine
+        out = regroup(out, dsk, trees, keys, width, fused)
     if shared:  # a shared block that a key outside the trees still reads stays
         read = {d for node in out.values() if getattr(node, "func", None) is not _run_fused for d in node.dependencies}
         out.update((k, dsk[k]) for k in shared & read if k not in out)
@@ -251,7 +258,7 @@ def optimize(dsk, keys, settings: Settings | None = None, **kwargs):
     off = settings.width != "auto" and int(settings.width) < 2
     if off or settings.fuse_active is False or not holds_hpcgpu_array(dsk, settings.scope):
         return dask_array_optimize(dsk, keys, **kwargs)
-    with _gc_paused():
+    with gc_paused():
         return _optimize(dsk, list(dask.core.flatten(keys)), settings)
 
 
@@ -270,21 +277,6 @@ def auto_width(leaves: int, threads: int, per_thread: int = TASKS_PER_THREAD) ->
     return max(DEFAULT_WIDTH, leaves // max(1, per_thread * threads))
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """No cyclic garbage collection while the graph is built: it allocates tens of
-    thousands of objects that all stay alive, and in a scheduler's large heap each full
-    collection it triggers walks everything (on the VM, in a LocalGPUCluster: 240-340 ms
-    of materialisation with collections, 105-160 ms without)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _optimize(dsk, keys: list, settings: Settings):
     if not isinstance(dsk, HighLevelGraph):
         dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
@@ -292,8 +284,7 @@ def _optimize(dsk, keys: list, settings: Settings):
     dsk, found = culled(fuse_roots(optimize_blockwise(dsk, keys=keys), keys=keys), keys)
     graph, least, width = lazy_graph(dsk, found), None, settings.width
     if width == "auto":  # as many leaves per task as keeps every thread busy
-        width = auto_width(sum(1 for v in graph.values() if not v.dependencies), settings.threads,
-                           settings.tasks_per_thread)
+        width = auto_width(leaf_count(graph, computed_inputs(graph)), settings.threads, settings.tasks_per_thread)
         least = DEFAULT_WIDTH ** 2
     graph = materialize_remaining(fuse_generated_trees(graph, keys, int(width), settings.pushdown, least,
                                                        fused_backends(settings.fused_kernels)))

@@ -12,12 +12,14 @@ runs, not on its event loop.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import pickle
 
 import cloudpickle
 
-__all__ = ["PackedSteps"]
+__all__ = ["PackedSteps", "gc_paused"]
 
 
 class PackedSteps:
@@ -66,3 +68,18 @@ def _from_blob(blob: bytes) -> PackedSteps:
     packed = PackedSteps.__new__(PackedSteps)
     packed._steps, packed._blob = None, blob
     return packed
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """No cyclic garbage collection while the graph is built: it allocates tens of
+    thousands of objects that all stay alive, and in a scheduler's large heap each full
+    collection it triggers walks everything (on the VM, in a LocalGPUCluster: 240-340 ms
+    of materialisation with collections, 105-160 ms without)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -1,0 +1,168 @@
+"""Reductions over blocks computed before: a task per group of blocks, then one final combine.
+
+A reduction over a persisted array reads blocks that the graph does not hold: they are in
+the workers' memory already. Dask's tree combines a fixed number of blocks per node (4 x 4
+for a 2-D reduction), so the trees that :func:`~hpcgpu.array.graphtrees.exclusive_trees`
+fuses hold 16 blocks each whatever the width, and the nodes above them stay tasks of
+their own: 168 tasks for 2,500 blocks. :func:`regroup` packs the fused trees under one
+node into tasks of about ``width`` blocks each (neighbouring blocks together: the trees in
+key order), and makes that node and the nodes above it, up to the output key, one task:
+the same functions on the same blocks, each partial result passed on unchanged (a float
+sum may differ by rounding from Dask's own: Dask's tree adds the same partials, only the
+final combine reads them from fewer tasks). Trees over generated blocks alone are left as
+they are.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from itertools import chain
+from typing import Callable
+
+from dask._task_spec import DataNode, Task, TaskRef
+
+__all__ = ["computed_inputs", "leaf_count", "inputs_of", "fused_task", "regroup"]
+
+
+def computed_inputs(dsk) -> set:
+    """The keys that ``dsk`` reads but does not hold: blocks computed before (persisted)."""
+    return {d for node in dsk.values() for d in node.dependencies if d not in dsk}
+
+
+def leaf_count(dsk, computed: set) -> int:
+    """Blocks a reduction over ``dsk`` starts from: its keys without dependencies (generated
+    blocks) and the blocks it reads that were computed before."""
+    return sum(1 for node in dsk.values() if not node.dependencies) + len(computed)
+
+
+def inputs_of(steps) -> tuple:
+    """The keys that ``steps`` read and none of them makes, in the order first read.
+
+    >>> from types import SimpleNamespace as Step
+    >>> inputs_of([Step(key="a", dependencies=("x",)), Step(key="b", dependencies=("a", "y", "x"))])
+    ('x', 'y')
+    """
+    made = {step.key for step in steps}
+    return tuple(dict.fromkeys(d for step in steps for d in step.dependencies if d not in made))
+
+
+def fused_task(key, steps: tuple, run: Callable, packed: Callable, *args) -> Task:
+    """The task ``run(packed(steps), key, *args, names, *blocks)``: ``blocks`` are the
+    values of the keys ``names`` that ``steps`` read and none of them makes."""
+    names = inputs_of(steps)
+    if not names:
+        return Task(key, run, DataNode(None, packed(steps)), key, *args)
+    return Task(key, run, DataNode(None, packed(steps)), key, *args, DataNode(None, names),
+                *(TaskRef(name) for name in names))
+
+
+def _collect(*values) -> tuple:
+    """The results of a pack's trees, in order."""
+    return values
+
+
+def _pack_key(parent, index: int):
+    return (f"{parent[0]}-pack", *parent[1:], index) if isinstance(parent, tuple) else (f"{parent}-pack", index)
+
+
+def _in_order(keys) -> list:
+    """``keys`` in key order (neighbouring blocks next to each other) where they compare."""
+    try:
+        return sorted(keys)
+    except TypeError:
+        return list(keys)
+
+
+def _runs(children: list, sizes: dict, width: int) -> list[list]:
+    """``children`` in contiguous runs of about equal size, at most about ``width`` each."""
+    total = sum(sizes[c] for c in children)
+    target = total / math.ceil(total / width)
+    runs, current, size = [], [], 0
+    for child in children:
+        if current and size + sizes[child] > target * 1.0001:
+            runs.append(current)
+            current, size = [], 0
+        current.append(child)
+        size += sizes[child]
+    return runs + [current]
+
+
+def _above(dsk, trees: list, keys: set) -> tuple[dict, dict]:
+    """The nodes above the trees: ``{node: the roots of trees it reads}`` for each node
+    outside the trees that reads only such roots (each read by it alone, none an output
+    key) and such nodes; and the number of blocks each tree starts from. Empty unless
+    some of these trees read blocks computed before."""
+    roots = dict(trees)
+    uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
+    sizes, computed = {}, False
+    for root, order in trees:
+        outside = sum(1 for k in order for d in dsk[k].dependencies if d not in dsk)
+        sizes[root] = outside + sum(1 for k in order if not dsk[k].dependencies)
+        computed = computed or bool(outside)
+    above: dict = {}
+    grown = computed
+    while grown:  # dsk's order is almost always dependency order: one or two rounds
+        grown = False
+        for key, node in dsk.items():
+            deps = node.dependencies
+            if key in above or key in roots or not deps:
+                continue
+            if all(d in above or d in roots and uses[d] == 1 and d not in keys for d in deps):
+                above[key] = [d for d in deps if d in roots]
+                grown = True
+    return above, sizes
+
+
+def regroup(out: dict, dsk, trees: list, keys: set, width: int, fused: Callable) -> dict:
+    """``out`` (``dsk`` with each of ``trees`` fused) with the trees under the nodes of
+    :func:`_above` packed into tasks of about ``width`` blocks each (neighbours in key
+    order, whichever node reads them), and those nodes one task per output key
+    (:func:`_fuse_top`); ``fused(key, steps)`` makes a fused task."""
+    above, sizes = _above(dsk, trees, keys)
+    children = _in_order(chain.from_iterable(above.values()))
+    runs = _runs(children, sizes, width) if children else []
+    roots, picked = dict(trees), {}
+    for run in runs if len(runs) < len(children) else ():  # else each tree is a task already
+        pack = _pack_key(run[0], len(run))
+        steps = tuple(dsk[k] for c in run for k in roots[c])
+        out[pack] = fused(pack, steps + (Task(pack, _collect, *(TaskRef(c) for c in run)),))
+        for i, c in enumerate(run):
+            picked[c] = Task(c, operator.getitem, TaskRef(pack), i)
+            del out[c]
+    top = {key: (*(picked[c] for c in deps if c in picked), dsk[key]) for key, deps in above.items()}
+    return _fuse_top(out, top, keys, fused)
+
+
+def _fuse_top(out: dict, top: dict, keys: set, fused: Callable) -> dict:
+    """``out`` with the nodes above the packs or trees (``top``: each one's steps) one fused
+    task per output key among them, where each other node is read by one node; any left
+    (read by several) one task each."""
+    uses = Counter(chain.from_iterable(node.dependencies for node in out.values()))
+    for key in keys & top.keys():
+        order = _postorder(key, out, top)
+        if any(uses[k] != 1 or k in keys for k in order[:-1]):
+            continue  # a node another one reads too
+        steps = tuple(chain.from_iterable(top.pop(k) for k in order))
+        for k in order:
+            del out[k]
+        out[key] = fused(key, steps)
+    for key, steps in top.items():
+        if len(steps) > 1:  # a node that reads packs, not taken into an output's task
+            out[key] = fused(key, steps)
+    return out
+
+
+def _postorder(key, out: dict, within: set) -> list:
+    """The keys of ``within`` under ``key`` (``key`` last), each after its dependencies."""
+    order, seen, stack = [], set(), [(key, False)]
+    while stack:
+        k, done = stack.pop()
+        if done:
+            order.append(k)
+        elif k not in seen:
+            seen.add(k)
+            stack.append((k, True))
+            stack.extend((d, False) for d in out[k].dependencies if d in within)
+    return order

@@ -1,0 +1,115 @@
+"""Reductions over blocks computed before (hpcgpu.array.regroup): a task per group of
+blocks and one final combine, with Dask's own results.
+
+A persisted array reaches the optimiser as a layer of futures, which Dask turns into keys
+the graph reads but does not hold; a layer of ``TaskRef`` s to the blocks' own keys is the
+same graph without a cluster (``distributed.Future`` is a ``TaskRef``). The blocks are
+given to ``dask.get`` as data, as the workers hold them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dask
+import dask.array as da
+import numpy as np
+from dask._task_spec import DataNode, TaskRef
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hpcgpu.array as ha
+from hpcgpu.array.optimization import _run_fused, optimize
+from hpcgpu.array.scope import Settings
+from test_fused import REDUCTION_RTOL
+
+REDUCTIONS = ("sum", "mean", "std", "var", "min", "max", "prod")
+STEPS = st.sampled_from(["+1", "*0.5", "abs", "exp", "square", "transpose"])
+
+
+def _expression(x: da.Array, steps, reduction: str, axis):
+    for step in steps:
+        x = {"+1": lambda: x + 1, "*0.5": lambda: x * 0.5, "abs": lambda: abs(x), "exp": lambda: np.exp(x),
+             "square": lambda: x * x, "transpose": lambda: x + x.T if x.shape[0] == x.shape[1] else x}[step]()
+    return getattr(x, reduction)(axis=axis)
+
+
+def persisted_graph(y: da.Array, x: da.Array) -> tuple[HighLevelGraph, dict]:
+    """``y``'s graph with ``x``'s layer replaced as a persisted array's reaches the
+    scheduler, and ``x``'s blocks."""
+    blocks = dict(zip(dask.core.flatten(x.__dask_keys__()), dask.compute(*x.to_delayed().ravel())))
+    graph = y.__dask_graph__()
+    layers = dict(graph.layers, **{x.name: MaterializedLayer({k: TaskRef(k) for k in blocks})})
+    return HighLevelGraph(layers, dict(graph.dependencies)), blocks
+
+
+def run(y: da.Array, graph, blocks: dict, width, threads: int = 1):
+    """``y`` with ``graph`` through hpcgpu's optimiser at ``width``, run with ``blocks`` in memory; and its tasks."""
+    opt = dict(optimize(graph, y.__dask_keys__(), settings=Settings(width=width, scope="all", threads=threads)))
+    finalize, args = y.__dask_postcompute__()
+    return finalize(dask.get({**opt, **{k: DataNode(k, v) for k, v in blocks.items()}}, y.__dask_keys__()), *args), opt
+
+
+def check_equal(got, want, reduction: str) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if reduction in ("min", "max") or got.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, want)
+    else:
+        rtol = REDUCTION_RTOL[got.dtype.name]
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * float(np.nanmax(np.abs(want), initial=1)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 24), cols=st.integers(1, 24), chunk=st.integers(2, 5), width=st.sampled_from([3, 4, 8, 16]),
+       steps=st.lists(STEPS, max_size=3), reduction=st.sampled_from(REDUCTIONS),
+       axis=st.sampled_from([None, 0, 1, (0, 1)]), ints=st.booleans())
+def test_a_reduction_over_a_persisted_array_equals_dasks(rows, cols, chunk, width, steps, reduction, axis, ints):
+    data = np.random.default_rng(rows * cols).uniform(0.5, 1.5, size=(rows, cols))
+    data = (data * 4).astype(np.int64) if ints else data
+    x = da.from_array(data, chunks=chunk)
+    y = _expression(x, steps, reduction, axis)
+    graph, blocks = persisted_graph(y, x)
+    with np.errstate(all="ignore"):
+        want = y.compute(scheduler="sync")
+        got, opt = run(y, graph, blocks, width)
+    check_equal(got, want, reduction)
+    leaves = len(blocks)
+    if axis in (None, (0, 1)) and leaves >= width * width:  # a task per group of about width blocks, one combine
+        assert len(opt) <= 2 * math.ceil(leaves * (1 + ("transpose" in steps)) / width) + 2, len(opt)
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 24), chunk=st.integers(2, 5), steps=st.lists(STEPS, max_size=2),
+       reduction=st.sampled_from(REDUCTIONS), axis=st.sampled_from([None, 0, 1]))
+def test_a_reduction_over_from_array_equals_dasks(rows, chunk, steps, reduction, axis):
+    """Blocks in the graph (``from_array`` of NumPy data) are the fused trees' leaves."""
+    data = np.random.default_rng(rows).normal(size=(rows, rows + 3))
+    y = _expression(ha.from_array(data, chunks=chunk), steps, reduction, axis)
+    want = _expression(da.from_array(data, chunks=chunk), steps, reduction, axis).compute(scheduler="sync")
+    with np.errstate(all="ignore"), dask.config.set({"hpcgpu.array.fuse-width": 3}):
+        got = y.compute(scheduler="sync")
+    check_equal(got, want, reduction)
+
+
+def test_a_persisted_mean_is_a_task_per_group_and_one_combine():
+    """2,500 persisted blocks at 156 per task (2 threads' auto width): 20 tasks, each
+    given its blocks; before, one task per block and Dask's tree (3,362 tasks)."""
+    x = da.from_array(np.arange(400 * 400, dtype=float).reshape(400, 400), chunks=8)
+    y = x.mean()
+    graph, blocks = persisted_graph(y, x)
+    got, opt = run(y, graph, blocks, "auto", threads=2)
+    assert got == np.arange(400 * 400).mean()
+    fused = [t for t in opt.values() if getattr(t, "func", None) is _run_fused]
+    assert len(opt) == len(fused) <= 21
+    read = [d for t in fused for d in t.dependencies if d in blocks]
+    assert sorted(read) == sorted(blocks)  # each block read by one task: none moves twice
+
+
+def test_a_graph_without_computed_blocks_is_not_regrouped():
+    x = da.ones((64, 64), chunks=4)
+    y = (x + 1).sum()
+    plain = dict(optimize(y.__dask_graph__(), y.__dask_keys__(), settings=Settings(width=16, scope="all")))
+    assert not any(isinstance(k, tuple) and k[0].endswith("-pack") for k in plain)
+    assert len(plain) == 21 and dask.get(plain, y.__dask_keys__()) == (64 * 64 * 2,)
