@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cluster_helpers import FAST
+from conftest import wait_for
 from hpcgpu import SLURMCluster
 from test_directive_parse import bsub_lines
 from hpcgpu.jobspec.dialects import get_dialect
@@ -128,3 +129,21 @@ def test_a_replacement_stays_off_the_node_whose_network_check_failed(slurm, clus
                            f"interface 'ib0' on host {bad} is down (link state down)"), line
     with cluster.get_client() as client:
         assert client.submit(sum, range(10)).result(timeout=60) == 45
+
+
+@pytest.mark.sge
+def test_grid_engine_takes_the_replacement_with_its_exclusion(sge, clusters, tmp_path, caplog):
+    """The cell's one host fails the check: the replacement, excluding it, is accepted by
+    qsub as part of the cluster's whole script and waits (no other host)."""
+    from hpcgpu import SGECluster
+
+    prologue = ['echo "NetworkCheckError: interface \'ib0\' on host $(hostname) is down (link state down)" >&2',
+                "exit 1"]
+    cluster = clusters(SGECluster, **{**FAST, "gpus_per_node": 1, "job_script_prologue": prologue})
+    cluster.scale(jobs=1)
+    wait_for(lambda: len(cluster.jobs) == 2 and cluster.jobs[1].job_id, 90, 0.5, what="the replacement")
+    first, second = cluster.jobs
+    assert first.state == "failed" and second.excluded == first.nodes, cluster.job_table()
+    shown = subprocess.run(["qstat", "-j", second.job_id], capture_output=True, text=True, timeout=30).stdout
+    assert re.search(rf"hard resource_list:.*hostname=!{first.nodes[0]}\b", shown), shown
+    assert second.state == "pending" and not cluster.failures[1:], cluster.job_table()
