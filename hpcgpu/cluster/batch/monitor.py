@@ -26,7 +26,8 @@ from hpcgpu.cluster.batch.job_events import Ended, Requeued, Seen, SubmitFailed,
 from hpcgpu.cluster.batch.job_kinds import kind_of
 from hpcgpu.cluster.batch.job_state import JobState
 from hpcgpu.cluster.batch.job_table import JobRecord, failure_report, tail
-from hpcgpu.cluster.batch.silence import heartbeat_ages, link_line, silence_message, silent_hosts
+from hpcgpu.cluster.batch.silence import (heartbeat_ages, link_line, silence_message, silent_after,
+                                          silent_hosts)
 from hpcgpu.worker.startfailure import exception_lines, storm_lines
 
 __all__ = ["AT_ONCE", "JobMonitor"]
@@ -229,7 +230,8 @@ class JobMonitor:
     def _watch_heartbeats(self) -> None:
         """Say once per job and host that its workers' heartbeats stopped, and why where
         its log says (a link down: :mod:`hpcgpu.worker.linkwatch`)."""
-        silent = silent_hosts(heartbeat_ages(self.scheduler()), self.fleet.job_key)
+        ages = heartbeat_ages(self.scheduler())
+        silent = silent_hosts(ages, self.fleet.job_key, silent_after(len(ages)))
         self._silent &= set(silent)  # heard again: said again if it goes quiet again
         for (name, host), (workers, age) in silent.items():
             record = self.fleet.records.get(name)

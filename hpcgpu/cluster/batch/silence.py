@@ -12,10 +12,24 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-__all__ = ["SILENT_AFTER", "heartbeat_ages", "link_line", "silent_hosts", "silence_message"]
+__all__ = ["SILENT_AFTER", "heartbeat_ages", "link_line", "silent_after", "silent_hosts",
+           "silence_message"]
 
-#: seconds without a heartbeat (a worker sends one or more a second) before a host is named
+#: seconds without a heartbeat (a worker of a small cluster sends two a second) before a
+#: host is named; at least five of the scheduler's heartbeat intervals in a large one
 SILENT_AFTER = 10.0
+
+
+def silent_after(workers: int) -> float:
+    """The silence after which a host is named, for a cluster of ``workers`` workers (their
+    heartbeats grow sparse as they grow many: 11 s apart at 2,000).
+
+    >>> silent_after(4), silent_after(2000)
+    (10.0, 55.0)
+    """
+    from distributed.scheduler import heartbeat_interval
+
+    return max(SILENT_AFTER, 5 * heartbeat_interval(workers))
 
 
 def heartbeat_ages(scheduler: Any, now: float | None = None) -> dict[str, tuple[str, float]]:
