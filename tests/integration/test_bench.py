@@ -188,9 +188,16 @@ def test_cli_compare(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("dask_cuda") is not None, reason="dask-cuda is installed")
 def test_compare_dask_cuda_without_dask_cuda_says_what_to_install(tmp_path):
-    done = subprocess.run([*HPCGPU, "bench", "array-sum", "--size", "tiny", "--compare", "dask-cuda",
-                           "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    """In this process (click's runner), as the refusals below: no interpreter of its own."""
+    from click.testing import CliRunner
+
+    from hpcgpu.cli import main
+
+    done = CliRunner().invoke(main, ["bench", "array-sum", "--size", "tiny", "--compare", "dask-cuda",
+                                     "--out", str(tmp_path / "x")])
+    # exit code 2 from click's refusal, not an exception that escaped (a traceback)
+    assert done.exit_code == 2 and isinstance(done.exception, SystemExit), (done.stderr, done.exception)
+    assert "Traceback" not in done.stderr, done.stderr
     assert "--compare dask-cuda needs the dask-cuda package" in done.stderr
     assert "pip install 'hpcgpu[cuda12]'" in done.stderr
     assert not (tmp_path / "x").exists()  # refused before anything ran
