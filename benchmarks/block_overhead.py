@@ -20,7 +20,9 @@ optimiser; the same number of workers and threads. Per row, best of ``--repeats`
 one warm-up) of: ``build`` (making the collection), ``optimise`` (``dask.optimize``
 in the client, the graph materialised), ``mat`` (the scheduler's ``update-graph``:
 unpickling and materialisation, hpcgpu's passes included), ``compute`` (``compute()``'s
-wall time, build excluded); ``tasks`` after optimisation. Prints a table; ``--json``
+wall time, build excluded), ``cpu`` (CPU time of the compute in the client's process, which
+holds the scheduler, and in the workers: the load of a shared machine moves it less than
+wall time); ``tasks`` after optimisation. Prints a table; ``--json``
 writes the rows and the per-block overhead::
 
     python benchmarks/block_overhead.py --repeats 5 --json benchmarks/results/cpu/block_overhead.json
@@ -75,24 +77,33 @@ def scheduler_mat(client: Client, after: float) -> float:
     return metrics[-1]["materialization_duration_seconds"] if metrics else float("nan")
 
 
+def cpu_seconds(client: Client) -> float:
+    """CPU seconds so far of this process (the client, and the scheduler where it runs
+    here) and of every worker process: a figure the machine's load moves less than wall time."""
+    return time.process_time() + sum(client.run(time.process_time).values())
+
+
 def sample(side: str, client: Client, workload: str, blocks: int, chunk: int, gpu: bool, base) -> dict:
-    """One timed ``compute()`` of ``workload``: seconds per phase, and the result."""
+    """One timed ``compute()`` of ``workload``: seconds per phase, CPU seconds of the
+    compute (client, scheduler and workers), and the result."""
     with dask.config.set({} if side == "hpcgpu" else PLAIN), client.as_current():
         t0 = time.time()
         y = expression(workload, base if base is not None else generated(side, blocks, chunk, gpu))
+        c1 = cpu_seconds(client)
         t1 = time.time()
         value = float(client.compute(y).result())
         t2 = time.time()
+        cpu = cpu_seconds(client) - c1
         start = time.perf_counter()
         tasks = len(dict(dask.optimize(y)[0].__dask_graph__()))
         optimise = time.perf_counter() - start
     return dict(build=t1 - t0, optimise=optimise, mat=scheduler_mat(client, t1), compute=t2 - t1,
-                tasks=tasks, value=value)
+                cpu=cpu, tasks=tasks, value=value)
 
 
 def best(runs: list[dict]) -> dict:
     """The fastest ``compute`` and the fastest of each phase, in milliseconds."""
-    out = {p: round(min(r[p] for r in runs) * 1e3, 2) for p in ("build", "optimise", "mat", "compute")}
+    out = {p: round(min(r[p] for r in runs) * 1e3, 2) for p in ("build", "optimise", "mat", "compute", "cpu")}
     return dict(out, tasks=runs[0]["tasks"], value=runs[0]["value"], runs=len(runs))
 
 
@@ -136,19 +147,20 @@ def per_block(rows: list[dict], low: int, high: int) -> list[dict]:
     for side, workload in dict.fromkeys((r["side"], r["workload"]) for r in rows):
         a, b = by.get((side, workload, low)), by.get((side, workload, high))
         if a and b:
-            us = (b["compute"] - a["compute"]) * 1e3 / (high - low)
-            out.append(dict(side=side, workload=workload, us_per_block=round(us, 1)))
+            us, cpu = ((b[p] - a[p]) * 1e3 / (high - low) for p in ("compute", "cpu"))
+            out.append(dict(side=side, workload=workload, us_per_block=round(us, 1), cpu_us_per_block=round(cpu, 1)))
     return out
 
 
 def render(rows: list[dict], overhead: list[dict]) -> str:
     """The table: a row per side, workload and size (ms, best of the repeats), then us per block."""
-    head = f"{'side':12s} {'workload':15s} {'blocks':>6s} {'tasks':>6s} {'build':>8s} {'optimise':>9s} {'mat':>8s} {'compute':>8s}"
+    head = (f"{'side':12s} {'workload':15s} {'blocks':>6s} {'tasks':>6s} {'build':>8s} {'optimise':>9s} {'mat':>8s} "
+            f"{'compute':>8s} {'cpu':>8s}")
     lines = [head, "-" * len(head)]
     lines += [f"{r['side']:12s} {r['workload']:15s} {r['blocks']:6d} {r['tasks']:6d} {r['build']:8.2f} "
-              f"{r['optimise']:9.2f} {r['mat']:8.2f} {r['compute']:8.2f}" for r in rows]
-    lines += ["", "overhead per input block (us): " + ", ".join(
-        f"{o['side']} {o['workload']} {o['us_per_block']}" for o in overhead)]
+              f"{r['optimise']:9.2f} {r['mat']:8.2f} {r['compute']:8.2f} {r['cpu']:8.2f}" for r in rows]
+    lines += ["", "overhead per input block (us, wall / cpu): " + ", ".join(
+        f"{o['side']} {o['workload']} {o['us_per_block']} / {o['cpu_us_per_block']}" for o in overhead)]
     return "\n".join(lines)
 
 

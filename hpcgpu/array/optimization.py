@@ -45,7 +45,7 @@ from hpcgpu.array.plane.idioms import route
 from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, culled, lazy_graph, materialize_remaining
 from hpcgpu.array.packed import PackedSteps, gc_paused
 from hpcgpu.array.pushdown import push_slices_down
-from hpcgpu.array.regroup import computed_inputs, fused_task, leaf_count, regroup
+from hpcgpu.array.regroup import computed_inputs, fused_task, holders, leaf_count, regroup
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
 
 __all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH",
@@ -136,6 +136,9 @@ def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset 
     ``blocks``: the values of the keys ``names`` that the steps read and none makes."""
     backends = fused_backends() if backends is None else backends
     steps, values = packed.steps(), {}
+    if blocks and not any(type(b).__module__.split(".")[0] in backends for b in blocks) \
+            and all(step.dependencies for step in steps):
+        backends = frozenset()  # nothing generated, blocks no backend fuses (NumPy under "auto"): untraced
     if backends:
         values, steps = run_alike_chains(steps, lambda chain: _run_steps(chain, {}, pushdown, backends)[chain[-1].key],
                                          backends)
@@ -192,7 +195,8 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     out, shared = dict(dsk), _regenerable(dsk)
     # BlockSteps the worker builds (hpcgpu.array.lazy_blocks), as bytes once sent (.packed)
     fused = lambda key, steps: fused_task(key, steps, _run_fused, PackedSteps, pushdown, backends)  # noqa: E731
-    trees = exclusive_trees(dsk, keys, width, shared)
+    placed = holders(list(computed)) if computed else {}  # blocks' workers: packs per worker, a tree per block
+    trees = exclusive_trees(dsk, keys, 1 if placed else width, shared)
     for key, order in trees:
         if len(order) == 1:
             continue  # a key that reads blocks computed before: regrouped, or left as it is
@@ -200,7 +204,7 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
             out.pop(k, None)  # a shared block may be in several trees
         out[key] = fused(key, tuple(dsk[k] for k in order))
     if computed:  # trees over persisted blocks: tasks of about width blocks, one final combine
-        out = regroup(out, dsk, trees, keys, width, fused)
+        out = regroup(out, dsk, trees, keys, width, fused, placed)
     if shared:  # a shared block that a key outside the trees still reads stays
         read = {d for node in out.values() if getattr(node, "func", None) is not _run_fused for d in node.dependencies}
         out.update((k, dsk[k]) for k in shared & read if k not in out)

@@ -4,13 +4,14 @@ A reduction over a persisted array reads blocks that the graph does not hold: th
 the workers' memory already. Dask's tree combines a fixed number of blocks per node (4 x 4
 for a 2-D reduction), so the trees that :func:`~hpcgpu.array.graphtrees.exclusive_trees`
 fuses hold 16 blocks each whatever the width, and the nodes above them stay tasks of
-their own: 168 tasks for 2,500 blocks. :func:`regroup` packs the fused trees under one
-node into tasks of about ``width`` blocks each (neighbouring blocks together: the trees in
-key order), and makes that node and the nodes above it, up to the output key, one task:
-the same functions on the same blocks, each partial result passed on unchanged (a float
-sum may differ by rounding from Dask's own: Dask's tree adds the same partials, only the
-final combine reads them from fewer tasks). Trees over generated blocks alone are left as
-they are.
+their own. :func:`regroup` packs the fused trees under those nodes into tasks of about
+``width`` blocks each, and makes the nodes above the packs, up to the output key, one
+final task: the same functions on the same blocks, each tree's partial result passed on
+unchanged (Dask's combines add the same partials, grouped otherwise: a float sum may differ
+by rounding). Where the scheduler runs in the optimiser's process (it does where it
+materialises the graph), each pack holds blocks of one worker (:func:`holders`), so no
+block moves; elsewhere neighbouring blocks (key order). Trees over generated blocks alone
+are left as they are.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Callable
 
 from dask._task_spec import DataNode, Task, TaskRef
 
-__all__ = ["computed_inputs", "leaf_count", "inputs_of", "fused_task", "regroup"]
+__all__ = ["computed_inputs", "leaf_count", "inputs_of", "fused_task", "regroup", "holders"]
 
 
 def computed_inputs(dsk) -> set:
@@ -75,13 +76,33 @@ def _in_order(keys) -> list:
         return list(keys)
 
 
-def _runs(children: list, sizes: dict, width: int) -> list[list]:
-    """``children`` in contiguous runs of about equal size, at most about ``width`` each."""
+def holders(keys: list) -> dict:
+    """``{key: the address of a worker that holds it}`` for blocks computed before, where
+    the scheduler that holds them runs in this process (the optimiser runs there when
+    the scheduler materialises the graph: ``LocalGPUCluster``, ``hpcgpu run``); empty
+    elsewhere, or if its state changed while read."""
+    try:
+        from distributed import Scheduler
+    except ImportError:
+        return {}
+    for scheduler in list(getattr(Scheduler, "_instances", ())):  # distributed's own registry
+        tasks = scheduler.tasks
+        if keys and keys[0] in tasks:
+            try:
+                return {k: min(ws.address for ws in tasks[k].who_has) for k in keys if k in tasks and tasks[k].who_has}
+            except RuntimeError:  # changed size during iteration: another thread moved a block
+                return {}
+    return {}
+
+
+def _runs(children: list, sizes: dict, width: int, where: dict) -> list[list]:
+    """``children`` in contiguous runs of about equal size, at most about ``width`` each,
+    a new run wherever the worker that holds their blocks (``where``) changes."""
     total = sum(sizes[c] for c in children)
     target = total / math.ceil(total / width)
     runs, current, size = [], [], 0
     for child in children:
-        if current and size + sizes[child] > target * 1.0001:
+        if current and (size + sizes[child] > target * 1.0001 or where.get(child) != where.get(current[-1])):
             runs.append(current)
             current, size = [], 0
         current.append(child)
@@ -92,17 +113,18 @@ def _runs(children: list, sizes: dict, width: int) -> list[list]:
 def _above(dsk, trees: list, keys: set) -> tuple[dict, dict]:
     """The nodes above the trees: ``{node: the roots of trees it reads}`` for each node
     outside the trees that reads only such roots (each read by it alone, none an output
-    key) and such nodes; and the number of blocks each tree starts from. Empty unless
-    some of these trees read blocks computed before."""
+    key) and such nodes; the number of blocks each tree starts from; and the first block
+    computed before that each tree reads. Empty unless some trees read such blocks."""
     roots = dict(trees)
     uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
-    sizes, computed = {}, False
+    sizes, first = {}, {}
     for root, order in trees:
-        outside = sum(1 for k in order for d in dsk[k].dependencies if d not in dsk)
-        sizes[root] = outside + sum(1 for k in order if not dsk[k].dependencies)
-        computed = computed or bool(outside)
+        outside = [d for k in order for d in dsk[k].dependencies if d not in dsk]
+        sizes[root] = len(outside) + sum(1 for k in order if not dsk[k].dependencies)
+        if outside:
+            first[root] = outside[0]
     above: dict = {}
-    grown = computed
+    grown = bool(first)
     while grown:  # dsk's order is almost always dependency order: one or two rounds
         grown = False
         for key, node in dsk.items():
@@ -112,17 +134,19 @@ def _above(dsk, trees: list, keys: set) -> tuple[dict, dict]:
             if all(d in above or d in roots and uses[d] == 1 and d not in keys for d in deps):
                 above[key] = [d for d in deps if d in roots]
                 grown = True
-    return above, sizes
+    return above, sizes, first
 
 
-def regroup(out: dict, dsk, trees: list, keys: set, width: int, fused: Callable) -> dict:
+def regroup(out: dict, dsk, trees: list, keys: set, width: int, fused: Callable, placed: dict) -> dict:
     """``out`` (``dsk`` with each of ``trees`` fused) with the trees under the nodes of
     :func:`_above` packed into tasks of about ``width`` blocks each (neighbours in key
-    order, whichever node reads them), and those nodes one task per output key
-    (:func:`_fuse_top`); ``fused(key, steps)`` makes a fused task."""
-    above, sizes = _above(dsk, trees, keys)
-    children = _in_order(chain.from_iterable(above.values()))
-    runs = _runs(children, sizes, width) if children else []
+    order, whichever node reads them; one worker's blocks per pack where ``placed`` says
+    which worker holds each block, :func:`holders`), and those nodes one task per output
+    key (:func:`_fuse_top`); ``fused(key, steps)`` makes a fused task."""
+    above, sizes, first = _above(dsk, trees, keys)
+    where = {c: placed.get(first.get(c)) for c in chain.from_iterable(above.values())}
+    children = sorted(_in_order(chain.from_iterable(above.values())), key=lambda c: where[c] or "")
+    runs = _runs(children, sizes, width, where) if children else []
     roots, picked = dict(trees), {}
     for run in runs if len(runs) < len(children) else ():  # else each tree is a task already
         pack = _pack_key(run[0], len(run))

@@ -113,3 +113,22 @@ def test_a_graph_without_computed_blocks_is_not_regrouped():
     plain = dict(optimize(y.__dask_graph__(), y.__dask_keys__(), settings=Settings(width=16, scope="all")))
     assert not any(isinstance(k, tuple) and k[0].endswith("-pack") for k in plain)
     assert len(plain) == 21 and dask.get(plain, y.__dask_keys__()) == (64 * 64 * 2,)
+
+
+def test_each_pack_reads_the_blocks_of_one_worker():
+    """With the scheduler in this process, the packs follow the blocks' workers: no block moves."""
+    from distributed import Client, LocalCluster, futures_of, wait
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        x = client.persist(da.from_array(np.arange(240 * 240, dtype=float).reshape(240, 240), chunks=8))
+        wait(x)
+        y = (x + 1).sum()
+        graph = y.__dask_graph__()
+        opt = dict(optimize(graph, y.__dask_keys__(), settings=Settings(width="auto", scope="all", threads=2)))
+        where = {k: min(v) for k, v in client.who_has(futures_of(x)).items()}
+        packs = [t for k, t in opt.items() if k[0].endswith("-pack")]
+        assert len(set(where.values())) == 2 and len(packs) >= 2
+        assert all(len({where[d] for d in t.dependencies}) == 1 for t in packs)
+        with dask.config.set({"hpcgpu.array.scope": "all", "array_optimize": None}):
+            assert y.compute() == (np.arange(240 * 240) + 1).sum()
