@@ -53,8 +53,8 @@ def normalise(script: str, cluster) -> str:
 def make():
     made = []
 
-    def make(cls, **options):
-        cluster = cls(**{**QUIET, **options})
+    def make(cls, *positional, **options):
+        cluster = cls(*positional, **{**QUIET, **options})
         made.append(cluster)
         return cluster
 
@@ -153,6 +153,37 @@ def test_interface_feeds_the_scheduler_unless_it_has_its_own(make):
                scheduler_options={"host": "127.0.0.1", "dashboard_address": "localhost:0"})
     assert "interface" not in own.scheduler_spec["options"]
     assert own.scheduler.address.startswith("tcp://127.0.0.1:")
+
+
+def test_workers_on_an_interface_the_scheduler_host_lacks(make):
+    """dask-jobqueue's ``test_scheduler_options_interface``: the workers' ``interface`` is
+    the compute hosts' (``ib0`` where the login host has none); with the scheduler's own in
+    ``scheduler_options``, only that one must exist here (before: refused, naming this host)."""
+    cluster = make(SGECluster, cores=1, memory="1GB", interface="ib-only-on-nodes", security=False,
+                   scheduler_options={"interface": "lo", "dashboard_address": "localhost:0"})
+    assert cluster.scheduler_spec["options"]["interface"] == "lo"
+    assert "--interface ib-only-on-nodes" in cluster.job_script()
+    gpu = make(SLURMCluster, gpus_per_node=1, interface="ib-only-on-nodes", security=False,
+               scheduler_options={"interface": "lo", "dashboard_address": "localhost:0"})
+    assert gpu.scheduler.address.startswith("tcp://127.0.0.1:")
+    with pytest.raises(ValueError, match="interface 'ib-only-on-nodes' does not exist on host"):
+        SLURMCluster(cores=1, memory="1GB", interface="ib-only-on-nodes")  # the scheduler's too
+    with pytest.raises(ValueError, match="interface 'nowhere' does not exist on host"):
+        SLURMCluster(cores=1, memory="1GB", scheduler_options={"interface": "nowhere"})
+
+
+def test_first_positional_is_n_workers_as_in_dask_jobqueue(make, fake_submit):
+    """``SLURMCluster(2, cores=..., memory=...)``: dask-jobqueue's first positional argument
+    (before: ``scheduler=2 is a int: give a string``)."""
+    cluster = make(SLURMCluster, 2, cores=1, memory="1GB", poll_interval=3600)
+    assert len(cluster.worker_spec) == 2 and cluster.scheduler_name == "slurm"
+    with pytest.raises(ValueError, match="n_workers=-1 must be a whole number"):
+        SLURMCluster(-1, cores=1, memory="1GB")
+
+
+@pytest.mark.parametrize("cls", CLASSES.values())
+def test_help_names_dask_jobqueues_job_arguments(cls):
+    assert "cores : int" in cls.__doc__ and cls.__name__ in cls.__doc__  # dask-jobqueue's test_docstring_cluster
 
 
 def test_gpus_per_node_zero_means_cpu_workers(make):

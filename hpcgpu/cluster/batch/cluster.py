@@ -22,6 +22,7 @@ from hpcgpu.cluster.batch.pool_setup import named_pool, prepare_cluster
 from hpcgpu.cluster.batch.pools import DEFAULT_POOL, Pool, worker_groups
 from hpcgpu.cluster.batch.private import PrivateDirectory
 from hpcgpu.cluster.batch.scheduler_job import JobScheduler
+from hpcgpu.cluster.batch.setup import positional_n_workers
 from hpcgpu.cluster.start_errors import root_cause, start_error
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.keywords import check_keywords
@@ -158,10 +159,9 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                  max_queued_jobs: int | None = None, max_running_jobs: int | None = None,
                  exclude_failed_hosts: Any = None, **options: Any) -> None:
         # Every keyword's type and bounds first: nothing is made or submitted on bad input.
-        given = check_keywords({k: v for k, v in locals().items() if k not in ("self", "options", "__class__")})
+        given = check_keywords(positional_n_workers({k: v for k, v in locals().items() if k not in ("self", "options", "__class__")}))
         options = check_keywords(options)  # counts as numbers where "2" came
-        # dask-jobqueue's first positional is n_workers: only a name picks the scheduler.
-        kind = scheduler if isinstance(scheduler, str) else self.scheduler_name
+        kind = given["scheduler"] or self.scheduler_name  # a name; dask-jobqueue's first positional is n_workers
         if name is not None:  # every worker's --name: unquoted in dask-jobqueue's CPU jobs
             shell_template("name", name)
         arrays = ArraySettings.create(job_arrays, given["max_array_size"], given["array_throttle"])
@@ -173,7 +173,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         self._setup, self._shape, self._log_directory = setup, setup.shape, setup.log_directory
         security = cluster_security(security, default=True, warn_plain=True, stacklevel=3)
         # Once, before anything starts: UCX missing raises here (or falls back, warned).
-        net = cluster_network(setup.network_options, security, setup.scheduler_in_job)
+        net = cluster_network(setup.network_options, security, setup.scheduler_in_job, setup.scheduler_options)
         super().__init__(
             job_dialect=setup.dialect, network=net, arrays=arrays, poll_interval=poll_interval,
             max_failed_jobs=max_failed_jobs, reach_back=not setup.scheduler_in_job, requeue=requeue,

@@ -17,14 +17,17 @@ from hpcgpu.network.dashboard import dashboard_host, dashboard_link  # re-export
 __all__ = ["cluster_network", "dashboard_host", "dashboard_link", "jobqueue_options"]
 
 
-def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bool = False) -> NetworkSettings:
+def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bool = False,
+                    own: dict[str, Any] | None = None) -> NetworkSettings:
     """The :class:`~hpcgpu.network.NetworkSettings` of one cluster.
 
     ``protocol`` defaults to ``tls`` with security on, ``tcp`` without; ``fallback=True``
     follows the same rule. With ``scheduler_in_job`` and UCX, the client reaches the
     scheduler through a second listener (``client_protocol``, by default ``tls``/``tcp``
     likewise), and UCX is not checked here (the login node need not have it: the workers
-    fail early, with the fix, where it is missing).
+    fail early, with the fix, where it is missing). The interface the scheduler listens on
+    here must exist here: ``own`` (the user's ``scheduler_options``) names it, or a host,
+    where given; the workers' ``interface`` is then the compute hosts' alone.
 
     Examples
     --------
@@ -54,8 +57,8 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
         ucx_environment=options.get("ucx_environment") or None,
     )
     _check_protocols(net, security)
-    if not scheduler_in_job:
-        _check_scheduler_interface(net.scheduler_interface)
+    if not scheduler_in_job and not (own or {}).get("host"):
+        _check_scheduler_interface((own or {}).get("interface") or net.scheduler_interface)
     # With the scheduler in a job and a second listener, this process never speaks UCX.
     net = resolve(net, reason=None if scheduler_in_job and net.client_protocol else "check")
     log_ucx_hint(net.protocol, "protocol='ucx'")

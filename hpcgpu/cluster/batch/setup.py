@@ -23,7 +23,8 @@ from hpcgpu.jobspec.scriptfields import check_options
 from hpcgpu.jobspec.units import parse_memory
 from hpcgpu.schedulers.registry import get_scheduler
 
-__all__ = ["ClusterSetup", "prepare", "make_log_directory", "naming_the_source", "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
+__all__ = ["ClusterSetup", "prepare", "make_log_directory", "naming_the_source", "positional_n_workers",
+           "SHAPE_OPTIONS", "NETWORK_OPTIONS"]
 
 SHAPE_OPTIONS = ("nodes", "gpus_per_node", "cpus_per_gpu", "memory_per_gpu", "memory_per_node",
                  "walltime", "queue", "account", "job_name", "gpu_type", "exclusive")
@@ -141,3 +142,19 @@ def _limits(values: dict[str, Any]) -> NodeLimits:
     memory = values.get("memory")
     return NodeLimits(cpus=values.get("cpus"), gpus=values.get("gpus"),
                       memory=parse_memory(memory, field="limits.memory") if memory else None)
+
+
+def positional_n_workers(values: dict[str, Any]) -> dict[str, Any]:
+    """A cluster's arguments with a first positional one that is not a scheduler's name taken
+    as dask-jobqueue's first positional, ``n_workers`` (``SLURMCluster(2, cores=1,
+    memory="1GB")``), unless ``n_workers`` came by name too.
+
+    >>> positional_n_workers({"scheduler": 2, "n_workers": 0})
+    {'scheduler': None, 'n_workers': 2}
+    >>> positional_n_workers({"scheduler": "slurm", "n_workers": 0})
+    {'scheduler': 'slurm', 'n_workers': 0}
+    """
+    first = values.get("scheduler")
+    if first is None or isinstance(first, str) or values.get("n_workers"):
+        return values
+    return {**values, "scheduler": None, "n_workers": first}
