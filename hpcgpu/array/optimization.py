@@ -45,7 +45,7 @@ from hpcgpu.array.plane.idioms import route
 from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, culled, lazy_graph, materialize_remaining
 from hpcgpu.array.packed import PackedSteps, gc_paused
 from hpcgpu.array.pushdown import push_slices_down
-from hpcgpu.array.regroup import computed_inputs, fused_task, holders, leaf_count, regroup
+from hpcgpu.array.regroup import computed_inputs, fused_task, holders, leaf_count, reads_per_key, regroup
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
 
 __all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH",
@@ -196,7 +196,7 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
     # BlockSteps the worker builds (hpcgpu.array.lazy_blocks), as bytes once sent (.packed)
     fused = lambda key, steps: fused_task(key, steps, _run_fused, PackedSteps, pushdown, backends)  # noqa: E731
     placed = holders(list(computed)) if computed else {}  # blocks' workers: packs per worker, a tree per block
-    trees = exclusive_trees(dsk, keys, 1 if placed else width, shared)
+    trees = exclusive_trees(dsk, keys, reads_per_key(dsk) if placed else width, shared)
     for key, order in trees:
         if len(order) == 1:
             continue  # a key that reads blocks computed before: regrouped, or left as it is

@@ -24,7 +24,7 @@ from typing import Callable
 
 from dask._task_spec import DataNode, Task, TaskRef
 
-__all__ = ["computed_inputs", "leaf_count", "inputs_of", "fused_task", "regroup", "holders"]
+__all__ = ["computed_inputs", "leaf_count", "reads_per_key", "inputs_of", "fused_task", "regroup", "holders"]
 
 
 def computed_inputs(dsk) -> set:
@@ -36,6 +36,12 @@ def leaf_count(dsk, computed: set) -> int:
     """Blocks a reduction over ``dsk`` starts from: its keys without dependencies (generated
     blocks) and the blocks it reads that were computed before."""
     return sum(1 for node in dsk.values() if not node.dependencies) + len(computed)
+
+
+def reads_per_key(dsk) -> int:
+    """The most blocks computed before that one key reads (2 for ``x + x.T``), at least 1:
+    the width of trees that each start from one key's blocks."""
+    return max((sum(1 for d in node.dependencies if d not in dsk) for node in dsk.values()), default=1) or 1
 
 
 def inputs_of(steps) -> tuple:

@@ -132,3 +132,7 @@ def test_each_pack_reads_the_blocks_of_one_worker():
         assert all(len({where[d] for d in t.dependencies}) == 1 for t in packs)
         with dask.config.set({"hpcgpu.array.scope": "all", "array_optimize": None}):
             assert y.compute() == (np.arange(240 * 240) + 1).sum()
+        both = (x + x.T).sum()  # each key reads two blocks, maybe of two workers
+        opt = dict(optimize(both.__dask_graph__(), both.__dask_keys__(), settings=Settings(width="auto", scope="all", threads=2)))
+        assert len(opt) < 60 and dask.get({**opt, **{f.key: DataNode(f.key, f.result()) for f in futures_of(x)}},
+                                          both.__dask_keys__()) == (2 * np.arange(240 * 240).sum(),)
