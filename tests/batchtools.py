@@ -46,7 +46,12 @@ def slurm_state(job_id: str) -> tuple[str, str]:
 
 
 def slurm_finished(job_id: str) -> tuple[str, str] | None:
+    """(JobState, ExitCode) once the job has ended, else None. A job slurmctld no longer
+    knows (ended more than ``MinJobAge`` ago: its record is purged, and no accounting
+    keeps it here) fails at once: waiting could not see it end."""
     state = slurm_state(job_id)
+    assert state[0], (f"job {job_id} is no longer known to slurmctld: it ended over MinJobAge "
+                      "(tests/schedulers/slurm/start) before this check")
     return state if state[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") else None
 
 
