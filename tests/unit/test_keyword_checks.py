@@ -79,9 +79,22 @@ def _construct(cls, name: str, value) -> BaseException:
 def test_a_keyword_of_the_wrong_type_is_refused_naming_the_field(case, data):
     cls_name, name = case
     form = form_of(name)
-    value = data.draw(WRONG.filter(lambda v: v is not None and not _is(v, form.types)))
+    value = data.draw(WRONG.filter(lambda v: v is not None and not _is(v, form.types)
+                                   and not (name == "scheduler" and _jobqueue_n_workers(v))))
     error = _construct(CLASSES[cls_name], name, value)
     assert name in str(error), f"{cls_name}({name}={value!r}): {error!r}"
+
+
+def _jobqueue_n_workers(value) -> bool:
+    """A whole number first is dask-jobqueue's n_workers (``SLURMCluster(2, cores=...)``);
+    in bounds it is accepted so (test_jobqueue_api)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100_000
+
+
+@pytest.mark.parametrize("value", [-1, 100_001, 10**30])
+def test_a_whole_number_first_out_of_bounds_names_scheduler_and_n_workers(value):
+    error = _construct(CLASSES["SLURMCluster"], "scheduler", value)
+    assert str(error).startswith(f"scheduler={value!r} is read as n_workers"), str(error)
 
 
 @pytest.mark.parametrize("case", CASES, ids="-".join)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from dataclasses import dataclass
@@ -153,8 +154,21 @@ def positional_n_workers(values: dict[str, Any]) -> dict[str, Any]:
     {'scheduler': None, 'n_workers': 2}
     >>> positional_n_workers({"scheduler": "slurm", "n_workers": 0})
     {'scheduler': 'slurm', 'n_workers': 0}
+
+    Only a whole number is taken so; anything else stays ``scheduler``'s, and its check
+    names that field. A number out of bounds names both:
+
+    >>> positional_n_workers({"scheduler": -1, "n_workers": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: scheduler=-1 is read as n_workers, dask-jobqueue's first positional: n_workers=-1 must be a whole number from 0 to 100000
     """
     first = values.get("scheduler")
-    if first is None or isinstance(first, str) or values.get("n_workers"):
+    if not isinstance(first, numbers.Integral) or isinstance(first, bool) or values.get("n_workers"):
         return values
+    try:
+        check_keywords({"n_workers": first})
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"scheduler={first!r} is read as n_workers, dask-jobqueue's first "
+                          f"positional: {error}") from None
     return {**values, "scheduler": None, "n_workers": first}
