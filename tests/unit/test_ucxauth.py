@@ -20,20 +20,11 @@ import pytest
 
 from hpcgpu.network import ucxauth
 from sourcetree import hide_entry_points
-from ucx_marks import needs_ucx
+from ucx_marks import needs_ucx, ucx_over_tcp  # noqa: F401 (the module's fixture)
 
-pytestmark = needs_ucx
+pytestmark = [needs_ucx, pytest.mark.usefixtures("ucx_over_tcp")]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ucx_over_tcp():
-    """UCX over TCP on loopback (no GPU) for this module's processes; set here, not at import,
-    so that the other tests of the same pytest process (and their jobs) do not inherit it."""
-    before = os.environ.get("UCX_TLS")
-    os.environ.setdefault("UCX_TLS", "tcp")
-    yield
-    if before is None:
-        os.environ.pop("UCX_TLS", None)
 
 
 @pytest.fixture

@@ -11,26 +11,16 @@ transport UCX finds there (cuda_copy, cuda_ipc), as docs/security.md says.
 from __future__ import annotations
 
 import asyncio
-import os
 import struct
 
 import pytest
 
 from hpcgpu.network import ucxauth
-from ucx_marks import needs_ucx
+from ucx_marks import needs_ucx, ucx_over_tcp  # noqa: F401 (the module's fixture)
 
-pytestmark = needs_ucx
+pytestmark = [needs_ucx, pytest.mark.usefixtures("ucx_over_tcp")]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ucx_transports():
-    """UCX over TCP on loopback unless the run asks for every transport of the host."""
-    before = os.environ.get("UCX_TLS")
-    if not os.environ.get("HPCGPU_UCX_ALL_TRANSPORTS"):
-        os.environ.setdefault("UCX_TLS", "tcp")
-    yield
-    if before is None:
-        os.environ.pop("UCX_TLS", None)
 
 
 @pytest.fixture
