@@ -23,7 +23,8 @@ def test_a_short_soak_injects_a_fault_checks_results_and_leaves_nothing(tmp_path
     except subprocess.TimeoutExpired as error:  # what it printed and what SLURM saw, to tell why
         pytest.fail(f"the soak ran past 120 s; its output:\n{(error.stdout or '')[-3000:]}\n"
                     f"{(error.stderr or '')[-3000:]}\nsqueue:\n{on_host('login', 'squeue', timeout=30).stdout}"
-                    f"\nsinfo:\n{on_host('login', 'sinfo', '-N', '-l', timeout=30).stdout}")
+                    f"\nsinfo:\n{on_host('login', 'sinfo', '-N', '-l', timeout=30).stdout}"
+                    f"\n{_tails(tmp_path / 'work')}")
     assert (tmp_path / "out" / "site_soak.json").exists(), done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "out" / "site_soak.json").read_text())
     assert done.returncode == 0 and report["passed"], done.stdout[-3000:] + done.stderr[-3000:]
@@ -38,3 +39,11 @@ def test_a_short_soak_injects_a_fault_checks_results_and_leaves_nothing(tmp_path
     markdown = (tmp_path / "out" / "site_soak.md").read_text()
     assert "**PASSED**: 1 faults injected (link 1)" in markdown and "| 1 |" in markdown, markdown
     assert_nothing_left(30)
+
+
+def _tails(workdir, size: int = 4000) -> str:
+    """The last lines of the soak's app (its cluster's log) and of each job's log: the soak
+    itself prints nothing until it ends, so a soak that never got its first result says
+    nothing else of why."""
+    files = [workdir / "app.stderr", *sorted((workdir / "logs").glob("*"))]
+    return "\n".join(f"== {f.name}:\n{f.read_text(errors='replace')[-size:]}" for f in files if f.is_file())
