@@ -133,6 +133,14 @@ def _check_network(scheduler: str | None, options: dict) -> None:
     except NetworkCheckError as error:
         print(f"NetworkCheckError: {error}", file=sys.stderr, flush=True)
         sys.exit(1)
+
+
+def _start_fork_server_then_threads(ctx, method, nworkers: int, scheduler: str | None, options: dict) -> None:
+    """The nannies' fork server first, then this process's threads: a thread that runs
+    before it makes the launcher fall back to Python's server (a second interpreter, and a
+    socket under TMPDIR that a long TMPDIR does not fit)."""
+    if "--no-nanny" not in ctx.args:  # without a nanny the worker runs in this process
+        use_forkserver(method, nworkers, options["protocol"] or (scheduler or "").split("://")[0])
     from hpcgpu.worker.linkwatch import watch_link
 
     watch_link(options["interface"])  # a link lost later is said in the job's log at once
@@ -240,9 +248,7 @@ def main(ctx: click.Context, scheduler, launcher, gpus_per_node, multiprocessing
         name, nworkers = use_pinned_nannies(places), len(places)
     gpu_workers = nworkers if gpus_per_node is not None else gpu_workers_on_host(os.environ)
     options["memory_limit"] = host_memory_limit(options["memory_limit"], gpu_workers)
-    if "--no-nanny" not in ctx.args:  # without a nanny the worker runs in this process
-        use_forkserver(multiprocessing_method, nworkers,
-                       options["protocol"] or (scheduler or "").split("://")[0])
+    _start_fork_server_then_threads(ctx, multiprocessing_method, nworkers, scheduler, options)
     from distributed.cli import dask_worker as cli
     from distributed.cli.dask_worker import main as dask_worker
     from hpcgpu.network.schemes import register as register_schemes

@@ -124,18 +124,21 @@ def _tls_args(security: Security, directory) -> list[str]:
     return ["--tls-ca-file", paths[0], "--tls-cert", paths[1], "--tls-key", paths[2]]
 
 
-@pytest.mark.parametrize("gpus", ["4,5", "4"])
-def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_nothing(tmp_path, gpus):
+@pytest.mark.parametrize("gpus,interface", [("4,5", "lo"), ("4", None)])
+def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_nothing(tmp_path, gpus, interface):
     """The default, TLS on, with several GPUs and with one (no second interpreter for its
     worker): workers pinned, children of the server that the launcher forked; SIGKILL of the
-    launcher (the job's end at its hardest) ends them all."""
+    launcher (the job's end at its hardest) ends them all. With ``--interface`` too, whose
+    link watch is a thread: started before the server, it made the launcher fall back to
+    Python's fork server (whose socket under a long TMPDIR did not fit: nanny-start-failed)."""
     expected = gpus.split(",")
     security = Security.temporary()
     with LocalCluster(n_workers=0, processes=False, protocol="tls", security=security,
                       dashboard_address=None) as cluster, Client(cluster, security=security) as client:
         proc = subprocess.Popen(
             [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "fs",
-             "--gpus-per-node", str(len(expected)), "--death-timeout", "30", *_tls_args(security, tmp_path)],
+             "--gpus-per-node", str(len(expected)), "--death-timeout", "30", *_tls_args(security, tmp_path),
+             *(["--interface", interface] if interface else [])],
             env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus, SLURM_JOB_ID=""))
         try:
             client.wait_for_workers(len(expected), timeout=60)
