@@ -69,7 +69,8 @@ def cut(cluster, scale, workers, back=0):
                   "workers_after": client.run(socket.gethostname)}
         if back == "excluded":  # until a replacement is submitted off the faulty host
             deadline = time.monotonic() + 90
-            while not any(job.excluded for job in cluster.jobs) and time.monotonic() < deadline:
+            # submitted: sbatch has answered (a job id), so that the job table shows its state
+            while not any(job.excluded and job.job_id for job in cluster.jobs) and time.monotonic() < deadline:
                 time.sleep(0.5)
             result["excluded_seconds"] = time.monotonic() - start
             result["jobs"], result["events"] = cluster.job_table(), cluster.events
