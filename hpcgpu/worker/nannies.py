@@ -15,6 +15,7 @@ interpreter importing distributed per GPU.
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Iterable
 
 from hpcgpu.worker.placement import Placement
@@ -112,6 +113,7 @@ def use_forkserver(method: str | None, nworkers: int, protocol: str | None = Non
     ucx = (protocol or "").lower() in UCX_PROTOCOLS
     chosen = method or (configured if configured != "spawn" else "forked-server" if not ucx
                         else "spawn" if nworkers < 2 else "forkserver")
+    chosen = _spawn_where_the_socket_does_not_fit(chosen)
     context = "forkserver" if chosen == "forked-server" else chosen
     dask.config.set({"distributed.worker.multiprocessing-method": context})
     if context == "forkserver":
@@ -127,8 +129,36 @@ def use_forkserver(method: str | None, nworkers: int, protocol: str | None = Non
 
                 logging.getLogger("hpcgpu.worker").info(
                     "fork server: Python's (a thread or a server already runs in the launcher)")
-                chosen = "forkserver"
+                chosen = _spawn_where_the_socket_does_not_fit("forkserver")
+                dask.config.set({"distributed.worker.multiprocessing-method": chosen})
     return chosen
+
+
+#: what multiprocessing adds to TMPDIR for Python's fork server socket:
+#: ``/pymp-XXXXXXXX/listener-XXXXXXXX``; Linux takes 107 bytes of path
+_SERVER_SOCKET_SUFFIX, _UNIX_PATH_MAX = 32, 107
+
+
+def _spawn_where_the_socket_does_not_fit(chosen: str) -> str:
+    """``spawn`` instead of Python's ``forkserver`` where its socket path under TMPDIR would
+    not fit (``OSError: AF_UNIX path too long``: every nanny failed to start its worker);
+    any other method as it is. hpcgpu's ``forked-server`` keeps its socket elsewhere.
+
+    >>> _spawn_where_the_socket_does_not_fit("forked-server")
+    'forked-server'
+    """
+    import tempfile
+
+    if chosen != "forkserver":
+        return chosen
+    if len(os.fsencode(tempfile.gettempdir())) + _SERVER_SOCKET_SUFFIX <= _UNIX_PATH_MAX:
+        return chosen
+    import logging
+
+    logging.getLogger("hpcgpu.worker").warning(
+        "TMPDIR=%s is too long for Python's fork server's socket: the nannies spawn their "
+        "workers instead (a shorter TMPDIR lets them use it)", tempfile.gettempdir())
+    return "spawn"
 
 
 async def stop_through_nannies(nannies: Iterable[str], connection_args: dict) -> None:

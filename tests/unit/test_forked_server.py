@@ -156,3 +156,29 @@ def test_the_entry_point_forks_its_pinned_workers_and_a_killed_launcher_leaves_n
         wait_for(lambda: not [p for p in tree if _running(p)], 15,
                  interval=0.1, what=f"every process of the killed launcher's tree {tree} to end")
 
+
+
+def test_python_s_fork_server_under_a_long_tmpdir_gives_way_to_spawn(tmp_path):
+    """Python's fork server (``--multiprocessing-method forkserver``, the default with UCX and
+    several GPUs) listens on a socket under TMPDIR: under a long one ``AF_UNIX path too long``
+    failed every nanny, and the command then waited for ever. The worker now starts, spawned."""
+    long_tmp = tmp_path / ("t" * 90)
+    long_tmp.mkdir()
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", "long",
+             "--gpus-per-node", "1", "--death-timeout", "30", "--multiprocessing-method", "forkserver"],
+            env=dict(os.environ, TMPDIR=str(long_tmp), CUDA_VISIBLE_DEVICES="4", SLURM_JOB_ID=""),
+            stderr=subprocess.PIPE, text=True)
+        try:
+            client.wait_for_workers(1, timeout=60)
+            arrived = True
+        except Exception:  # noqa: BLE001 - said below, with what the command wrote
+            arrived = False
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            _, err = proc.communicate(timeout=30)
+    assert arrived, err[:4000]
+    assert "too long for Python's fork server's socket" in err, err[-3000:]
+    assert "AF_UNIX path too long" not in err, err[-3000:]
