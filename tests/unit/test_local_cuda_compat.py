@@ -174,3 +174,24 @@ def test_gpu_workers_are_named_after_their_device_as_in_dask_cuda(specs):
     assert list(workers) == [3, "GPU-53ed329a-42bf-70e2-1495-c8d8909a8616"]
     _, workers, _, _ = specs(gpus=[], n_workers=2, security=False)
     assert [str(name).rsplit("-", 2)[1:] for name in workers] == [["0", "0"], ["0", "1"]]
+
+
+def test_the_ucx_switches_hold_for_the_start_only(monkeypatch):
+    """The transport switches (enable_rdmacm...) are the scheduler's UCX while it starts, and
+    then the process's Dask configuration is as it was: they once stayed set, and a later
+    UCX listener of the same process found no transport (``UCXXUnsupportedError``)."""
+    import dask
+
+    seen = {}
+
+    async def start(self):
+        seen["during"] = dask.config.get("distributed-ucxx.rdmacm", None)
+        raise RuntimeError("not starting")
+
+    monkeypatch.setattr(SpecCluster, "_start", start)
+    before = dask.config.get("distributed-ucxx.rdmacm", None)
+    with pytest.raises(RuntimeError, match="not starting"):
+        LocalGPUCluster(gpus=[], n_workers=0, protocol="ucx", enable_tcp_over_ucx=True, enable_rdmacm=True,
+                        security=False)
+    assert seen["during"] is True
+    assert dask.config.get("distributed-ucxx.rdmacm", None) == before

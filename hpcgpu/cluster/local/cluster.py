@@ -160,8 +160,6 @@ class LocalGPUCluster(SpecCluster):
         n_workers = self._count(n_workers, threads_per_worker)
         if enable_cudf_spill:
             cudf_spill_here(cudf_spill_stats)  # the client and scheduler process too
-        if self.gpu_options.ucx_config():  # the scheduler and client speak the same UCX
-            dask.config.set(self.gpu_options.ucx_config())
         security = cluster_security(security, default=True, warn_plain=True)
         protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
         own_protocol = same_host_protocol(protocol, security, host, interface)
@@ -190,7 +188,10 @@ class LocalGPUCluster(SpecCluster):
 
     async def _start(self):
         block_here()  # the loop's thread, and the threads it starts: stop signals to the main one
-        await super()._start()
+        # the scheduler's UCX (this process's, made once, at its listener) as the workers'; set
+        # for the start only, so that the process's other Dask code keeps its own configuration
+        with dask.config.set(self.gpu_options.ucx_config()):
+            await super()._start()
 
     def _start_resource_tracker(self) -> None:
         """multiprocessing's resource tracker, started now from this thread: the nannies
