@@ -35,6 +35,7 @@ from multiprocessing import reduction
 from distributed import Nanny
 
 from hpcgpu.worker.nannies import FORKSERVER_PRELOAD
+from hpcgpu.worker.startfailure import ClosesAfterAFailedStart
 
 __all__ = ["PRELOAD", "READ_AT_IMPORT", "ParentStateProcess", "ForkServerNanny", "read_at_import", "spawn_needed",
            "take_parent_state", "start_method", "fork_started", "install"]
@@ -147,7 +148,7 @@ class _Context(mp_context.ForkServerContext):
 _CONTEXT = _Context()
 
 
-class ForkServerNanny(Nanny):
+class ForkServerNanny(ClosesAfterAFailedStart, Nanny):
     """distributed's ``Nanny``, whose worker process (at start and each restart) comes
     from the fork server as a :class:`ParentStateProcess`."""
 

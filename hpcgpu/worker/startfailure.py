@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["WorkerStartError", "exception_lines", "start_error", "wait_for_workers_or_exit",
+__all__ = ["WorkerStartError", "ClosesAfterAFailedStart", "exception_lines", "start_error", "wait_for_workers_or_exit",
            "with_restart_limit", "storm_lines", "RestartCounter", "STORM_MARK"]
 
 logger = logging.getLogger("hpcgpu.worker")
@@ -126,13 +126,32 @@ class RestartCounter:
         return len(self.times) >= self.limit
 
 
+class ClosesAfterAFailedStart:
+    """A mixin for a ``distributed.Nanny`` whose worker process could not even be created
+    (``OSError`` from multiprocessing: a fork server that cannot start, no memory to fork).
+
+    distributed's nanny then closes itself, and its close joins that process: the join
+    raises ("can only join a started process"), the nanny stays ``closing``, and whoever
+    awaits it (the worker command, ``LocalGPUCluster``) waits for ever with the error
+    already logged. Here the close finds no process to stop, and the start fails at once.
+    """
+
+    async def kill(self, timeout: float = 5, reason: str = "nanny-kill") -> None:
+        process = getattr(self, "process", None)  # distributed's WorkerProcess
+        if process is not None and process.status.name in ("starting", "failed") \
+                and getattr(getattr(process, "process", None), "pid", None) is None:
+            self.process = None  # never started: nothing to stop or join
+            return
+        await super().kill(timeout=timeout, reason=reason)
+
+
 def with_restart_limit(nanny_class: type) -> type:
     """A subclass of ``nanny_class`` (a ``distributed.Nanny``) that closes itself, instead of
     restarting its worker again, once the worker exited :data:`RESTART_LIMIT` times within
     :data:`RESTART_WINDOW` s (its last line starts with :data:`STORM_MARK`), or as soon as
     the worker died of SIGTERM (what a batch system sends every process of a job it stops)."""
 
-    class LimitedNanny(nanny_class):
+    class LimitedNanny(ClosesAfterAFailedStart, nanny_class):
         def _on_worker_exit_sync(self, exitcode):
             # before anything reads them: the exit code, and whether this nanny's own memory
             # monitor sent the SIGTERM (it notes the pid it terminates)

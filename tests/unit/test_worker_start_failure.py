@@ -47,3 +47,43 @@ def test_hpcgpu_worker_that_cannot_start_is_reported_at_once_with_its_error(tmp_
     assert "after 0 of 2 connected" in message
     assert "MemoryError: std::bad_alloc" in message and "failed to allocate 16.000000 GiB" in message
     assert "PinnedNanny failed to start" in message or "Nanny failed to start" in message
+
+
+#: what multiprocessing raises when it cannot create the worker process at all (a fork server
+#: whose socket does not fit under TMPDIR, no memory to fork), injected at distributed's seam
+NO_PROCESS = '''import distributed.process
+
+async def _cannot_create(self):
+    raise OSError("AF_UNIX path too long (injected: no worker process can be created)")
+
+distributed.process.AsyncProcess.start = _cannot_create
+'''
+
+
+def test_a_worker_process_that_cannot_be_created_ends_the_command_at_once(tmp_path):
+    """distributed's nanny joined a process that never started, stayed ``closing``, and the
+    command waited for ever after logging the error (nanny-start-failed)."""
+    (tmp_path / "sitecustomize.py").write_text(NO_PROCESS)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    spec = {"cls": Scheduler, "options": {"dashboard": False, "port": 0}}
+    with SpecCluster(scheduler=spec, workers={}) as cluster:
+        done = subprocess.run([sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address,
+                               "--gpus-per-node", "2", "--name", "none"], env=env, capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode != 0
+    assert "AF_UNIX path too long (injected" in done.stderr and "Nanny failed to start" in done.stderr
+
+
+def test_local_gpu_cluster_whose_worker_process_cannot_be_created_raises(monkeypatch):
+    import distributed.process
+
+    from hpcgpu import LocalGPUCluster
+
+    async def cannot_create(self):
+        raise OSError("injected: no worker process can be created")
+
+    monkeypatch.setattr(distributed.process.AsyncProcess, "start", cannot_create)
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="Nanny failed to start"):
+        LocalGPUCluster(gpus=[], n_workers=1, security=False, silence_logs=False)
+    assert time.monotonic() - began < 30
