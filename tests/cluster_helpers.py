@@ -59,6 +59,24 @@ class RecordedCalls(list):
         self.failed: list[tuple[list[str], str]] = []
 
 
+@pytest.fixture(name="commands")
+def answered_commands():
+    """The subprocess seam without a scheduler: records each argv in ``ran`` and answers
+    from ``answers`` (``argv[0]`` -> ``(exit code, stdout)``; ``(0, "")`` otherwise)."""
+    from types import SimpleNamespace
+
+    ran, answers = [], {}
+
+    def runner(argv, timeout, input):
+        ran.append(list(argv))
+        code, out = answers.get(argv[0], (0, ""))
+        return commands.CommandResult(tuple(argv), code, out, "")
+
+    commands.set_runner(runner)
+    yield SimpleNamespace(ran=ran, answers=answers)
+    commands.set_runner(None)
+
+
 @contextmanager
 def recorded_commands():
     """Every argv the cluster runs through hpcgpu's one subprocess seam, in order."""

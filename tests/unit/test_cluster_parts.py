@@ -22,7 +22,7 @@ from hpcgpu.cluster.batch.pools import Pool
 from hpcgpu.cluster.batch.setup import prepare
 from hpcgpu.cluster.batch.submitter import JobSubmitter
 from hpcgpu.cluster.batch.walltime_planner import GATHER_WINDOW, WalltimePlanner
-from hpcgpu.system.commands import CommandResult, set_runner
+from cluster_helpers import answered_commands  # noqa: F401 (the fixture 'commands')
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.jobspec.walltime import Retirement
 
@@ -48,21 +48,6 @@ class FakeJob:
 
     async def close(self):
         self.closed = True
-
-
-@pytest.fixture
-def commands():
-    """The subprocess seam: records argv, answers from ``answers`` (argv[0] -> stdout)."""
-    ran, answers = [], {}
-
-    def runner(argv, timeout, input):
-        ran.append(list(argv))
-        return CommandResult(tuple(argv), answers.get(argv[0], (0, ""))[0], answers.get(
-            argv[0], (0, ""))[1], "")
-
-    set_runner(runner)
-    yield SimpleNamespace(ran=ran, answers=answers)
-    set_runner(None)
 
 
 def pool(tmp_path, name="default", retirement=None, **options):

@@ -25,7 +25,7 @@ from hpcgpu.cluster.batch.pools import Pool
 from hpcgpu.cluster.batch.setup import prepare
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.schedulers.slurm.dialect import SlurmDialect
-from hpcgpu.system.commands import CommandResult, set_runner
+from cluster_helpers import answered_commands  # noqa: F401 (the fixture 'commands')
 from hpcgpu.worker.reach import link_problem
 
 HOST = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,15}", fullmatch=True)
@@ -131,20 +131,6 @@ class FakeJob:
 
     async def close(self):
         self.closed = True
-
-
-@pytest.fixture
-def commands():
-    ran, answers = [], {}
-
-    def runner(argv, timeout, input):
-        ran.append(list(argv))
-        code, out = answers.get(argv[0], (0, ""))
-        return CommandResult(tuple(argv), code, out, "")
-
-    set_runner(runner)
-    yield SimpleNamespace(ran=ran, answers=answers)
-    set_runner(None)
 
 
 def fleet_of(tmp_path, dialect=get_dialect("slurm"), arrays=False):
