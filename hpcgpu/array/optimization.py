@@ -26,6 +26,8 @@ no block waits for its second reader.
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import chain
 from typing import Any, Mapping
 
 import dask
@@ -213,14 +215,16 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
 
 def _regenerable(dsk: Mapping) -> set:
     """The blocks that a fused tree may make again rather than share: those of block-local
-    layers made from their block's index alone (a generator, ``ones``, maybe with
-    elementwise steps fused in) that call only pure functions (a block made twice is the
-    same block)."""
-    pure: dict = {}
+    layers of pure functions (a block made twice is the same block) that read nothing the
+    graph makes: made from their index alone (a generator, ``ones``, maybe with elementwise
+    steps fused in), or, where several read them, from blocks computed before (``x + 1``
+    of a persisted ``x`` in ``y + y.T``)."""
+    readers, pure = Counter(chain.from_iterable(node.dependencies for node in dsk.values())), {}
     for node in dsk.values():
-        if isinstance(node, BlockStep) and not node.dependencies and id(node.layer) not in pure:
+        if isinstance(node, BlockStep) and id(node.layer) not in pure:
             pure[id(node.layer)] = pure_layer(node.layer)
-    return {k for k, v in dsk.items() if isinstance(v, BlockStep) and not v.dependencies and pure[id(v.layer)]}
+    return {k for k, v in dsk.items() if isinstance(v, BlockStep) and pure[id(v.layer)]
+            and not any(d in dsk for d in v.dependencies) and (not v.dependencies or readers[k] > 1)}
 
 
 def _without_dask_order(task: Task, plans: dict) -> Task:
