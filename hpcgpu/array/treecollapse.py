@@ -1,0 +1,140 @@
+"""A reduction's tree of combine nodes, inside one task, as one call of its top node.
+
+Dask reduces blocks in a tree: each block's partial result (``chunk``), then nodes that
+combine a fixed number of partials each (``-partial-`` keys, ``keepdims=True``), up to the
+node that aggregates (``-aggregate-``). Where hpcgpu runs the nodes above the blocks as one
+task (reductions over persisted arrays, :mod:`hpcgpu.array.regroup`), the tree's shape buys
+nothing: 2,500 blocks make 863 combine calls there, each concatenating a few small partial
+results (0.4 s of Python per compute on a GPU). :func:`collapse` makes such a top node read
+every leaf of its tree at once, which is what Dask itself does when ``split_every`` is at
+least the number of blocks: the same functions on the same partial results, grouped
+otherwise (a float sum may differ by rounding).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from itertools import chain
+
+from dask._task_spec import Alias, List, Task, TaskRef, _identity_cast
+from toolz.functoolz import Compose
+
+__all__ = ["collapse", "reduction_axes"]
+
+
+def _outer(func):
+    """The reducing function of a node's ``func``: Dask composes ``_concatenate2`` under it
+    where the reduction concatenates its partials (``sum``), not where it does that itself
+    (``mean_combine``)."""
+    return (func.funcs or (func.first,))[-1] if isinstance(func, Compose) else func
+
+
+def _is_list(node) -> bool:
+    return isinstance(node, List) or (isinstance(node, Task) and node.key is None and node.func is _identity_cast
+                                      and node.kwargs.get("typ") is list)
+
+
+def _leaf_key(node):
+    if isinstance(node, TaskRef):
+        return node.key
+    if isinstance(node, Alias):
+        return next(iter(node.dependencies))
+    return None
+
+
+def _refs(node, depth: int) -> list | None:
+    """The keys of a nested list ``depth`` deep, in order; None if ``node`` is not one."""
+    if depth == 0:
+        key = _leaf_key(node)
+        return None if key is None else [key]
+    if not _is_list(node):
+        return None
+    keys: list = []
+    for item in node.args:
+        inner = _refs(item, depth - 1)
+        if inner is None:
+            return None
+        keys.extend(inner)
+    return keys
+
+
+def reduction_axes(node) -> tuple | None:
+    """The axes a Dask tree-reduction node (combine or aggregate) reduces, None for any
+    other task: one argument, a nested list as deep as the axes are many, of references.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dask._task_spec import convert_legacy_graph
+    >>> x = da.ones((64, 64), chunks=8)
+    >>> graph = convert_legacy_graph(dict(x.sum(axis=0).__dask_graph__()))
+    >>> sorted({reduction_axes(node) for node in graph.values()}, key=str)
+    [(0,), None]
+    """
+    if not isinstance(node, Task) or node.key is None or len(node.args) != 1 or node.kwargs:
+        return None
+    func = _outer(node.func)
+    if not isinstance(func, functools.partial) or not isinstance(func.keywords.get("axis"), tuple):
+        return None
+    axes = func.keywords["axis"]
+    return axes if axes and _refs(node.args[0], len(axes)) is not None else None
+
+
+def _combines(node, axes: tuple) -> bool:
+    """Whether ``node`` is a combine node (not an aggregate) of a tree over ``axes``."""
+    name = node.key[0] if isinstance(node.key, tuple) else node.key
+    return "-partial-" in str(name) and _outer(node.func).keywords.get("keepdims") is True \
+        and reduction_axes(node) == axes
+
+
+def _nested(keys: list, depth: int):
+    """``keys`` as a nested list ``depth`` deep with all of them in the innermost list, so
+    that ``_concatenate2`` concatenates them in one call per level, not one per key."""
+    node = List(*(TaskRef(k) for k in keys))
+    for _ in range(depth - 1):
+        node = List(node)
+    return node
+
+
+def collapse(steps: tuple) -> tuple:
+    """``steps`` (tasks, each after those it reads) with every tree-reduction node that
+    reads combine nodes of its own tree (each read by it alone) reading their leaves
+    instead, and those combine nodes dropped.
+
+    Examples
+    --------
+    >>> import dask
+    >>> import dask.array as da
+    >>> from dask._task_spec import convert_legacy_graph
+    >>> total = da.arange(4096, chunks=16).sum()
+    >>> graph = convert_legacy_graph(dict(total.__dask_graph__()))
+    >>> priority = dask.order.order(graph)
+    >>> steps = collapse(tuple(graph[k] for k in sorted(graph, key=priority.get)))
+    >>> len(graph), len(steps)  # 84 combine nodes (4 partials each) dropped
+    (597, 513)
+    >>> int(dask.get({s.key: s for s in steps}, total.__dask_keys__()[0]))
+    8386560
+    """
+    by_key = {step.key: step for step in steps}
+    reads = Counter(chain.from_iterable(step.dependencies for step in steps))
+    axes_of = {step.key: reduction_axes(step) for step in steps}
+    dropped: set = set()
+    rebuilt: dict = {}
+    for step in reversed(steps):  # the tree's top before its nodes
+        axes = axes_of[step.key]
+        if axes is None or step.key in dropped:
+            continue
+        leaves, merged, pending = [], False, list(reversed(_refs(step.args[0], len(axes))))
+        while pending:
+            key = pending.pop()
+            child = by_key.get(key)
+            if child is not None and reads[key] == 1 and axes_of[key] == axes and _combines(child, axes):
+                dropped.add(key)
+                merged = True
+                pending.extend(reversed(_refs(child.args[0], len(axes))))
+            else:
+                leaves.append(key)
+        if merged:
+            rebuilt[step.key] = Task(step.key, step.func, _nested(leaves, len(axes)))
+    return tuple(rebuilt.get(step.key, step) for step in steps if step.key not in dropped)
