@@ -19,9 +19,8 @@ The blocks of block-local Blockwise layers (``x + 1``, ``x + x.T``) and the node
 reduction trees enter the pass unbuilt (:mod:`hpcgpu.array.lazy_blocks`): each fused task
 builds its own on the worker, where it also orders blockwise subgraphs once and moves
 slices first (:mod:`hpcgpu.array.pushdown`). A generated block that several trees read
-(``x`` in ``(x + x.T).sum()``) is made again for each key that reads it rather than kept
-as a task of its own (:func:`_regenerable`): drawing a block costs less than a task, and
-no block waits for its second reader.
+(``x`` in ``(x + x.T).sum()``) is made again for each reader, not kept as a task of its
+own (:func:`_regenerable`): drawing a block costs less than a task.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from dask.blockwise import fuse_roots, optimize_blockwise
 from dask.core import toposort
 from dask.highlevelgraph import HighLevelGraph
 
+from hpcgpu.array.chunkbatch import run_chunks_batched
 from hpcgpu.array.fused import LazyBlock, force_all, fused_backends, run_step
 from hpcgpu.array.fused.runner import _run_subgraph
 from hpcgpu.array.fused.batch import pure_layer, run_alike_chains
@@ -137,16 +137,17 @@ def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset 
     ``backends``: those whose chains run as generated kernels (None: this worker's config);
     ``blocks``: the values of the keys ``names`` that the steps read and none makes."""
     backends = fused_backends() if backends is None else backends
-    steps, values = packed.steps(), {}
+    values = dict(zip(names, blocks))  # a reduction's step over small ones: one call (chunkbatch)
+    steps = run_chunks_batched(packed.steps(), values) if blocks else packed.steps()
     if blocks and not any(type(b).__module__.split(".")[0] in backends for b in blocks) \
             and all(step.dependencies for step in steps):
         backends = frozenset()  # nothing generated, blocks no backend fuses (NumPy under "auto"): untraced
     if backends:
-        values, steps = run_alike_chains(steps, lambda chain: _run_steps(chain, {}, pushdown, backends)[chain[-1].key],
-                                         backends)
-        if values and not any(isinstance(v, LazyBlock) for v in values.values()):
+        made, steps = run_alike_chains(steps, lambda chain: _run_steps(chain, {}, pushdown, backends)[chain[-1].key],
+                                       backends)
+        if made and not any(isinstance(v, LazyBlock) for v in made.values()):
             backends = frozenset()  # the first chain recorded nothing (NumPy blocks under "auto"): nor will the rest
-    values.update(zip(names, blocks))
+        values.update(made)
     return force_all(_run_steps(steps, values, pushdown, backends)[outkey])
 
 
