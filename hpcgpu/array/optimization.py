@@ -48,6 +48,7 @@ from hpcgpu.array.lazy_blocks import BlockStep, LegacyStep, build_blocks, culled
 from hpcgpu.array.packed import PackedSteps, gc_paused
 from hpcgpu.array.pushdown import push_slices_down
 from hpcgpu.array.regroup import computed_inputs, fused_task, holders, leaf_count, reads_per_key, regroup
+from hpcgpu.array.treecollapse import collapse
 from hpcgpu.array.scope import TASKS_PER_THREAD, Settings, cluster_threads, holds_hpcgpu_array, mark_layer
 
 __all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_width", "DEFAULT_WIDTH",
@@ -121,14 +122,14 @@ class ArrayOptimizer:
         return f"ArrayOptimizer({self.settings!r})"
 
 
-def chain_tasks(steps, pushdown: bool = True) -> list[Task]:
-    """The tasks a fused chain runs, in order: its blocks built, blockwise subgraphs
-    ordered once, and (with ``pushdown``) slices moved before elementwise operations."""
+def chain_tasks(steps, pushdown: bool = True) -> tuple[Task, ...]:
+    """The tasks a fused chain runs, in order: its blocks built, blockwise subgraphs ordered
+    once, slices moved first (``pushdown``), a reduction's combine nodes one call (:func:`collapse`)."""
     plans: dict = {}
     built = build_blocks([s for s in steps if isinstance(s, BlockStep)])
     tasks = [_without_dask_order(built[s.key] if isinstance(s, BlockStep) else s.build()
                                  if isinstance(s, LegacyStep) else s, plans) for s in steps]
-    return push_slices_down(tasks, _run_subgraph) if pushdown else tasks
+    return collapse(tuple(push_slices_down(tasks, _run_subgraph) if pushdown else tasks))
 
 
 def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset | None = None, names=(), *blocks) -> Any:
@@ -216,10 +217,9 @@ def fuse_generated_trees(dsk: Mapping, keys, width: int = DEFAULT_WIDTH, pushdow
 
 def _regenerable(dsk: Mapping) -> set:
     """The blocks that a fused tree may make again rather than share: those of block-local
-    layers of pure functions (a block made twice is the same block) that read nothing the
-    graph makes: made from their index alone (a generator, ``ones``, maybe with elementwise
-    steps fused in), or, where several read them, from blocks computed before (``x + 1``
-    of a persisted ``x`` in ``y + y.T``)."""
+    layers of pure functions that read nothing the graph makes: made from their index alone
+    (a generator, ``ones``, with elementwise steps fused in), or, where several read them,
+    from blocks computed before (``x + 1`` of a persisted ``x`` in ``y + y.T``)."""
     readers, pure = Counter(chain.from_iterable(node.dependencies for node in dsk.values())), {}
     for node in dsk.values():
         if isinstance(node, BlockStep) and id(node.layer) not in pure:

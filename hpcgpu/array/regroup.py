@@ -7,9 +7,8 @@ fuses hold 16 blocks each whatever the width, and the nodes above them stay task
 their own. :func:`regroup` packs the fused trees under those nodes into tasks of about
 ``width`` blocks each, and makes the nodes above the packs, up to the output key, one
 final task: the same functions on the same blocks, each tree's partial result passed on
-unchanged, and the final task's combine nodes collapsed into one call of the top node
-over all the partials (:mod:`hpcgpu.array.treecollapse`; Dask's combines add the same
-partials, grouped otherwise: a float sum may differ by rounding). Where the scheduler runs in the optimiser's process (it does where it
+unchanged (the fused task runs the nodes' combines as one call: :mod:`hpcgpu.array.treecollapse`;
+Dask's combines add the same partials, grouped otherwise: a float sum may differ by rounding). Where the scheduler runs in the optimiser's process (it does where it
 materialises the graph), each pack holds blocks of one worker (:func:`holders`), so no
 block moves; elsewhere neighbouring blocks (key order). Trees over generated blocks alone
 are left as they are.
@@ -24,8 +23,6 @@ from itertools import chain
 from typing import Callable
 
 from dask._task_spec import DataNode, Task, TaskRef
-
-from hpcgpu.array.treecollapse import collapse
 
 __all__ = ["computed_inputs", "leaf_count", "reads_per_key", "inputs_of", "fused_task", "regroup", "holders"]
 
@@ -177,13 +174,13 @@ def _fuse_top(out: dict, top: dict, keys: set, fused: Callable) -> dict:
         order = _postorder(key, out, top)
         if any(uses[k] != 1 or k in keys for k in order[:-1]):
             continue  # a node another one reads too
-        steps = collapse(tuple(chain.from_iterable(top.pop(k) for k in order)))
+        steps = tuple(chain.from_iterable(top.pop(k) for k in order))
         for k in order:
             del out[k]
         out[key] = fused(key, steps)
     for key, steps in top.items():
         if len(steps) > 1:  # a node that reads packs, not taken into an output's task
-            out[key] = fused(key, collapse(steps))
+            out[key] = fused(key, steps)
     return out
 
 
