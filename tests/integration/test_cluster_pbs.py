@@ -165,3 +165,44 @@ def test_walltime_retirement_ends_the_job_before_pbs_does_and_replaces_it(make):
         names = [w["name"] for w in client.scheduler_info()["workers"].values()]
         assert names and not any(n.startswith(first.name + "-") for n in names), names
     assert not cluster.failures
+
+
+#: the first job's worker fails the network check on its host (the mom's name, as PBS's
+#: exec_host says it); later jobs wait 12 s before their worker starts, longer than the
+#: cluster takes to see them running
+FAIL_FIRST_THEN_WAIT = r'''
+mark={mark}
+host=$(head -1 "$PBS_NODEFILE")
+if [ ! -e "$mark" ]; then
+  touch "$mark"
+  echo "NetworkCheckError: interface 'ib0' on host $host is down (link state down): this host lost its network" >&2
+  exit 1
+fi
+sleep 12
+'''
+
+
+def test_a_job_pbs_starts_on_an_excluded_host_is_cancelled_and_counted(make, tmp_path, caplog):
+    """PBS has no request that keeps a job off a host: the replacement of a job whose network
+    check failed lands on the same mom (the only one), is seen running there and cancelled
+    with qdel before its worker starts, each such cancel a failed start, until
+    ``max_failed_jobs`` ends the replacing with every report."""
+    prologue = FAIL_FIRST_THEN_WAIT.format(mark=tmp_path / "failed-once").strip().splitlines()
+    cluster = make(gpus_per_node=1, job_script_prologue=prologue, max_failed_jobs=3)
+    with caplog.at_level("WARNING", logger="hpcgpu.cluster"), \
+            pytest.raises(RuntimeError, match="started on excluded host") as error:
+        cluster.scale(jobs=1)
+        cluster.wait_for_workers(gpus=1, timeout=150)
+    first, *others = cluster.jobs
+    host = first.nodes[0]
+    assert first.state == "failed" and others and all(j.excluded == (host,) for j in others), cluster.job_table()
+    cancelled = [j for j in others if j.nodes == (host,)]
+    assert len(cluster.failures) == 3 and len(cancelled) == 2, (cluster.failures, cluster.job_table())
+    for job in cancelled:  # PBS's own record: deleted (qdel) while the prologue still waited
+        wait_for(lambda: not pbs_alive(job.job_id), 30, what=f"PBS to finish {job.job_id}")
+        out = subprocess.run(["qstat", "-x", "-f", "-F", "json", job.job_id], capture_output=True, text=True).stdout
+        record = json.loads(out)["Jobs"][job.job_id]
+        seconds = sum(int(p) * 60 ** i for i, p in enumerate(reversed(record["resources_used"]["walltime"].split(":"))))
+        assert record["job_state"] == "F" and "terminated by" in record["comment"] and seconds < 12, record
+    assert f"started on excluded host(s) {host} (pbs has no request that keeps a job off a host)" in str(error.value)
+    assert any("excluded from new jobs" in r.getMessage() and host in r.getMessage() for r in caplog.records)
