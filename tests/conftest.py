@@ -14,6 +14,8 @@ from pathlib import Path
 
 import dask
 import pytest
+from hypothesis import settings
+
 
 
 from site_faults import wait_until
@@ -23,6 +25,14 @@ from site_faults import wait_until
 #: dask.config.refresh() and reaches the clusters that tests start in other processes.
 os.environ["DASK_HPCGPU__CLUSTER__STRICT_JOB_STATES"] = "True"
 dask.config.set({"hpcgpu.cluster.strict-job-states": True})
+
+#: Hypothesis: under CI=true each property test checks the same examples on every run (a
+#: fixed seed), so that a run's outcome is the code's, not the draw's (a search that found a
+#: new counter-example once failed a CI by chance: #39); elsewhere it searches anew each run.
+#: HYPOTHESIS_PROFILE=explore in CI searches too.
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") == "true" else "explore"))
 
 ROOT = Path(__file__).resolve().parents[1]
 
