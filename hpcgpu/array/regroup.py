@@ -7,11 +7,11 @@ fuses hold 16 blocks each whatever the width, and the nodes above them stay task
 their own. :func:`regroup` packs the fused trees under those nodes into tasks of about
 ``width`` blocks each, and makes the nodes above the packs, up to the output key, one
 final task: the same functions on the same blocks, each tree's partial result passed on
-unchanged (the fused task runs the nodes' combines as one call: :mod:`hpcgpu.array.treecollapse`;
-Dask's combines add the same partials, grouped otherwise: a float sum may differ by rounding). Where the scheduler runs in the optimiser's process (it does where it
-materialises the graph), each pack holds blocks of one worker (:func:`holders`), so no
-block moves; elsewhere neighbouring blocks (key order). Trees over generated blocks alone
-are left as they are.
+unchanged (that task runs the nodes' combines as one call, :mod:`hpcgpu.array.treecollapse`:
+the same partials, grouped otherwise, so a float sum may differ by rounding). Where the
+scheduler runs in the optimiser's process (it does where it materialises the graph), each
+pack holds blocks of one worker (:func:`holders`), so no block moves; elsewhere
+neighbouring blocks (key order). Trees over generated blocks alone are left as they are.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Dask reduces blocks in a tree: each block's partial result (``chunk``), then nodes that
 combine a fixed number of partials each (``-partial-`` keys, ``keepdims=True``), up to the
-node that aggregates (``-aggregate-``). Where hpcgpu runs the nodes above the blocks as one
-task (reductions over persisted arrays, :mod:`hpcgpu.array.regroup`), the tree's shape buys
-nothing: 2,500 blocks make 863 combine calls there, each concatenating a few small partial
-results (0.4 s of Python per compute on a GPU). :func:`collapse` makes such a top node read
+node that aggregates (``-aggregate-``). Inside one of hpcgpu's fused tasks
+(:func:`~hpcgpu.array.optimization.chain_tasks`) the tree's shape buys nothing: 2,500
+blocks make 863 combine calls, each concatenating a few small partial results (0.4 s of
+Python per compute on a GPU). :func:`collapse` makes the tree's top node read
 every leaf of its tree at once, which is what Dask itself does when ``split_every`` is at
 least the number of blocks: the same functions on the same partial results, grouped
 otherwise (a float sum may differ by rounding).
