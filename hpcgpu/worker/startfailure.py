@@ -138,6 +138,8 @@ class ClosesAfterAFailedStart:
 
     async def kill(self, timeout: float = 5, reason: str = "nanny-kill") -> None:
         process = getattr(self, "process", None)  # distributed's WorkerProcess
+        if process is not None and process.status.name == "starting":
+            await process.running.wait()  # a start under way ends first, as distributed's kill waits
         if process is not None and process.status.name in ("starting", "failed") \
                 and getattr(getattr(process, "process", None), "pid", None) is None:
             self.process = None  # never started: nothing to stop or join
