@@ -37,7 +37,7 @@ from dask.blockwise import fuse_roots, optimize_blockwise
 from dask.core import toposort
 from dask.highlevelgraph import HighLevelGraph
 
-from hpcgpu.array.chunkbatch import run_chunks_batched
+from hpcgpu.array.chunkbatch import run_chunks_batched, run_tasks
 from hpcgpu.array.fused import LazyBlock, force_all, fused_backends, run_step
 from hpcgpu.array.fused.runner import _run_subgraph
 from hpcgpu.array.fused.batch import pure_layer, run_alike_chains
@@ -154,12 +154,9 @@ def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset 
 
 def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict:
     """Run ``steps`` (:func:`chain_tasks`) into ``values``, dropping each value after its last use."""
-    tasks = chain_tasks(steps, pushdown)
-    for task, done in zip(tasks, _last_reads(tasks)):
-        values[task.key] = run_step(task, values, backends) if backends else task(values)
-        for key in done:
-            del values[key]  # a GPU block goes back to the pool before the next is made
-    return values
+    tasks = chain_tasks(steps, pushdown)  # each value dropped after its last use: a GPU block back to the pool
+    run = (lambda task: run_step(task, values, backends)) if backends else (lambda task: task(values))
+    return run_tasks(tasks, _last_reads(tasks), values, run, None if backends else _run_subgraph)  # chunkbatch
 
 
 def _last_reads(tasks: list) -> list:

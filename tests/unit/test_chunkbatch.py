@@ -78,3 +78,33 @@ def test_blocks_over_the_size_limit_run_one_by_one():
     values = dict(zip(_keys(x), _blocks(x)))
     assert len(run_chunks_batched(steps, dict(values), limit=16 * 1024)) == 4
     assert run_chunks_batched(steps, values) == ()
+
+
+def test_generated_blocks_reach_their_reduction_step_in_one_call_per_task(monkeypatch):
+    """``x.std()`` of generated blocks: each fused task draws its blocks one by one and runs
+    their ``moment_chunk`` as one call (it ran once per block), with Dask's result."""
+    import dask
+
+    import hpcgpu.array as ha
+    from hpcgpu.array import chunkbatch
+    from hpcgpu.array.optimization import optimize
+    from hpcgpu.array.scope import Settings
+
+    calls = []
+    original = chunkbatch._run_held
+
+    def counted(func, kwargs, held, values):
+        calls.append((getattr(func, "func", func).__name__, len(held)))
+        return original(func, kwargs, held, values)
+
+    monkeypatch.setattr(chunkbatch, "_run_held", counted)
+    x = ha.random.normal(10, 1, size=(160, 160), chunks=(8, 8), seed=0, backend="cpu")  # 400 blocks
+    y = x.std()
+    graph = dict(optimize(y.__dask_graph__(), y.__dask_keys__(), settings=Settings(width="auto", scope="all", threads=1)))
+    fused = sum(1 for v in graph.values() if "_run_fused" in str(getattr(v, "func", "")))
+    got = dask.get(graph, y.__dask_keys__())
+    want = y.compute(scheduler="sync", optimize_graph=False)
+    assert fused >= 2 and len(calls) == fused, (fused, calls)
+    # all blocks but, per task, the one of the chain it runs first to learn whether fused kernels apply
+    assert {name for name, _ in calls} == {"moment_chunk"} and 400 - fused <= sum(n for _, n in calls) <= 400, calls
+    np.testing.assert_allclose(got, want, rtol=1e-12)
