@@ -123,7 +123,7 @@ def _subgraph_reduction(task):
     if last.key != plan[1] or len(last.args) != 1 or not isinstance(last.args[0], TaskRef) \
             or last.args[0].key not in {s.key for s in before} or not _reduction_of(last.func, last.kwargs):
         return None
-    return before, last.func, last.kwargs, last.args[0].key
+    return tuple(before), last.func, last.kwargs, last.args[0].key
 
 
 def run_tasks(tasks, last_reads, values: dict, run, subgraph=None, limit: int = SMALL_BLOCK) -> dict:
@@ -134,21 +134,22 @@ def run_tasks(tasks, last_reads, values: dict, run, subgraph=None, limit: int = 
     groups: dict = {}
     held: set = set()
     size = 0
+    plans: dict = {}  # a layer's blocks share one plan: each is looked at once
     for task, done in zip(tasks, last_reads):
         if held and not held.isdisjoint(task.dependencies) or size > HELD_BYTES:
             for (func, kwargs), members in groups.values():
                 _run_held(func, kwargs, members, values)
             groups, held, size = {}, set(), 0
-        found = _subgraph_reduction(task) if subgraph is not None and getattr(task, "func", None) is subgraph else None
+        found = None
+        if subgraph is not None and getattr(task, "func", None) is subgraph:
+            plan = task.args[0].value
+            found = plans[id(plan)] if id(plan) in plans else plans.setdefault(id(plan), _subgraph_reduction(task))
         if found is None:
             values[task.key] = run(task)
         else:
             before, func, kwargs, block_key = found
-            inner = dict(zip(task.args[0].value[2], (values[a.key] if isinstance(a, TaskRef) else a(values)
-                                                     for a in task.args[1:])))
-            for step in before:
-                inner[step.key] = step(inner)
-            block = inner[block_key]
+            block = subgraph((before, block_key, plan[2]), *(values[a.key] if isinstance(a, TaskRef) else a(values)
+                                                             for a in task.args[1:]))  # the steps up to the block
             if _small(block, limit):
                 groups.setdefault((id(task.args[0].value), *_shape(block)), ((func, kwargs), []))[1].append((task.key, block))
                 held.add(task.key)

@@ -81,11 +81,10 @@ def reduction_axes(node) -> tuple | None:
     return axes if axes and _refs(node.args[0], len(axes)) is not None else None
 
 
-def _combines(node, axes: tuple) -> bool:
-    """Whether ``node`` is a combine node (not an aggregate) of a tree over ``axes``."""
+def _combines(node) -> bool:
+    """Whether tree-reduction ``node`` is a combine node (not an aggregate)."""
     name = node.key[0] if isinstance(node.key, tuple) else node.key
-    return "-partial-" in str(name) and _outer(node.func).keywords.get("keepdims") is True \
-        and reduction_axes(node) == axes
+    return "-partial-" in str(name) and _outer(node.func).keywords.get("keepdims") is True
 
 
 def _nested(keys: list, depth: int):
@@ -129,7 +128,7 @@ def collapse(steps: tuple) -> tuple:
         while pending:
             key = pending.pop()
             child = by_key.get(key)
-            if child is not None and reads[key] == 1 and axes_of[key] == axes and _combines(child, axes):
+            if child is not None and reads[key] == 1 and axes_of[key] == axes and _combines(child):
                 dropped.add(key)
                 merged = True
                 pending.extend(reversed(_refs(child.args[0], len(axes))))
