@@ -52,7 +52,7 @@ def start_forked_server(preload: list[str]) -> int | None:
         code = 0
         try:
             os.close(alive_w)
-            _outlive_drain_signals()
+            _outlive_job_signals()
             forkserver.main(listener.detach(), alive_r, preload=[])
         except SystemExit:
             pass
@@ -67,12 +67,16 @@ def start_forked_server(preload: list[str]) -> int | None:
     return pid
 
 
-def _outlive_drain_signals() -> None:
-    """In the server: the scheduler's drain signal (SLURM's ``USR1`` before the walltime)
-    reaches every process of the job step, the server too, whose default action would end
-    it, and with it the exit reports of the workers forked from it: their nannies would take
-    the drained workers for crashed ones and start them again. The server ignores it; a
-    worker forked later that sets no handler of its own gets the default, as a spawned one."""
+def _outlive_job_signals() -> None:
+    """In the server: a batch system's signals reach every process of the job step, the
+    server too, whose default action would end it, and with it the exit reports of the
+    workers forked from it (their nannies read exit code 255, "killed by unknown signal").
+    For the drain signal (SLURM's ``USR1`` before the walltime) the nannies would take the
+    drained workers for crashed ones and start them again; for ``TERM`` (scancel, the
+    walltime) a nanny still starting its worker would not see the SIGTERM that ended it, and
+    fail with a traceback. The server ignores them (it ends with the launcher, whose end of
+    a pipe it watches); a worker forked later that sets no handler of its own gets the
+    default, as a spawned one."""
     server = os.getpid()
 
     def handler(signum: int, _frame) -> None:
@@ -81,7 +85,7 @@ def _outlive_drain_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    for signum in DRAIN_SIGNALS:
+    for signum in (*DRAIN_SIGNALS, signal.SIGTERM):
         signal.signal(signum, handler)
 
 

@@ -66,41 +66,51 @@ def test_workers_fork_from_a_server_forked_from_the_launcher_and_it_ends_with_it
     wait_for(lambda: not _running(out["server"]), 10, interval=0.05, what="the forked server to exit")
 
 
-DRAIN_PROBE = r"""
-import json, multiprocessing, os, signal
+SIGNAL_PROBE = r"""
+import json, multiprocessing, os, signal, sys
 from hpcgpu.worker.forkedserver import start_forked_server
 
-def child(queue):
+def child(queue, signum):
     queue.put(os.getpid())
     queue.close()
     queue.join_thread()  # sent before the signal
-    os.kill(os.getpid(), signal.SIGUSR1)  # no handler of its own: the default ends it
+    os.kill(os.getpid(), signum)  # no handler of its own: the default ends it
     queue.put("survived")
 
 server = start_forked_server(["json"])
 ctx = multiprocessing.get_context("forkserver")
-held = ctx.Queue()
-first = ctx.Process(target=child, args=(held,))
-first.start()  # the server's handlers are in place once it serves
-first.join(30)
-os.kill(server, signal.SIGUSR1)  # what SLURM's --signal=USR1@N does to every process of the step
-queue = ctx.Queue()
-second = ctx.Process(target=child, args=(queue,))
-second.start()  # only a live server can fork it
-pid = queue.get(timeout=30)
-second.join(30)
-print(json.dumps({"first": first.exitcode, "second": second.exitcode, "pid": pid, "server": server}))
+seen = {}
+for signum in map(int, sys.argv[1:]):
+    held = ctx.Queue()
+    first = ctx.Process(target=child, args=(held, signum))
+    first.start()  # the server's handlers are in place once it serves
+    first.join(30)
+    os.kill(server, signum)  # what scancel or SLURM's --signal=USR1@N does to every process of the step
+    queue = ctx.Queue()
+    second = ctx.Process(target=child, args=(queue, signum))
+    second.start()  # only a live server can fork it
+    pid = queue.get(timeout=30)
+    second.join(30)
+    seen[signum] = {"first": first.exitcode, "second": second.exitcode, "pid": pid}
+print(json.dumps({"seen": seen, "server": server}))
 """
 
 
-def test_the_server_outlives_the_drain_signal_and_its_workers_keep_the_default():
-    """A drained job's workers must not be restarted: the fork server, in the job step too,
-    survives USR1 (else their nannies lose the exit reports and start them again)."""
-    done = subprocess.run([sys.executable, "-c", DRAIN_PROBE], capture_output=True, text=True, timeout=60)
+def test_the_server_outlives_the_job_s_signals_and_its_workers_keep_the_default():
+    """A batch system signals every process of the job step, the fork server too. It survives
+    USR1 (the drain: else the nannies lose the exit reports of drained workers and start them
+    again) and TERM (scancel: else a nanny still starting reads exit code 255, "killed by
+    unknown signal", instead of the worker's SIGTERM, and ends in a traceback); a worker
+    that sets no handler of its own dies of either, and its nanny reads that signal."""
+    signals = (signal.SIGUSR1, signal.SIGTERM)
+    done = subprocess.run([sys.executable, "-c", SIGNAL_PROBE, *map(str, map(int, signals))],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
-    assert out["first"] == out["second"] == -signal.SIGUSR1, out
-    assert out["pid"] != out["server"]
+    for signum in signals:
+        seen = out["seen"][str(int(signum))]
+        assert seen["first"] == seen["second"] == -signum, (signum, out)
+        assert seen["pid"] != out["server"]
 
 
 def test_a_long_tmpdir_still_gets_its_server(tmp_path):
