@@ -126,10 +126,11 @@ def chain_tasks(steps, pushdown: bool = True) -> tuple[Task, ...]:
     """The tasks a fused chain runs, in order: its blocks built, blockwise subgraphs ordered
     once, slices moved first (``pushdown``), a reduction's combine nodes one call (:func:`collapse`)."""
     plans: dict = {}
+    steps = collapse(tuple(steps))  # before the nodes are built: a dropped one never is
     built = build_blocks([s for s in steps if isinstance(s, BlockStep)])
     tasks = [_without_dask_order(built[s.key] if isinstance(s, BlockStep) else s.build()
                                  if isinstance(s, LegacyStep) else s, plans) for s in steps]
-    return collapse(tuple(push_slices_down(tasks, _run_subgraph) if pushdown else tasks))
+    return tuple(push_slices_down(tasks, _run_subgraph) if pushdown else tasks)
 
 
 def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset | None = None, names=(), *blocks) -> Any:
@@ -155,7 +156,10 @@ def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset 
 def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict:
     """Run ``steps`` (:func:`chain_tasks`) into ``values``, dropping each value after its last use."""
     tasks = chain_tasks(steps, pushdown)  # each value dropped after its last use: a GPU block back to the pool
-    run = (lambda task: run_step(task, values, backends)) if backends else (lambda task: task(values))
+    # a task gets only what it reads: dask's Task checks its keys against all it is given (a set of
+    # every value held, per call: quadratic in the blocks of a reduction's top task)
+    run = (lambda task: run_step(task, values, backends)) if backends else \
+        (lambda task: task({key: values[key] for key in task.dependencies}))
     return run_tasks(tasks, _last_reads(tasks), values, run, None if backends else _run_subgraph)  # chunkbatch
 
 

@@ -19,10 +19,13 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
+from dataclasses import dataclass
 from itertools import chain
-from typing import Callable
+from typing import Any, Callable
 
 from dask._task_spec import DataNode, Task, TaskRef
+
+from hpcgpu.array.treecollapse import collapse, combine_of, nested, reduction_axes
 
 __all__ = ["computed_inputs", "leaf_count", "reads_per_key", "inputs_of", "fused_task", "regroup", "holders"]
 
@@ -154,15 +157,63 @@ def regroup(out: dict, dsk, trees: list, keys: set, width: int, fused: Callable,
     children = sorted(_in_order(chain.from_iterable(above.values())), key=lambda c: where[c] or "")
     runs = _runs(children, sizes, width, where) if children else []
     roots, picked = dict(trees), {}
-    for run in runs if len(runs) < len(children) else ():  # else each tree is a task already
-        pack = _pack_key(run[0], len(run))
+    packs = [(_pack_key(run[0], len(run)), run) for run in runs] if len(runs) < len(children) else []
+    one = _one_tree(dsk, above, keys, children) if packs else None  # else each tree is a task already
+    for pack, run in packs:
         steps = tuple(dsk[k] for c in run for k in roots[c])
-        out[pack] = fused(pack, steps + (Task(pack, _collect, *(TaskRef(c) for c in run)),))
-        for i, c in enumerate(run):
-            picked[c] = Task(c, operator.getitem, TaskRef(pack), i)
+        if one:  # the pack's partial results combined: one partial result leaves the task
+            last = Task(pack, one.combine, nested(run, one.depth))
+        else:
+            last = Task(pack, _collect, *(TaskRef(c) for c in run))
+            picked.update((c, Task(c, operator.getitem, TaskRef(pack), i)) for i, c in enumerate(run))
+        out[pack] = fused(pack, steps + (last,))
+        for c in run:
             del out[c]
+    if one:
+        for key in one.order:
+            del out[key]
+        top = Task(one.top.key, one.top.func, nested([pack for pack, _ in packs], one.depth))
+        out[one.key] = fused(one.key, tuple(top if s.key == top.key else s for s in one.steps))
+        return out
     top = {key: (*(picked[c] for c in deps if c in picked), dsk[key]) for key, deps in above.items()}
     return _fuse_top(out, top, keys, fused)
+
+
+@dataclass(frozen=True)
+class _OneTree:
+    """The nodes above the trees, where they are one reduction's tree to one output key:
+    their ``steps`` with the combine nodes dropped (:func:`collapse`), the ``top`` node that
+    read them, the ``combine`` function, the ``depth`` of the nested lists they read."""
+
+    key: Any
+    order: tuple
+    steps: tuple
+    top: Task
+    combine: Callable
+    depth: int
+
+
+def _one_tree(dsk, above: dict, keys: set, children) -> _OneTree | None:
+    """The nodes above the trees as :class:`_OneTree` when every one of them is under one
+    output key, read by no other node, and they are a reduction tree over all the trees
+    that combines partial results (so any group of them may be combined first: the same
+    functions grouped otherwise, as Dask does with another ``split_every``); else None."""
+    outputs = keys & above.keys()
+    if len(outputs) != 1:
+        return None
+    (key,) = outputs
+    order = tuple(_postorder(key, dsk, above))
+    uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
+    if len(order) != len(above) or any(uses[k] != 1 for k in order[:-1]):
+        return None
+    steps = collapse(tuple(dsk[k] for k in order))
+    kept = {step.key for step in steps}
+    dropped = [k for k in order if k not in kept]
+    tops = [step for step in steps if step is not dsk[step.key]]
+    if len(tops) != 1 or not dropped or set(tops[0].dependencies) != set(children):
+        return None
+    (top,) = tops
+    return _OneTree(key, order, steps, top, combine_of(dsk[dropped[0]]), len(reduction_axes(top)))
 
 
 def _fuse_top(out: dict, top: dict, keys: set, fused: Callable) -> dict:

@@ -20,7 +20,9 @@ from itertools import chain
 from dask._task_spec import Alias, List, Task, TaskRef, _identity_cast
 from toolz.functoolz import Compose
 
-__all__ = ["collapse", "reduction_axes"]
+from hpcgpu.array.lazy_blocks import LegacyStep
+
+__all__ = ["collapse", "combine_of", "nested", "reduction_axes"]
 
 
 def _outer(func):
@@ -72,22 +74,62 @@ def reduction_axes(node) -> tuple | None:
     >>> sorted({reduction_axes(node) for node in graph.values()}, key=str)
     [(0,), None]
     """
-    if not isinstance(node, Task) or node.key is None or len(node.args) != 1 or node.kwargs:
+    call = _call(node)
+    if call is None:
         return None
-    func = _outer(node.func)
+    func, arg = _outer(call[0]), call[1]
     if not isinstance(func, functools.partial) or not isinstance(func.keywords.get("axis"), tuple):
         return None
     axes = func.keywords["axis"]
-    return axes if axes and _refs(node.args[0], len(axes)) is not None else None
+    return axes if axes and _node_refs(node, arg, len(axes)) is not None else None
+
+
+def _call(node) -> tuple | None:
+    """``(function, its one argument)`` of a task of one argument: a ``Task``, or a
+    ``LegacyStep`` (Dask's tuple, converted only where it runs: a collapsed tree's nodes
+    never are)."""
+    if isinstance(node, LegacyStep):
+        task = node.task
+        return (task[0], task[1]) if len(task) == 2 else None
+    if not isinstance(node, Task) or node.key is None or len(node.args) != 1 or node.kwargs:
+        return None
+    return node.func, node.args[0]
+
+
+def _node_refs(node, arg, depth: int) -> list | None:
+    """The keys of ``node``'s argument ``arg``, a nested list ``depth`` deep (:func:`_refs`)."""
+    if isinstance(node, LegacyStep):
+        return _legacy_refs(arg, depth, node.dependencies)
+    return _refs(arg, depth)
+
+
+def _legacy_refs(arg, depth: int, keys: frozenset) -> list | None:
+    """:func:`_refs` of a legacy tuple's argument: lists of keys (a key is one of ``keys``)."""
+    if depth == 0:
+        return [arg] if isinstance(arg, (tuple, str)) and arg in keys else None
+    if type(arg) is not list:
+        return None
+    found: list = []
+    for item in arg:
+        inner = _legacy_refs(item, depth - 1, keys)
+        if inner is None:
+            return None
+        found.extend(inner)
+    return found
+
+
+def combine_of(node):
+    """The function of a tree-reduction node (a ``Task`` or a ``LegacyStep``)."""
+    return _call(node)[0]
 
 
 def _combines(node) -> bool:
     """Whether tree-reduction ``node`` is a combine node (not an aggregate)."""
     name = node.key[0] if isinstance(node.key, tuple) else node.key
-    return "-partial-" in str(name) and _outer(node.func).keywords.get("keepdims") is True
+    return "-partial-" in str(name) and _outer(_call(node)[0]).keywords.get("keepdims") is True
 
 
-def _nested(keys: list, depth: int):
+def nested(keys: list, depth: int):
     """``keys`` as a nested list ``depth`` deep with all of them in the innermost list, so
     that ``_concatenate2`` concatenates them in one call per level, not one per key."""
     node = List(*(TaskRef(k) for k in keys))
@@ -124,16 +166,17 @@ def collapse(steps: tuple) -> tuple:
         axes = axes_of[step.key]
         if axes is None or step.key in dropped:
             continue
-        leaves, merged, pending = [], False, list(reversed(_refs(step.args[0], len(axes))))
+        func, arg = _call(step)
+        leaves, merged, pending = [], False, list(reversed(_node_refs(step, arg, len(axes))))
         while pending:
             key = pending.pop()
             child = by_key.get(key)
             if child is not None and reads[key] == 1 and axes_of[key] == axes and _combines(child):
                 dropped.add(key)
                 merged = True
-                pending.extend(reversed(_refs(child.args[0], len(axes))))
+                pending.extend(reversed(_node_refs(child, _call(child)[1], len(axes))))
             else:
                 leaves.append(key)
         if merged:
-            rebuilt[step.key] = Task(step.key, step.func, _nested(leaves, len(axes)))
+            rebuilt[step.key] = Task(step.key, func, nested(leaves, len(axes)))
     return tuple(rebuilt.get(step.key, step) for step in steps if step.key not in dropped)

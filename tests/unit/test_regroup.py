@@ -98,7 +98,8 @@ def test_a_reduction_over_from_array_equals_dasks(rows, chunk, steps, reduction,
 
 def test_a_persisted_mean_is_a_task_per_group_and_one_combine():
     """2,500 persisted blocks at 156 per task (2 threads' auto width): 20 tasks, each
-    given its blocks; before, one task per block and Dask's tree (3,362 tasks)."""
+    given its blocks and giving one partial result; before, one task per block and Dask's
+    tree (3,362 tasks)."""
     x = da.from_array(np.arange(400 * 400, dtype=float).reshape(400, 400), chunks=8)
     y = x.mean()
     graph, blocks = persisted_graph(y, x)
@@ -108,6 +109,15 @@ def test_a_persisted_mean_is_a_task_per_group_and_one_combine():
     assert len(opt) == len(fused) <= 21
     read = [d for t in fused for d in t.dependencies if d in blocks]
     assert sorted(read) == sorted(blocks)  # each block read by one task: none moves twice
+    # each pack combines its blocks' partial results into one (the final task read 2,500
+    # of them, moved one by one, and ran Dask's tree of 863 combines over them)
+    packs = [k for k in opt if isinstance(k, tuple) and k[0].endswith("-pack")]
+    final, = set(opt) - set(packs)
+    assert set(opt[final].dependencies) == set(packs)
+    data = {k: DataNode(k, v) for k, v in blocks.items()}
+    for pack in packs:
+        (partial,) = dask.get({**opt, **data}, [pack])
+        assert set(partial) == {"n", "total"} and partial["n"].shape == (1, 1), partial
 
 
 def test_a_graph_without_computed_blocks_is_not_regrouped():

@@ -10,6 +10,7 @@ from dask._task_spec import convert_legacy_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hpcgpu.array.lazy_blocks import LegacyStep
 from hpcgpu.array.treecollapse import collapse, reduction_axes
 
 REDUCTIONS = ("sum", "mean", "std", "var", "min", "max", "prod", "any", "all", "nansum", "nanmean",
@@ -21,6 +22,12 @@ def _steps(y: da.Array) -> tuple:
     graph = convert_legacy_graph(dict(y.__dask_graph__()))
     priority = dask.order.order(graph)
     return tuple(graph[k] for k in sorted(graph, key=priority.get))
+
+
+def _legacy(y: da.Array, steps) -> tuple:
+    """``steps`` with each node that Dask's graph holds as a tuple as the optimiser holds it."""
+    raw = dict(y.__dask_graph__())
+    return tuple(LegacyStep(s.key, raw[s.key], s.dependencies) if type(raw[s.key]) is tuple else s for s in steps)
 
 
 def _partial_nodes(steps) -> int:
@@ -53,6 +60,12 @@ def test_a_collapsed_tree_gives_dasks_result_and_leaves_no_combine_node(shape, c
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, equal_nan=True)
     assert _partial_nodes(collapsed) == 0
     assert len(collapsed) == len(steps) - _partial_nodes(steps)
+    # Dask's tuples as the optimiser holds them (LegacyStep, built only where they run): the
+    # same nodes dropped, the same tops rebuilt
+    legacy = _legacy(y, steps)
+    from_legacy = collapse(legacy)
+    assert [s.key for s in from_legacy] == [s.key for s in collapsed]
+    assert [sorted(map(str, s.dependencies)) for s in from_legacy] == [sorted(map(str, s.dependencies)) for s in collapsed]
 
 
 def test_a_combine_node_read_by_two_tasks_stays():
