@@ -12,7 +12,7 @@ one task, which runs its blocks one after the other and frees each intermediate 
 as it is used: the same operations on the same blocks, in about ``1/width`` as many
 tasks. The width follows the cluster (``hpcgpu.array.fuse-width: auto``, the default):
 about 8 tasks per worker thread, at least 16 leaves each (:func:`auto_width`), in graphs
-of at least 256 leaves. A fixed width applies to graphs of at least ``width ** 2`` leaves,
+that give each thread 4 such tasks (:data:`SMALL_GRAPH_TASKS`). A fixed width applies to graphs of at least ``width ** 2`` leaves,
 and ``hpcgpu.array.fuse-width = 0`` turns the pass off.
 
 The blocks of block-local Blockwise layers (``x + 1``, ``x + x.T``) and the nodes of
@@ -56,6 +56,9 @@ __all__ = ["optimize", "fuse_generated_trees", "chain_tasks", "mark", "auto_widt
 
 #: leaves per fused task: one first-level partial reduction of a 2-D sum (4 x 4 blocks)
 DEFAULT_WIDTH = 16
+#: ``fuse-width: auto`` fuses graphs that give each thread this many tasks of DEFAULT_WIDTH
+#: leaves (fewer would idle threads where blocks are large): 64 leaves on 1, 256 on 4 or more
+SMALL_GRAPH_TASKS = 4
 
 
 def mark(array):
@@ -84,9 +87,8 @@ def mark(array):
 
 
 def _install() -> None:
-    """Install :class:`ArrayOptimizer` as dask's ``array_optimize`` when hpcgpu.array makes
-    its first array, not at import (importing leaves Dask as it was); a user's own
-    ``array_optimize`` wins, and ``hpcgpu.array.fuse-width: 0`` turns the passes off."""
+    """Install :class:`ArrayOptimizer` as dask's ``array_optimize`` at hpcgpu.array's first array,
+    not at import (Dask stays as it was); a user's own ``array_optimize`` wins."""
     if dask.config.get("array_optimize", None) is None:
         dask.config.set(array_optimize=ArrayOptimizer())
 
@@ -156,16 +158,14 @@ def _run_fused(packed: PackedSteps, outkey, pushdown: bool, backends: frozenset 
 def _run_steps(steps, values: dict, pushdown: bool, backends: frozenset) -> dict:
     """Run ``steps`` (:func:`chain_tasks`) into ``values``, dropping each value after its last use."""
     tasks = chain_tasks(steps, pushdown)  # each value dropped after its last use: a GPU block back to the pool
-    # a task gets only what it reads: dask's Task checks its keys against all it is given (a set of
-    # every value held, per call: quadratic in the blocks of a reduction's top task)
+    # a task gets what it reads: dask's Task sets every value it is given, per call (quadratic)
     run = (lambda task: run_step(task, values, backends)) if backends else \
         (lambda task: task({key: values[key] for key in task.dependencies}))
     return run_tasks(tasks, _last_reads(tasks), values, run, None if backends else _run_subgraph)  # chunkbatch
 
 
 def _last_reads(tasks: list) -> list:
-    """Per task, the keys it reads last before they are made again (a shared block is
-    made once per reader) or never read again."""
+    """Per task, the keys it reads last before they are made again (once per reader) or ever."""
     later, out = set(), []
     for task in reversed(tasks):
         out.append([key for key in task.dependencies if key not in later])
@@ -253,14 +253,13 @@ def optimize(dsk, keys, settings: Settings | None = None, **kwargs):
     low-level ones: it takes each block's chain whole, so the chains need not be fused
     linearly first (a linearly fused chain runs through ``dask.order`` on every call,
     about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize`` when it
-    makes its first array (:func:`mark`), but it
-    is scoped: a graph that holds no array made by hpcgpu.array (:func:`mark`) gets
+    makes its first array (:func:`mark`), but it is scoped: a graph that holds no array made by hpcgpu.array (:func:`mark`) gets
     :func:`dask.array.optimization.optimize` itself, so a user's other Dask arrays run
     exactly as without hpcgpu (``hpcgpu.array.scope: all`` applies the passes to every
     array). The width comes from the dask config key ``hpcgpu.array.fuse-width``: ``auto``
     (default, :func:`auto_width` of the cluster's threads), a number of leaves, or 0 (the
-    pass off); and ``hpcgpu.array.slice-pushdown`` (default True) moves
-    slices before elementwise operations inside the fused chains. ``settings`` (default:
+    pass off); and ``hpcgpu.array.slice-pushdown`` (default True) moves slices before
+    elementwise operations inside the fused chains. ``settings`` (default:
     this process's, :meth:`Settings.current`) replace these keys where the graph came from
     another process (:class:`ArrayOptimizer`).
     """
@@ -295,7 +294,7 @@ def _optimize(dsk, keys: list, settings: Settings):
     graph, least, width = lazy_graph(dsk, found), None, settings.width
     if width == "auto":  # as many leaves per task as keeps every thread busy
         width = auto_width(leaf_count(graph, computed_inputs(graph)), settings.threads, settings.tasks_per_thread)
-        least = DEFAULT_WIDTH ** 2
+        least = min(DEFAULT_WIDTH ** 2, SMALL_GRAPH_TASKS * DEFAULT_WIDTH * max(1, settings.threads))
     graph = materialize_remaining(fuse_generated_trees(graph, keys, int(width), settings.pushdown, least,
                                                        fused_backends(settings.fused_kernels)))
     return _optimize_slices(fuse_linear_task_spec(graph, keys=keys))
