@@ -6,9 +6,12 @@ for a 2-D reduction), so the trees that :func:`~hpcgpu.array.graphtrees.exclusiv
 fuses hold 16 blocks each whatever the width, and the nodes above them stay tasks of
 their own. :func:`regroup` packs the fused trees under those nodes into tasks of about
 ``width`` blocks each, and makes the nodes above the packs, up to the output key, one
-final task: the same functions on the same blocks, each tree's partial result passed on
-unchanged (that task runs the nodes' combines as one call, :mod:`hpcgpu.array.treecollapse`:
-the same partials, grouped otherwise, so a float sum may differ by rounding). Where the
+final task: the same functions on the same blocks. Where those nodes are one reduction's
+tree to one output (``x.mean()``), each pack combines its trees' partial results into one
+with the tree's combine function and the final task aggregates one per pack; otherwise each
+tree's partial result is passed on and the final task runs the nodes' combines as one call
+(:mod:`hpcgpu.array.treecollapse`). Either way the same partials, grouped otherwise, so a
+float sum may differ by rounding. Where the
 scheduler runs in the optimiser's process (it does where it materialises the graph), each
 pack holds blocks of one worker (:func:`holders`), so no block moves; elsewhere
 neighbouring blocks (key order). Trees over generated blocks alone are left as they are.
