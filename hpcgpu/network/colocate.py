@@ -13,7 +13,8 @@ root), and gives each group one worker, contiguous in Dask's priority order so t
 every worker starts at once. Groups that would need more than a worker's share of the
 roots (a matmul, where everything meets everything) are left to Dask, and so is every
 root that feeds one task only (a reduction: Dask already runs the consumer where its
-inputs are). The worker is a loose restriction: if it leaves, any worker may run the task.
+inputs are). The worker is a loose restriction: if it leaves, any worker may run the task,
+and Dask's work stealing may still give a task to an idle worker (its chunk then moves).
 
 When the chunks are already in memory (persisted), their place is fixed, but tasks that
 combine the same chunks (``(i, j)`` and ``(j, i)`` of ``x + x.T``: both read the same two)
