@@ -59,23 +59,24 @@ def permuted(coords: tuple, axes: tuple | None) -> tuple:
     return coords if axes is None else tuple(coords[a] for a in axes)
 
 
-def build_blocks(steps) -> dict:
-    """``{key: task}`` for ``steps``, each layer's constants substituted once."""
+def build_blocks(steps, prepare=None) -> dict:
+    """``{key: task}`` for ``steps``, each layer's constants substituted once, and its task
+    passed once through ``prepare`` (a function of a task) before its blocks are made."""
     by_layer: dict = {}
     for step in steps:
         by_layer.setdefault(id(step.layer), (step.layer, []))[1].append(step.coords)
     built: dict = {}
     for layer, coords in by_layer.values():
-        built.update(_block_local_tasks(layer, coords))
+        built.update(_block_local_tasks(layer, coords, prepare))
     return built
 
 
-def _block_local_tasks(layer: Blockwise, blocks: list) -> dict:
+def _block_local_tasks(layer: Blockwise, blocks: list, prepare=None) -> dict:
     """What ``dask.blockwise._make_blockwise_graph`` makes for ``blocks`` of a block-local
     layer (:func:`_block_local_inputs`), with one substitution per block instead of one per
     argument: an input's block has the output block's coordinates (or a permutation of
     them), so no index mapping."""
-    task, consts, per_block = layer.task, {}, []
+    task, consts, per_block = layer.task if prepare is None else prepare(layer.task), {}, []
     for i, (arg, index) in enumerate(layer.indices):
         token = blockwise_token(i)
         if token not in task.dependencies:

@@ -129,7 +129,7 @@ def chain_tasks(steps, pushdown: bool = True) -> tuple[Task, ...]:
     once, slices moved first (``pushdown``), a reduction's combine nodes one call (:func:`collapse`)."""
     plans: dict = {}
     steps = collapse(tuple(steps))  # before the nodes are built: a dropped one never is
-    built = build_blocks([s for s in steps if isinstance(s, BlockStep)])
+    built = build_blocks([s for s in steps if isinstance(s, BlockStep)], lambda t: _without_dask_order(t, plans))
     tasks = [_without_dask_order(built[s.key] if isinstance(s, BlockStep) else s.build()
                                  if isinstance(s, LegacyStep) else s, plans) for s in steps]
     return tuple(push_slices_down(tasks, _run_subgraph) if pushdown else tasks)
