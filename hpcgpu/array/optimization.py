@@ -12,8 +12,8 @@ one task, which runs its blocks one after the other and frees each intermediate 
 as it is used: the same operations on the same blocks, in about ``1/width`` as many
 tasks. The width follows the cluster (``hpcgpu.array.fuse-width: auto``, the default):
 about 8 tasks per worker thread, at least 16 leaves each (:func:`auto_width`), in graphs
-that give each thread 4 such tasks (:data:`SMALL_GRAPH_TASKS`). A fixed width applies to graphs of at least ``width ** 2`` leaves,
-and ``hpcgpu.array.fuse-width = 0`` turns the pass off.
+that give each thread 4 such tasks (:data:`SMALL_GRAPH_TASKS`). A fixed width applies to
+graphs of at least ``width ** 2`` leaves, and ``hpcgpu.array.fuse-width = 0`` turns it off.
 
 The blocks of block-local Blockwise layers (``x + 1``, ``x + x.T``) and the nodes of
 reduction trees enter the pass unbuilt (:mod:`hpcgpu.array.lazy_blocks`): each fused task
@@ -253,8 +253,8 @@ def optimize(dsk, keys, settings: Settings | None = None, **kwargs):
     low-level ones: it takes each block's chain whole, so the chains need not be fused
     linearly first (a linearly fused chain runs through ``dask.order`` on every call,
     about 0.2 ms per block). hpcgpu.array installs it as dask's ``array_optimize`` when it
-    makes its first array (:func:`mark`), but it is scoped: a graph that holds no array made by hpcgpu.array (:func:`mark`) gets
-    :func:`dask.array.optimization.optimize` itself, so a user's other Dask arrays run
+    makes its first array (:func:`mark`), but it is scoped: a graph that holds no array
+    made by hpcgpu.array gets :func:`dask.array.optimization.optimize` itself, so a user's other Dask arrays run
     exactly as without hpcgpu (``hpcgpu.array.scope: all`` applies the passes to every
     array). The width comes from the dask config key ``hpcgpu.array.fuse-width``: ``auto``
     (default, :func:`auto_width` of the cluster's threads), a number of leaves, or 0 (the

@@ -104,9 +104,17 @@ def _node_refs(node, arg, depth: int) -> list | None:
 
 
 def _legacy_refs(arg, depth: int, keys: frozenset) -> list | None:
-    """:func:`_refs` of a legacy tuple's argument: lists of keys (a key is one of ``keys``)."""
+    """:func:`_refs` of a legacy tuple's argument: lists of keys (a key is one of ``keys``).
+
+    >>> keys = frozenset({("x", 0), ("x", 1)})
+    >>> _legacy_refs([("x", 0), ("x", 1)], 1, keys), _legacy_refs([("x", 0), (sum, [("x", 1)])], 1, keys)
+    ([('x', 0), ('x', 1)], None)
+    """
     if depth == 0:
-        return [arg] if isinstance(arg, (tuple, str)) and arg in keys else None
+        try:
+            return [arg] if isinstance(arg, (tuple, str)) and arg in keys else None
+        except TypeError:  # unhashable: a task nested in the tuple, not a key
+            return None
     if type(arg) is not list:
         return None
     found: list = []
