@@ -199,8 +199,9 @@ class _OneTree:
 def _one_tree(dsk, above: dict, keys: set, children) -> _OneTree | None:
     """The nodes above the trees as :class:`_OneTree` when every one of them is under one
     output key, read by no other node, and they are a reduction tree over all the trees
-    that combines partial results (so any group of them may be combined first: the same
-    functions grouped otherwise, as Dask does with another ``split_every``); else None."""
+    whose partial results may be combined in any grouping and order (:func:`combine_of`:
+    the same functions grouped otherwise, as Dask does with another ``split_every``); else
+    None."""
     outputs = keys & above.keys()
     if len(outputs) != 1:
         return None
@@ -215,8 +216,8 @@ def _one_tree(dsk, above: dict, keys: set, children) -> _OneTree | None:
     tops = [step for step in steps if step is not dsk[step.key]]
     if len(tops) != 1 or not dropped or set(tops[0].dependencies) != set(children):
         return None
-    (top,) = tops
-    return _OneTree(key, order, steps, top, combine_of(dsk[dropped[0]]), len(reduction_axes(top)))
+    (top,), combine = tops, combine_of(dsk[dropped[0]])
+    return None if combine is None else _OneTree(key, order, steps, top, combine, len(reduction_axes(top)))
 
 
 def _fuse_top(out: dict, top: dict, keys: set, fused: Callable) -> dict:

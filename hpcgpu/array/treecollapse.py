@@ -17,7 +17,9 @@ import functools
 from collections import Counter
 from itertools import chain
 
+import numpy as np
 from dask._task_spec import Alias, List, Task, TaskRef, _identity_cast
+from dask.array import reductions
 from toolz.functoolz import Compose
 
 from hpcgpu.array.lazy_blocks import LegacyStep
@@ -126,9 +128,31 @@ def _legacy_refs(arg, depth: int, keys: frozenset) -> list | None:
     return found
 
 
+#: combine functions whose partial results give the same answer in any grouping and order
+#: (float sums to rounding); not ``arg_combine``, whose ties go to the first index in Dask's order
+_ORDER_FREE = frozenset({np.sum, np.prod, np.min, np.max, np.any, np.all, np.nansum, np.nanprod, np.nanmin,
+                         np.nanmax, reductions.chunk_min, reductions.chunk_max, reductions._nanmin_skip,
+                         reductions._nanmax_skip, reductions.mean_combine, reductions.moment_combine})
+
+
 def combine_of(node):
-    """The function of a tree-reduction node (a ``Task`` or a ``LegacyStep``)."""
-    return _call(node)[0]
+    """The function of a tree-reduction node (a ``Task`` or a ``LegacyStep``), if its partial
+    results may be combined in any grouping and order; else None.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dask._task_spec import convert_legacy_graph
+    >>> def combines(y):
+    ...     graph = convert_legacy_graph(dict(y.__dask_graph__()))
+    ...     return {combine_of(n) is not None for n in graph.values() if reduction_axes(n) and _combines(n)}
+    >>> x = da.ones((64, 64), chunks=4)
+    >>> combines(x.sum()), combines(x.std()), combines(x.argmax())
+    ({True}, {True}, {False})
+    """
+    func = _call(node)[0]
+    base = _outer(func)
+    return func if getattr(base, "func", base) in _ORDER_FREE else None
 
 
 def _combines(node) -> bool:
