@@ -18,9 +18,14 @@ import hpcgpu
 
 
 def listening_on(port: int) -> list[str]:
-    """The addresses of every socket on this machine listening on ``port``."""
+    """The addresses at which this run's processes (this one's parent and every process
+    under it: the launcher, the scheduler, the ranks) listen on ``port``. Not every socket of
+    the machine: another test's process may listen on the same port at another address
+    (CI saw 192.0.2.2, this host's network address, beside the dashboard's 127.0.0.1)."""
+    parent = psutil.Process().parent()
+    run = {parent.pid, *(p.pid for p in parent.children(recursive=True))}
     return sorted({c.laddr.ip for c in psutil.net_connections("inet")
-                   if c.status == psutil.CONN_LISTEN and c.laddr.port == port})
+                   if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid in run})
 
 
 def use(client, path: str, fail: bool) -> None:
