@@ -58,8 +58,9 @@ def generated(side: str, blocks: int, chunk: int, gpu: bool):
     if side == "hpcgpu":
         return ha.random.normal(10, 1, size=shape, chunks=chunks, seed=0, backend="gpu" if gpu else "cpu")
     if gpu:
-        import cupy
-        return da.random.default_rng(cupy.random.default_rng(0)).normal(10, 1, size=shape, chunks=chunks)
+        import cupy  # Dask's default_rng takes no CuPy Generator ('Generator' has no 'normal')
+        return da.random.RandomState(0, RandomState=cupy.random.RandomState).normal(
+            10, 1, size=shape, chunks=chunks)
     return da.random.default_rng(0).normal(10, 1, size=shape, chunks=chunks)
 
 
