@@ -26,3 +26,32 @@ def test_rows_per_file_heaviest_first_an_empty_classname_included(tmp_path):
     assert out[3] == "| `hpcgpu/system/threadsignals.py` | 1 | 0.5 | 14.3 % |"
     assert out[4] == "| `?` (1 failed) | 1 | 0.0 | 0.0 % |"
     assert out[5] == "| all 3 files | 4 | 3.5 | 100 % |"
+
+
+def test_processes_report_reads_real_accounting_records_and_names_each_process():
+    """``.ci/processes report`` on a real acct v3 file of this machine kind (Debian 12, Linux
+    6.x; tests/data/processes): a ``python -c SAFE_MAIN hpcgpu.worker``-shaped process that
+    used 0.2 s, its unseen child counted under it, both under the test of its environment."""
+    out = subprocess.run([sys.executable, str(ROOT / ".ci/processes"), "report",
+                          str(ROOT / "tests/data/processes")],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "== CPU by process (4 processes ended, 0 CPU s)"
+    assert out[3] == "| `python -c hpcgpu.worker` | 1 | 0.2 | 100.0 % |"
+    assert "| `true < python -c hpcgpu.worker` | 1 | 0.0 | 0.0 % |" in out
+    assert out[out.index("| file | CPU s | share |") + 2] == "| `tests/unit/test_example.py` | 0.2 | 100.0 % |"
+
+
+def test_processes_kind_names_modules_scripts_and_programs():
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("ci_processes", str(ROOT / ".ci/processes"))
+    spec = importlib.util.spec_from_loader("ci_processes", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    assert module.kind(["/usr/bin/python3", "-m", "pytest", "-q"]) == "python -m pytest"
+    assert module.kind(["python3", "-B", "-c", "import x", "hpcgpu.worker", "--gpus"]) == "python -c hpcgpu.worker"
+    assert module.kind(["python3", "-c", "print(1)"]) == "python -c print(1)"
+    assert module.kind(["/x/bin/python3.11", "-u", "/tmp/a/script.py", "1"]) == "python script.py"
+    assert module.kind(["/usr/sbin/slurmstepd"]) == "slurmstepd"
+    assert module.kind([]) == "?"
