@@ -89,6 +89,15 @@ def test_the_failed_host_is_read_from_the_network_check_line():
     assert failed_hosts(["RuntimeError: host node3 is busy"], ["node3"]) == {}
 
 
+def test_a_host_that_the_scheduler_names_otherwise_is_matched_by_its_address():
+    """OpenPBS names this machine's mom ``<host>-pbs`` (tests/schedulers/pbs/start), on the
+    host's own address: a worker's line names the host, the job's nodes the mom. Here with
+    the machine's own resolver: ``localhost`` is the node ``127.0.0.1`` of a two-node job."""
+    line = DOWN.replace("node2", "localhost")
+    assert failed_hosts([line], ["127.0.0.1", "gpu7.invalid"]) == {"127.0.0.1": line.split(": ", 1)[1]}
+    assert failed_hosts([line], ["gpu6.invalid", "gpu7.invalid"]) == {}  # no address: no guess
+
+
 def test_an_exclusion_lasts_its_time_or_the_clusters_life():
     kept, new = excluded_after((), {"node2": "down"}, 10.0, 60)
     assert new == (Exclusion("node2", "down", 10.0, 70.0),) and kept == new

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.system import config
 
-__all__ = ["Exclusion", "HostExclusions", "active", "excluded_after", "exclusion_policy",
-           "failed_hosts"]
+__all__ = ["Exclusion", "HostExclusions", "active", "addresses", "excluded_after",
+           "exclusion_policy", "failed_hosts"]
 
 logger = logging.getLogger("hpcgpu.cluster")
 
@@ -73,20 +74,39 @@ def exclusion_policy(value: Any = None) -> float | None | bool:
     return parse_timedelta(value, default="seconds")
 
 
-def failed_hosts(errors: Iterable[str], nodes: Sequence[str]) -> dict[str, str]:
+def addresses(name: str) -> frozenset[str]:
+    """The addresses ``name`` resolves to here (none where it does not resolve).
+
+    >>> "127.0.0.1" in addresses("localhost"), addresses("no-such-host.invalid")
+    (True, frozenset())
+    """
+    try:
+        return frozenset(info[4][0] for info in socket.getaddrinfo(name, None))
+    except (OSError, UnicodeError):
+        return frozenset()
+
+
+def failed_hosts(errors: Iterable[str], nodes: Sequence[str],
+                 resolve: Callable[[str], frozenset[str]] = addresses) -> dict[str, str]:
     """Scheduler's node name -> the network check's message, for each ``NetworkCheckError``
     line of ``errors`` (a failed job's first errors); ``nodes``: the job's nodes as the
     scheduler names them. The host a message names is matched to one of them, by name or
-    short name (``node2`` -> ``node2.site``); a job of one node needs no match (its node's
-    host name may differ from the scheduler's name for it). A host matched to no node is
-    left out: excluding a name the scheduler does not know would fail every submission.
+    short name (``node2`` -> ``node2.site``), else by address (``resolve``: a host whose
+    scheduler's name is another, as OpenPBS's ``vm-pbs`` for the host ``vm``, both in
+    ``/etc/hosts`` on one address) where exactly one node has it; a job of one node needs no
+    match. A host matched to no node is left out: excluding a name the scheduler does not
+    know would fail every submission.
 
     >>> failed_hosts(["NetworkCheckError: interface 'ib0' on host node2 is down (link state down): ..."],
     ...              ["node2.site"])
     {'node2.site': "interface 'ib0' on host node2 is down (link state down): ..."}
     >>> failed_hosts(["ValueError: host node3 said no"], ["node3"])
     {}
-    >>> failed_hosts(["NetworkCheckError: host vm cannot reach the scheduler"], ["node1", "node2"])
+    >>> where = {"vm": {"10.0.0.5"}, "vm-pbs": {"10.0.0.5"}, "gpu2": {"10.0.0.6"}}.get
+    >>> failed_hosts(["NetworkCheckError: host vm cannot reach the scheduler"], ["vm-pbs", "gpu2"], where)
+    {'vm-pbs': 'host vm cannot reach the scheduler'}
+    >>> failed_hosts(["NetworkCheckError: host vm cannot reach the scheduler"], ["node1", "node2"],
+    ...              lambda name: {"10.0.0.5"})  # one host's fake nodes: which one is unknown
     {}
     """
     found: dict[str, str] = {}
@@ -98,6 +118,9 @@ def failed_hosts(errors: Iterable[str], nodes: Sequence[str]) -> dict[str, str]:
             (n for n in nodes if n.split(".")[0] == short), None)
         if node is None and len(nodes) == 1:
             node = nodes[0]
+        if node is None and (mine := resolve(host)):  # only where one node has its address
+            same = [n for n in nodes if mine & set(resolve(n) or ())]
+            node = same[0] if len(same) == 1 else None
         if node is not None:
             found.setdefault(node, line.split("NetworkCheckError:", 1)[1].strip())
     return found
