@@ -122,13 +122,13 @@ def _runs(children: list, sizes: dict, width: int, where: dict) -> list[list]:
     return runs + [current]
 
 
-def _above(dsk, trees: list, keys: set) -> tuple[dict, dict]:
+def _above(dsk, trees: list, keys: set, uses: Counter) -> tuple[dict, dict]:
     """The nodes above the trees: ``{node: the roots of trees it reads}`` for each node
     outside the trees that reads only such roots (each read by it alone, none an output
     key) and such nodes; the number of blocks each tree starts from; and the first block
-    computed before that each tree reads. Empty unless some trees read such blocks."""
+    computed before that each tree reads. Empty unless some trees read such blocks.
+    ``uses``: each key's number of readers in ``dsk``."""
     roots = dict(trees)
-    uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
     sizes, first = {}, {}
     for root, order in trees:
         outside = [d for k in order for d in dsk[k].dependencies if d not in dsk]
@@ -155,13 +155,14 @@ def regroup(out: dict, dsk, trees: list, keys: set, width: int, fused: Callable,
     order, whichever node reads them; one worker's blocks per pack where ``placed`` says
     which worker holds each block, :func:`holders`), and those nodes one task per output
     key (:func:`_fuse_top`); ``fused(key, steps)`` makes a fused task."""
-    above, sizes, first = _above(dsk, trees, keys)
+    uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
+    above, sizes, first = _above(dsk, trees, keys, uses)
     where = {c: placed.get(first.get(c)) for c in chain.from_iterable(above.values())}
     children = sorted(_in_order(chain.from_iterable(above.values())), key=lambda c: where[c] or "")
     runs = _runs(children, sizes, width, where) if children else []
     roots, picked = dict(trees), {}
     packs = [(_pack_key(run[0], len(run)), run) for run in runs] if len(runs) < len(children) else []
-    one = _one_tree(dsk, above, keys, children) if packs else None  # else each tree is a task already
+    one = _one_tree(dsk, above, keys, children, uses) if packs else None  # else each tree is a task already
     for pack, run in packs:
         steps = tuple(dsk[k] for c in run for k in roots[c])
         if one:  # the pack's partial results combined: one partial result leaves the task
@@ -179,7 +180,7 @@ def regroup(out: dict, dsk, trees: list, keys: set, width: int, fused: Callable,
         out[one.key] = fused(one.key, tuple(top if s.key == top.key else s for s in one.steps))
         return out
     top = {key: (*(picked[c] for c in deps if c in picked), dsk[key]) for key, deps in above.items()}
-    return _fuse_top(out, top, keys, fused)
+    return _fuse_top(out, top, keys, fused, uses)  # packing changed no reader of a node above
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ class _OneTree:
     depth: int
 
 
-def _one_tree(dsk, above: dict, keys: set, children) -> _OneTree | None:
+def _one_tree(dsk, above: dict, keys: set, children, uses: Counter) -> _OneTree | None:
     """The nodes above the trees as :class:`_OneTree` when every one of them is under one
     output key, read by no other node, and they are a reduction tree over all the trees
     whose partial results may be combined in any grouping and order (:func:`combine_of`:
@@ -207,7 +208,6 @@ def _one_tree(dsk, above: dict, keys: set, children) -> _OneTree | None:
         return None
     (key,) = outputs
     order = tuple(_postorder(key, dsk, above))
-    uses = Counter(chain.from_iterable(node.dependencies for node in dsk.values()))
     if len(order) != len(above) or any(uses[k] != 1 for k in order[:-1]):
         return None
     steps = collapse(tuple(dsk[k] for k in order))
@@ -220,11 +220,10 @@ def _one_tree(dsk, above: dict, keys: set, children) -> _OneTree | None:
     return None if combine is None else _OneTree(key, order, steps, top, combine, len(reduction_axes(top)))
 
 
-def _fuse_top(out: dict, top: dict, keys: set, fused: Callable) -> dict:
+def _fuse_top(out: dict, top: dict, keys: set, fused: Callable, uses: Counter) -> dict:
     """``out`` with the nodes above the packs or trees (``top``: each one's steps) one fused
     task per output key among them, where each other node is read by one node; any left
-    (read by several) one task each."""
-    uses = Counter(chain.from_iterable(node.dependencies for node in out.values()))
+    (read by several) one task each; ``uses``: each node's number of readers."""
     for key in keys & top.keys():
         order = _postorder(key, out, top)
         if any(uses[k] != 1 or k in keys for k in order[:-1]):
