@@ -52,6 +52,10 @@ def test_processes_kind_names_modules_scripts_and_programs():
     assert module.kind(["/usr/bin/python3", "-m", "pytest", "-q"]) == "python -m pytest"
     assert module.kind(["python3", "-B", "-c", "import x", "hpcgpu.worker", "--gpus"]) == "python -c hpcgpu.worker"
     assert module.kind(["python3", "-c", "print(1)"]) == "python -c print(1)"
+    safe = 'import sys;getattr(sys.flags,"safe_path",0) or sys.path.pop(0);'
+    assert module.kind(["python3", "-B", "-c", safe + "from multiprocessing.forkserver import main; main(8)"]) \
+        == "python -c multiprocessing.forkserver"
+    assert module.kind(["python3", "-c", "import sys;exec(eval(sys.stdin.readline()))"]) == "pytest-xdist worker"
     assert module.kind(["/x/bin/python3.11", "-u", "/tmp/a/script.py", "1"]) == "python script.py"
     assert module.kind(["/usr/sbin/slurmstepd"]) == "slurmstepd"
     assert module.kind([]) == "?"
