@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from hpcgpu.jobspec.forms import with_article
 from hpcgpu.jobspec.scriptfields import shell_join, single_line
 
 __all__ = ["Container", "RUNTIMES", "URI_SCHEMES", "bind_paths", "check_image", "container_option",
@@ -112,7 +113,7 @@ class Container:
         elif isinstance(value, dict):
             fields = {k.replace("-", "_"): v for k, v in value.items() if v is not None}
         else:
-            raise ValueError(f"container={value!r} is a {type(value).__name__}: give an image "
+            raise ValueError(f"container={value!r} is {with_article(value)}: give an image "
                              "path ('/sw/hpcgpu.sif') or {'image': ..., 'runtime': ..., 'binds': [...]}")
         fields.update({k: v for k, v in overrides.items() if v is not None})
         unknown = sorted(set(fields) - {"image", "runtime", "binds", "gpus", "options"})

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable
 
-__all__ = ["Form", "KeywordTypeError", "count", "check_value", "whole_number", "http_address",
-           "MAX_TEXT", "MAX_NODES", "MAX_GPUS_PER_NODE", "MAX_WORKERS", "MAX_SECONDS",
+__all__ = ["Form", "KeywordTypeError", "count", "check_value", "whole_number", "with_article",
+           "http_address", "MAX_TEXT", "MAX_NODES", "MAX_GPUS_PER_NODE", "MAX_WORKERS", "MAX_SECONDS",
            "FLAG", "TEXT", "PATH", "DURATION", "DURATION_OFF", "WALLTIME", "MEMORY", "SIZE",
            "TEXTS", "TEXT_OR_TEXTS", "DICT", "PROTOCOL", "MEMORY_LIMIT", "LISTEN"]
 
@@ -195,6 +195,16 @@ def _is(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
 
 
+def with_article(value: Any) -> str:
+    """``value``'s type with its article.
+
+    >>> with_article(3), with_article("x"), with_article([1])
+    ('an int', 'a str', 'a list')
+    """
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeio' else 'a'} {name}"
+
+
 def whole_number(field: str, value: Any, low: int, high: int) -> int:
     """``value`` as an int from ``low`` to ``high``, or a ``ValueError`` naming the field.
 
@@ -207,7 +217,7 @@ def whole_number(field: str, value: Any, low: int, high: int) -> int:
     """
     accepted = f"a whole number from {low} to {high}"
     if not _is(value, (int, str)):
-        raise KeywordTypeError(f"{field}={_shown(value)} is a {type(value).__name__}: give {accepted}")
+        raise KeywordTypeError(f"{field}={_shown(value)} is {with_article(value)}: give {accepted}")
     text = value.strip() if isinstance(value, str) else None
     if text is not None and not (text.isascii() and text.isdigit() and len(text) <= 20):
         raise ValueError(f"{field}={_shown(value)} is not {accepted}")
@@ -228,7 +238,7 @@ def check_value(field: str, value: Any, form: Form) -> None:
         whole_number(field, value, form.low, form.high)
         return
     if not _is(value, form.types):
-        raise KeywordTypeError(f"{field}={_shown(value)} is a {type(value).__name__}: give {form.text}")
+        raise KeywordTypeError(f"{field}={_shown(value)} is {with_article(value)}: give {form.text}")
     if isinstance(value, (str, os.PathLike)) and len(os.fspath(value)) > MAX_TEXT:
         raise ValueError(f"{field}={_shown(value)} is longer than {MAX_TEXT} characters: "
                          f"give {form.text} of at most {MAX_TEXT}")

@@ -174,7 +174,7 @@ def test_workers_on_an_interface_the_scheduler_host_lacks(make):
 
 def test_first_positional_is_n_workers_as_in_dask_jobqueue(make, fake_submit):
     """``SLURMCluster(2, cores=..., memory=...)``: dask-jobqueue's first positional argument
-    (before: ``scheduler=2 is a int: give a string``)."""
+    (before: ``scheduler=2 is an int: give a string``)."""
     cluster = make(SLURMCluster, 2, cores=1, memory="1GB", poll_interval=3600)
     assert len(cluster.worker_spec) == 2 and cluster.scheduler_name == "slurm"
     with pytest.raises(ValueError, match="n_workers=-1 must be a whole number"):
