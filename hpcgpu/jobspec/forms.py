@@ -252,7 +252,7 @@ def check_value(field: str, value: Any, form: Form) -> None:
     items = value.values() if isinstance(value, dict) else value
     for item in items:
         if not _is(item, form.items):
-            raise KeywordTypeError(f"{field}={_shown(value)} holds {_shown(item)}, a "
-                                   f"{type(item).__name__}: give {form.text}")
+            raise KeywordTypeError(f"{field}={_shown(value)} holds {_shown(item)}, "
+                                   f"{with_article(item)}: give {form.text}")
 
 
