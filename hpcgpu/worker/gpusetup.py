@@ -32,6 +32,16 @@ logger = logging.getLogger("distributed.hpcgpu")
 #: "free", because another process, or one that is still exiting, may hold some)
 AUTO_POOL_FRACTION = 0.9
 _INSTALL = "install hpcgpu's GPU extras (pip install 'hpcgpu[cuda12]') for dask-cuda"
+_INSTALL_RMM = "pip install 'hpcgpu[cuda12]' (or cuda13) brings rmm-cu12 (rmm-cu13)"
+
+
+def rmm_present() -> bool:
+    """Whether RMM can be imported (the GPU extras bring it; dask-cuda does not require it)."""
+    try:
+        import rmm  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def dask_cuda_present() -> bool:
@@ -144,6 +154,12 @@ def setup_rmm(pool_size, total: int, free: int | None = None, rmm_async: bool = 
     if pool is None and not rmm_async:
         keep_cupys_pool()
         return "cupy-pool (rmm_pool_size=none)"
+    if not rmm_present():  # dask-cuda alone: the default pool falls back, an asked one fails
+        if pool_size != "auto" or rmm_async:
+            raise ImportError(f"{'rmm_async=True' if rmm_async else f'rmm_pool_size={pool_size!r}'} "
+                              f"needs RMM, which is not installed: {_INSTALL_RMM}")
+        keep_cupys_pool()
+        return f"cupy-pool (rmm not installed: {_INSTALL_RMM})"
     import rmm
     from dask_cuda.plugins import RMMSetup
     from rmm.allocators.cupy import rmm_cupy_allocator

@@ -273,3 +273,24 @@ def test_the_device_whose_memory_the_worker_asks_for(monkeypatch, visible, gpu, 
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert gw._device_memory(gpu) == ((6, 8) if asked else None)
     assert nvml.asked == asked
+
+
+def test_without_rmm_the_default_pool_is_cupys_and_an_asked_one_names_what_to_install(monkeypatch):
+    """dask-cuda does not require RMM (its wheel's Requires-Dist has no rmm): with
+    dask-cuda alone, a worker's default pool is CuPy's own and says why; an RMM pool asked
+    for (``rmm_pool_size``, ``rmm_async``) fails at once naming the keyword and the extra.
+    Before, every worker died of ``No module named 'rmm'`` (seen on one H200)."""
+    import sys
+
+    from hpcgpu.worker import gpusetup
+
+    monkeypatch.setattr(gpusetup, "dask_cuda_present", lambda: True)
+    monkeypatch.setitem(sys.modules, "rmm", None)  # import rmm raises ImportError
+    kept = []
+    monkeypatch.setattr(gpusetup, "keep_cupys_pool", lambda: kept.append(True))
+    described = gpusetup.setup_rmm("auto", 80 * 2**30, 70 * 2**30)
+    assert described.startswith("cupy-pool (rmm not installed: pip install 'hpcgpu[cuda12]'") and kept
+    with pytest.raises(ImportError, match=r"^rmm_pool_size='2GiB' needs RMM, which is not installed: pip install"):
+        gpusetup.setup_rmm("2GiB", 80 * 2**30)
+    with pytest.raises(ImportError, match=r"^rmm_async=True needs RMM"):
+        gpusetup.setup_rmm("auto", 80 * 2**30, rmm_async=True)
