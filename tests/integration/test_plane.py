@@ -367,3 +367,21 @@ def test_workers_that_cannot_open_each_others_gpus_use_the_comm_and_are_told_onc
 
     monkeypatch.setattr(worker_side.os, "open", refused)
     assert worker_side.gpus_shared(["/dev/nvidia0"]) is False
+
+
+def test_generated_blocks_fused_into_a_put_reach_the_plane_computed():
+    """With fused kernels (every GPU run; here NumPy's, ``fused-kernels: True``) a put can
+    run inside the task that draws its block, on the block's lazy form: the plane kept
+    that form and its TSQR failed (``a fused block does not convert to a NumPy array``:
+    ``hpcgpu demo``'s SVD on one H200). A put hands the plane the block's values."""
+    import hpcgpu.array as ha
+
+    from hpcgpu import LocalGPUCluster
+
+    with dask.config.set({"hpcgpu.array.fused-kernels": True}), \
+            LocalGPUCluster(n_workers=1, gpus=[], dashboard_address=None) as cluster, Client(cluster):
+        x = ha.random.random((2000, 20), chunks=(20, 20), seed=0, backend="cpu").persist()
+        s = ha.linalg.svd(x)[1].compute()
+    expected = np.linalg.svd(ha.random.random((2000, 20), chunks=(20, 20), seed=0, backend="cpu").compute(),
+                             compute_uv=False)
+    assert np.allclose(s, expected)

@@ -71,7 +71,11 @@ def _state(worker):
 def put(token: str, which: int, block: tuple, value) -> list:
     """Hand one input block to this worker's plane; return where it is, and the key of
     the task that put it there (the scheduler recomputes that task if the worker leaves)."""
-    worker = _worker()
+    from hpcgpu.array.fused.expr import force_all
+
+    # a put inside a fused task may get its block's lazy form (fused kernels trace every
+    # step on lazy blocks): the plane keeps the block past the task, so it gets the values
+    value, worker = force_all(value), _worker()
     _state(worker).put(token, which, tuple(block), value)
     gpu = type(value).__module__.startswith("cupy")
     if worker is None:
