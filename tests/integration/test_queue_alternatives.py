@@ -1,7 +1,7 @@
 """A wrong queue or partition is refused by the constructor, before anything is submitted,
 naming the queues that exist and can run the job's shape (#43 item 3).
 
-Real local SLURM 22.05 (partitions debug*, gpu: 4 nodes x 4 h100) and Grid Engine 8.1.9
+Real local SLURM 22.05 (partitions debug*, gpu and hidden (Hidden=YES: root sees it in sinfo, other users only by its name): 4 nodes x 4 h100) and Grid Engine 8.1.9
 (queue all.q: host vm, gpu=4); PBS on the captured answers of the real OpenPBS 23.06.06
 (tests/data/openpbs-23.06.06-*: queue workq, vnodes pbsnode1-2 with ngpus=4, 8 CPUs, 16gb)
 and the real OpenPBS; LSF on fixtures written from its documented output (no LSF here).
@@ -121,13 +121,13 @@ def test_the_real_slurm_refuses_an_unknown_partition_in_the_constructor(slurm, t
         SLURMCluster(gpus_per_node=2, queue="gpuz", log_directory=str(tmp_path))
     assert str(refused.value) == (
         "queue='gpuz' is not a partition of this SLURM cluster (sinfo lists them); "
-        "partitions that exist and can run this job: debug, gpu")
+        "partitions that exist and can run this job: debug, gpu, hidden")
     assert {argv[0] for argv in seen} == {"sinfo"}  # nothing submitted
 
 
 def test_the_real_slurm_refuses_an_unknown_partition_for_cpu_jobs_too(slurm, tmp_path):
     words = ("queue='nope' is not a partition of this SLURM cluster (sinfo lists them); "
-             "partitions that exist and can run this job: debug, gpu")
+             "partitions that exist and can run this job: debug, gpu, hidden")
     with recorded_commands() as seen:
         with pytest.raises(ValueError) as refused:  # dask-jobqueue's CPU job
             SLURMCluster(cores=2, memory="2GB", queue="nope", log_directory=str(tmp_path))
@@ -137,6 +137,34 @@ def test_the_real_slurm_refuses_an_unknown_partition_for_cpu_jobs_too(slurm, tmp
             SLURMCluster(gpus_per_node=1, pools={"cpu": pool}, log_directory=str(tmp_path))
         assert str(refused.value) == f"pools['cpu']: {words}"
     assert {argv[0] for argv in seen} == {"sinfo"}
+
+
+def test_a_hidden_partition_is_taken_where_sinfo_lists_it_by_name(slurm, tmp_path):
+    """A partition configured ``Hidden=YES`` (the test SLURM's ``hidden``) is left out of
+    sinfo's listing for users other than root, and listed when named (``--partition``):
+    sbatch takes jobs there, so the constructor does too, checked against its nodes. The
+    scheduler commands run as ``nobody`` through hpcgpu's one subprocess seam; before,
+    ``queue='hidden'`` was refused as 'not a partition'."""
+    real = commands.runner
+
+    def as_nobody(argv, timeout, input):
+        return real(["runuser", "-u", "nobody", "--", *argv] if argv[0] == "sinfo" else argv, timeout, input)
+
+    listed = subprocess.run(["runuser", "-u", "nobody", "--", "sinfo", "--noheader", "--format=%P"],
+                            capture_output=True, text=True, timeout=30).stdout.split()
+    assert "hidden" not in listed and "gpu" in listed, listed  # what makes the case
+    commands.set_runner(as_nobody)
+    try:
+        cluster = SLURMCluster(gpus_per_node=2, queue="hidden", log_directory=str(tmp_path))
+        assert "#SBATCH --partition=hidden" in cluster.job_script()
+        cluster.close()
+        SLURMCluster(cores=2, memory="2GB", queue="hidden", log_directory=str(tmp_path)).close()
+        with pytest.raises(ValueError, match="use nodes<=4; no partition here can run this job"):
+            SLURMCluster(nodes=5, gpus_per_node=1, queue="hidden", log_directory=str(tmp_path))
+        with pytest.raises(ValueError, match=r"^queue='gpuz' is not a partition of this SLURM cluster"):
+            SLURMCluster(gpus_per_node=2, queue="gpuz", log_directory=str(tmp_path))
+    finally:
+        commands.set_runner(None)
 
 
 def test_the_real_slurm_names_no_partition_where_none_fits(slurm, tmp_path):
@@ -172,7 +200,7 @@ def test_jobscript_check_names_the_partitions(slurm):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "REFUSED: queue='gpuz' is not a partition" in done.stderr
-    assert "partitions that exist and can run this job: debug, gpu" in done.stderr
+    assert "partitions that exist and can run this job: debug, gpu, hidden" in done.stderr
 
 
 def _users_config(tmp_path, values: dict) -> dict:
@@ -197,7 +225,7 @@ def test_the_real_slurm_says_a_refused_partition_came_from_the_profile(slurm, tm
         SLURMCluster(profile="mysite", gpus_per_node=2, log_directory=str(tmp_path))
     assert str(refused.value) == (
         "queue='gpuz' is not a partition of this SLURM cluster (sinfo lists them); "
-        "partitions that exist and can run this job: debug, gpu (the value comes from "
+        "partitions that exist and can run this job: debug, gpu, hidden (the value comes from "
         "profile 'mysite' (hpcgpu.profiles.mysite.queue) of your dask config: "
         "~/.config/dask/*.yaml or DASK_* variables)")
     argv = [sys.executable, "-m", "hpcgpu", "jobscript", "slurm", "--profile", "mysite", "--check"]

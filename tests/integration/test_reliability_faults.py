@@ -69,7 +69,7 @@ def test_unknown_partition_is_refused_before_submitting(make, calls):
     with the partitions that can run the job (#43 item 3)."""
     with pytest.raises(ValueError, match="queue='nope' is not a partition of this SLURM cluster "
                                          r"\(sinfo lists them\); partitions that exist and can "
-                                         "run this job: debug, gpu"):
+                                         "run this job: debug, gpu, hidden"):
         make(gpus_per_node=1, queue="nope")
     assert {argv[0] for argv in calls} == {"sinfo"}
 

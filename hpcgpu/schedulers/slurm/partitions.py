@@ -3,7 +3,7 @@ against them before submitting (:func:`hpcgpu.jobspec.queues.check_queue`, for e
 and every partition for the alternatives a refusal names.
 
 Where ``sinfo`` cannot answer, that check warns once and changes nothing: the scheduler's
-own answer stands. A partition sinfo does not list is refused.
+own answer stands. A partition sinfo does not list, even by its name, is refused.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hpcgpu.jobspec.queues.offer import (PartitionNode, QueryUnavailable, QueueO
 from hpcgpu.jobspec.resources import GPUJobShape
 
 __all__ = ["PartitionNode", "parse_sinfo", "sinfo_partitions", "slurm_partition_nodes",
-           "slurm_offer", "slurm_offers", "shape_problem", "check_cpu_partition"]
+           "with_named", "slurm_offer", "slurm_offers", "shape_problem", "check_cpu_partition"]
 
 #: sinfo's one line per node and partition: name, CPUs, memory (MB), GRES, partition
 SINFO_FORMAT = "%N|%c|%m|%G|%P"
@@ -64,14 +64,28 @@ def slurm_partition_nodes(partition: str | None) -> list[PartitionNode]:
 
     Raises :class:`QueryUnavailable` when ``sinfo`` cannot answer."""
     argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
-    return parse_sinfo(query(argv, empty=True, shown=3).stdout, partition)
+    return parse_sinfo(with_named(query(argv, empty=True, shown=3).stdout, partition), partition)
+
+
+def with_named(text: str, partition: str | None) -> str:
+    """``sinfo``'s lines (``text``) with those of ``partition`` where sinfo left it out: a
+    partition configured ``Hidden=YES`` is listed to a user other than root only when named
+    (``--partition``; ``--all`` would also list partitions the user may not use)."""
+    if not partition or not text.strip() or partition in sinfo_partitions(text):
+        return text
+    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}", f"--partition={partition}"]
+    try:
+        return text + query(argv, empty=True, shown=3).stdout
+    except QueryUnavailable:
+        return text
 
 
 def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
-    """What the partition of ``shape.queue`` offers; a refusal where sinfo does not list it
-    (sbatch would take the job script and refuse only when a job is submitted)."""
+    """What the partition of ``shape.queue`` offers; a refusal where sinfo does not list it,
+    even by its name (sbatch would take the job script and refuse only when a job is
+    submitted)."""
     argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
-    text = query(argv, empty=True, shown=3).stdout
+    text = with_named(query(argv, empty=True, shown=3).stdout, shape.queue)
     nodes = tuple(parse_sinfo(text, shape.queue))
     if shape.queue and not nodes and text.strip():
         return QueueOffer("partition", shape.queue, refusal=(
@@ -97,12 +111,13 @@ def check_cpu_partition(queue: str | None, cores: int, memory: int) -> None:
     the job."""
     argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
     try:
-        text = query(argv, empty=True, shown=3).stdout
+        listed = query(argv, empty=True, shown=3).stdout
     except QueryUnavailable:
         return
-    offers = {name: QueueOffer("partition", name, tuple(parse_sinfo(text, name)))
-              for name in sinfo_partitions(text)}
-    if queue and queue not in offers and offers:
+    offers = {name: QueueOffer("partition", name, tuple(parse_sinfo(listed, name)))
+              for name in sinfo_partitions(listed)}
+    text = with_named(listed, queue)
+    if queue and queue not in sinfo_partitions(text) and offers:
         fits = [n for n, offer in offers.items() if not cpu_shape_problem(cores, memory, offer)]
         raise ValueError(f"queue={queue!r} is not a partition of this SLURM cluster (sinfo "
                          f"lists them); {alternatives_text('partition', fits)}")
