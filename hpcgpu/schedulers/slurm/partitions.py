@@ -95,13 +95,14 @@ def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
 
 
 def sinfo_partitions(text: str) -> list[str]:
-    r"""The partitions in ``sinfo`` lines (see :func:`parse_sinfo`), the default one first.
+    r"""The partitions in ``sinfo`` lines (see :func:`parse_sinfo`), the default one first,
+    then by name (sinfo's order of a node's partitions differs between runs of slurmctld).
 
-    >>> sinfo_partitions("n1|32|1024|(null)|gpu\nn1|32|1024|(null)|debug*\n")
-    ['debug', 'gpu']
+    >>> sinfo_partitions("n1|32|1024|(null)|hidden\nn1|32|1024|(null)|gpu\nn1|32|1024|(null)|debug*\n")
+    ['debug', 'gpu', 'hidden']
     """
     names = [line.split("|")[-1].strip() for line in text.splitlines() if line.count("|") == 4]
-    names = sorted(dict.fromkeys(names), key=lambda n: not n.endswith("*"))
+    names = sorted(dict.fromkeys(names), key=lambda n: (not n.endswith("*"), n))
     return list(dict.fromkeys(n.rstrip("*") for n in names))
 
 
