@@ -19,6 +19,13 @@ __all__ = ["PartitionNode", "parse_sinfo", "sinfo_partitions", "slurm_partition_
 SINFO_FORMAT = "%N|%c|%m|%G|%P"
 
 
+def _listing(*options: str) -> str:
+    """``sinfo``'s lines (:data:`SINFO_FORMAT`), with ``options``; :class:`QueryUnavailable`
+    where sinfo cannot answer."""
+    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}", *options]
+    return query(argv, empty=True, shown=3).stdout
+
+
 def _gres_gpus(gres: str) -> tuple[tuple[str, int], ...]:
     """``gpu:h100:4(S:0-1),gpu:a100:2`` -> ``(("h100", 4), ("a100", 2))``."""
     found = []
@@ -63,8 +70,7 @@ def slurm_partition_nodes(partition: str | None) -> list[PartitionNode]:
     """The partition's nodes (the default partition's when None).
 
     Raises :class:`QueryUnavailable` when ``sinfo`` cannot answer."""
-    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
-    return parse_sinfo(with_named(query(argv, empty=True, shown=3).stdout, partition), partition)
+    return parse_sinfo(with_named(_listing(), partition), partition)
 
 
 def with_named(text: str, partition: str | None) -> str:
@@ -73,9 +79,8 @@ def with_named(text: str, partition: str | None) -> str:
     (``--partition``; ``--all`` would also list partitions the user may not use)."""
     if not partition or not text.strip() or partition in sinfo_partitions(text):
         return text
-    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}", f"--partition={partition}"]
     try:
-        return text + query(argv, empty=True, shown=3).stdout
+        return text + _listing(f"--partition={partition}")
     except QueryUnavailable:
         return text
 
@@ -84,8 +89,7 @@ def slurm_offer(shape: GPUJobShape, dialect: object = None) -> QueueOffer:
     """What the partition of ``shape.queue`` offers; a refusal where sinfo does not list it,
     even by its name (sbatch would take the job script and refuse only when a job is
     submitted)."""
-    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
-    text = with_named(query(argv, empty=True, shown=3).stdout, shape.queue)
+    text = with_named(_listing(), shape.queue)
     nodes = tuple(parse_sinfo(text, shape.queue))
     if shape.queue and not nodes and text.strip():
         return QueueOffer("partition", shape.queue, refusal=(
@@ -110,9 +114,8 @@ def check_cpu_partition(queue: str | None, cores: int, memory: int) -> None:
     """The partition check for a CPU job (where ``sinfo`` cannot answer, SLURM's own check
     stands): a partition sinfo does not list is refused, naming those whose nodes can run
     the job."""
-    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
     try:
-        listed = query(argv, empty=True, shown=3).stdout
+        listed = _listing()
     except QueryUnavailable:
         return
     offers = {name: QueueOffer("partition", name, tuple(parse_sinfo(listed, name)))
@@ -130,8 +133,7 @@ def check_cpu_partition(queue: str | None, cores: int, memory: int) -> None:
 
 def slurm_offers(shape: GPUJobShape, dialect: object = None) -> list[QueueOffer]:
     """Every partition, from one ``sinfo`` (the default partition first)."""
-    argv = ["sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"]
-    text = query(argv, empty=True, shown=3).stdout
+    text = _listing()
     return [QueueOffer("partition", name, tuple(parse_sinfo(text, name)))
             for name in sinfo_partitions(text)]
 
