@@ -1,6 +1,6 @@
 """No job script carries key material, and job files live in a directory of the user's own
-(issue 26, breaks 1 and 2): unit checks on every dialect and job kind, then the real SLURM and
-Grid Engine, read by a second local user (``nobody``)."""
+(issue 26, breaks 1 and 2): unit checks on every dialect and job kind, then the real SLURM,
+Grid Engine and OpenPBS, read by a second local user (``nobody``)."""
 
 from __future__ import annotations
 
@@ -329,6 +329,28 @@ def test_slurm_listing_spool_and_credentials(slurm, shared_logs):
         # SLURM gives it to its owner only (scontrol 22.05 still exits 0 then).
         assert not denied.stdout and "retrieval failed: Invalid user id" in denied.stderr
         check_private(cluster, [listing], [script, *spool])
+
+
+@pytest.mark.pbs
+def test_pbs_listing_spool_and_credentials(pbs, shared_logs):
+    """The real OpenPBS: ``qstat -f`` (anyone may list any job: Variable_List, paths), its
+    history after the job ended (``qstat -x -f``), the server's copy of the script
+    (``printjob -s``, root) and the mom's (``mom_priv/jobs/<id>.SC``, root's, 0700)."""
+    from conftest import PBS_BIN
+
+    with one_job(PBSCluster, shared_logs) as (cluster, job_id):
+        listing = as_nobody(f"{PBS_BIN}/qstat", "-f", job_id).stdout
+        assert f"Job Id: {job_id}" in listing and "Variable_List" in listing
+        script = subprocess.run([f"{PBS_BIN}/printjob", "-s", job_id], capture_output=True,
+                                text=True, timeout=60).stdout
+        assert "#PBS" in script
+        (spooled,) = glob.glob(f"/var/spool/pbs/mom_priv/jobs/{job_id}.SC")
+        denied = as_nobody("cat", spooled)
+        assert denied.returncode != 0 and "Permission denied" in denied.stderr
+        check_private(cluster, [listing], [script, Path(spooled).read_text(errors="ignore")])
+        keys = key_lines(cluster)
+    history = as_nobody(f"{PBS_BIN}/qstat", "-x", "-f", job_id).stdout
+    assert f"Job Id: {job_id}" in history and not [k for k in keys if k in history]
 
 
 def test_close_removes_the_private_directory_wherever_it_was_moved(tmp_path):
