@@ -87,7 +87,14 @@ class JobScript:
         if not self.launch:
             return self.command
         prefix = self.launcher.prefix(self.shape)
-        return shlex.join(prefix) + " " + self.command if prefix else self.command
+        if not prefix:
+            return self.command
+        words = shlex.join(prefix)
+        if self.shape.nodes > 1 and self.dialect.host_file:  # expanded in the job
+            hosts = f'"${self.dialect.host_file}"'
+            words += "".join(f" {w}" if w == hosts else f" {shlex.quote(w)}"
+                             for w in self.launcher.across_hosts(hosts, self.dialect.remote_shell))
+        return f"{words} {self.command}"
 
 
 @lru_cache(maxsize=1)

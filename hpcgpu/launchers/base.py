@@ -119,6 +119,13 @@ class Launcher:
                   "cpus": cpus}
         return [word.format(**values) for word in self.argv_template.split()]
 
+    def across_hosts(self, host_file: str, remote_shell: str | None) -> list[str]:
+        """The words this launcher needs to start tasks on every host of a job whose
+        scheduler it may not be able to ask (:attr:`Dialect.host_file
+        <hpcgpu.schedulers.dialect.Dialect.host_file>`): ``host_file`` names them,
+        ``remote_shell`` starts its daemons there. None needed by default."""
+        return []
+
     def task_size(self, env: Mapping[str, str]) -> int | None:
         """How many tasks this launcher started, where ``env`` is one of them."""
         return first_int(env, self.size_variables)

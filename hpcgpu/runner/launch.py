@@ -18,6 +18,7 @@ from hpcgpu.launchers import LAUNCHERS, RANK_VARIABLES, Launcher
 from hpcgpu.launchers.base import ALL_VISIBLE
 from hpcgpu.runner.allocation import Allocation
 from hpcgpu.jobspec.container import Container, worker_binds
+from hpcgpu.jobspec.dialects import DIALECTS
 from hpcgpu.jobspec.worker_command import WorkerCommand
 
 __all__ = ["workers_argv", "split_args", "launcher_environment", "ALL_VISIBLE", "started_per_task"]
@@ -69,7 +70,26 @@ def workers_argv(allocation: Allocation, launcher: Launcher, worker: WorkerComma
         gpus = allocation.gpus_per_node if allocation.uniform else ALL_VISIBLE
     command = dataclasses.replace(worker, launcher=launcher.name, gpus_per_node=gpus)
     inside = container.prefix(worker_binds(command), cwd=os.getcwd()) if container else []
-    return [*prefix, *launcher_args, *inside, *command.argv(python)]
+    across = _across_hosts(allocation, launcher, os.environ) if prefix else []
+    return [*prefix, *across, *launcher_args, *inside, *command.argv(python)]
+
+
+def _across_hosts(allocation: Allocation, launcher: Launcher, env: Mapping[str, str]) -> list[str]:
+    """What ``launcher`` needs to reach every host of a job of several nodes whose scheduler
+    it may not be able to ask (PBS: ``PBS_NODEFILE``, see :meth:`Launcher.across_hosts`).
+
+    >>> from hpcgpu.launchers import get_launcher
+    >>> a = Allocation("pbs", "7.pbs", nodes=2, gpus_per_node=2, cpus_per_node=8)
+    >>> _across_hosts(a, get_launcher("mpirun"), {"PBS_NODEFILE": "/var/spool/pbs/aux/7.pbs"})
+    ['--hostfile', '/var/spool/pbs/aux/7.pbs', '--mca', 'plm_rsh_agent', 'pbs_tmrsh : ssh : rsh']
+    >>> _across_hosts(a, get_launcher("mpiexec"), {"PBS_NODEFILE": "/var/spool/pbs/aux/7.pbs"})
+    []
+    """
+    if allocation.nodes < 2 or allocation.scheduler not in DIALECTS:
+        return []
+    dialect = DIALECTS[allocation.scheduler]
+    path = env.get(dialect.host_file) if dialect.host_file else None
+    return launcher.across_hosts(path, dialect.remote_shell) if path else []
 
 
 def launcher_environment(allocation: Allocation, launcher: Launcher,

@@ -120,6 +120,13 @@ class Dialect:
     #: Whether :meth:`exclusion_directives` keeps a job off hosts; where not, the cluster
     #: cancels a job that starts on an excluded host (hpcgpu.cluster.batch.exclusions).
     excludes_hosts: ClassVar[bool] = False
+    #: The variable that names a job's host file, for a launcher that cannot ask the
+    #: scheduler which hosts the job has (Open MPI built without PBS's TM sees only the
+    #: first); None where every launcher asks the scheduler itself.
+    host_file: ClassVar[str | None] = None
+    #: The command that starts such a launcher's daemons on the other hosts as processes of
+    #: the job (which the scheduler accounts for and ends with it), ahead of ssh.
+    remote_shell: ClassVar[str | None] = None
 
     limits: NodeLimits = field(default_factory=NodeLimits)
 

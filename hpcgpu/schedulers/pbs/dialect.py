@@ -69,6 +69,9 @@ class PBSDialect(Dialect, name="pbs", prefix="#PBS", submit_executable="qsub",
     #PBS -o logs/
     """
 
+    host_file: ClassVar[str] = "PBS_NODEFILE"
+    remote_shell: ClassVar[str] = "pbs_tmrsh"  # PBS's TM, for an MPI built without it
+
     job_id_pattern: ClassVar[str] = r"^\s*(\d+(?:\[\d*\])?(?:\.[\w.-]+)?)"
     #: qsub reads a directive's quotes; an account may hold spaces (test_directive_parse.py)
     quoted_fields: ClassVar[frozenset[str]] = frozenset({"account"})
