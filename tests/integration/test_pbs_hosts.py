@@ -29,10 +29,13 @@ ROOT_MPI = ["export " + " ".join(f"{k}={v}" for k, v in OMPI_ROOT.items())]  # r
 def pbs_hosts(pbs_server):
     """pbs2 and pbs3, up for this module only (their queue would change what the other PBS
     tests see of the server's queues)."""
-    done = subprocess.run(["bash", str(HOSTS), "up", "2"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    yield ["pbs2", "pbs3"]
-    subprocess.run(["bash", str(HOSTS), "down"], capture_output=True, timeout=120)
+    try:
+        done = subprocess.run(["bash", str(HOSTS), "up", "2"], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        yield ["pbs2", "pbs3"]
+    finally:  # also after a failed start: the next modules see the one-host server
+        subprocess.run(["bash", str(HOSTS), "down"], capture_output=True, timeout=120)
 
 
 def host_pids(host: str) -> list[str]:
