@@ -185,8 +185,9 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
             **jobqueue_options(setup, net), **job_options,
         )
         self.new_spec.pop("group", None)
-        if worker_groups(setup):
-            self.new_spec["group"] = worker_groups(setup)
+        groups = worker_groups(setup)
+        if groups:
+            self.new_spec["group"] = groups
         self.fleet.add_pool(Pool(DEFAULT_POOL, setup, retirement, self.new_spec))
         for prepared in named:
             self.fleet.add_pool(named_pool(prepared, kind, self._job_kwargs))
