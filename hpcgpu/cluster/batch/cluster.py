@@ -185,8 +185,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
             **jobqueue_options(setup, net), **job_options,
         )
         self.new_spec.pop("group", None)
-        groups = worker_groups(setup)
-        if groups:
+        if groups := worker_groups(setup):
             self.new_spec["group"] = groups
         self.fleet.add_pool(Pool(DEFAULT_POOL, setup, retirement, self.new_spec))
         for prepared in named:
