@@ -54,7 +54,7 @@ class PBS(Scheduler):
         return match.group(1) + "[]" + match.group(3), int(match.group(2))
 
     def hosts_and_cpus(self, env: Mapping[str, str]) -> tuple[list[str], int | None, int | None]:
-        hosts = unique_lines(env.get("PBS_NODEFILE"))
+        hosts = unique_lines(env.get(PBSDialect.host_file))
         return hosts, len(hosts) or None, int_or_none(env.get("NCPUS"))
 
     def cpu_error_log(self, directory: str, log_directory: str | None, job_name: str | None,
