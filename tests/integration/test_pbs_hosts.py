@@ -42,6 +42,7 @@ def host_pids(host: str) -> list[str]:
     """The processes running on ``host`` (its network namespace), its mom excepted."""
     out = subprocess.run(["ip", "netns", "pids", f"pbs-host{host[3:]}"], capture_output=True,
                          text=True).stdout.split()
+
     def mom(pid: str) -> bool:
         try:
             return "pbs_mom" in Path(f"/proc/{pid}/cmdline").read_text(errors="ignore")
@@ -52,8 +53,8 @@ def host_pids(host: str) -> list[str]:
 
 def test_a_cluster_of_two_hosts_puts_a_worker_on_each_gpu_of_both(pbs, pbs_hosts, clusters):
     """``PBSCluster(nodes=2, launcher="mpirun")``: one task per host through the host file,
-    2 workers on each, each on its own GPU of the hook's; the compute runs; after close()
-    nothing of the job is left on the second host (its tasks were PBS's, through TM)."""
+    2 workers on each, each on its own GPU of the hook's; the compute runs; once the job has
+    ended nothing of it is left on the second host (its tasks were PBS's, through TM)."""
     cluster = clusters(PBSCluster, **{**FAST, "nodes": 2, "gpus_per_node": 2, "queue": "multihost",
                                       "launcher": "mpirun", "job_script_prologue": ROOT_MPI})
     assert '--hostfile "$PBS_NODEFILE"' in cluster.job_script()
