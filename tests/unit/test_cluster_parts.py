@@ -240,10 +240,12 @@ def test_walltime_replacements_due_within_the_gather_window_go_out_together(tmp_
         fleet._records[name] = JobRecord(name, 1, job_id="7", phase=JobState.RUNNING,
                                         state="running", started=started)
     planner = WalltimePlanner(fleet)
+    assert planner.replace_due(now=plan.replace_at - 1) == []  # none due yet: none goes early
     first = planner.replace_due(now=plan.replace_at)
     assert [m.split(" (")[0] for m in first] == ["job c-long-0", "job c-long-1"]
     assert planner.replace_due(now=plan.replace_at + 1) == []
-    (last,) = planner.replace_due(now=plan.replace_at + GATHER_WINDOW + 1.0)
+    assert planner.replace_due(now=plan.replace_at + 2 * GATHER_WINDOW) == []
+    (last,) = planner.replace_due(now=plan.replace_at + 2 * GATHER_WINDOW + 1.0)
     assert last.startswith("job c-long-2 ")
 
 

@@ -42,15 +42,16 @@ class WalltimePlanner:
     >>> plan = Retirement.create(600, 60, 0, 30)
     >>> shape = SimpleNamespace(workers_per_job=4)
     >>> fleet.add_pool(Pool("default", SimpleNamespace(cpu=False, shape=shape), plan, {}))
-    >>> fleet.grow(1)
-    >>> fleet.new_record("c-0")
-    >>> _ = fleet.apply(Submitted("c-0", SimpleNamespace(job_id="7")))
-    >>> _ = fleet.apply(Seen("c-0", "running", at=0.0))
+    >>> fleet.grow(3)
+    >>> for n, started in enumerate([0.0, 3.0, 20.0]):  # c-1 within GATHER_WINDOW of c-0
+    ...     fleet.new_record(f"c-{n}")
+    ...     _ = fleet.apply(Submitted(f"c-{n}", SimpleNamespace(job_id=str(7 + n))))
+    ...     _ = fleet.apply(Seen(f"c-{n}", "running", at=started))
     >>> planner = WalltimePlanner(fleet)
-    >>> planner.replace_due(now=10.0)
-    []
-    >>> [m.split(":")[0] for m in planner.replace_due(now=600.0)], list(fleet.spec)
-    (['job c-0 (id 7) nears its walltime'], ['c-1'])
+    >>> plan.replace_at, planner.replace_due(now=509.0)
+    (510.0, [])
+    >>> [m.split(":")[0] for m in planner.replace_due(now=510.0)], sorted(fleet.spec)
+    (['job c-0 (id 7) nears its walltime', 'job c-1 (id 8) nears its walltime'], ['c-2', 'c-3', 'c-4'])
     """
 
     def __init__(self, fleet: JobFleet, events: list[str] | None = None) -> None:
@@ -58,13 +59,21 @@ class WalltimePlanner:
         self.events: list[str] = [] if events is None else events
 
     def due(self, now: float) -> list[Retiring]:
-        """The running jobs whose workers retire soon, as events (nothing changes here)."""
-        fleet, due = self.fleet, []
+        """The running jobs whose workers retire soon, as events (nothing changes here):
+        none until one is due, then with it those due within :data:`GATHER_WINDOW`."""
+        fleet, near = self.fleet, []
         for name, record in fleet.records.items():
             plan = fleet.job_pool(name).retirement  # each pool's walltime
             if (plan is None or record.phase is not JobState.RUNNING or record.started is None
-                    or name not in fleet.spec or now - record.started < plan.replace_at - GATHER_WINDOW):
+                    or name not in fleet.spec):
                 continue
+            early = plan.replace_at - (now - record.started)  # seconds before it falls due
+            if early <= GATHER_WINDOW:
+                near.append((name, record, plan, early))
+        if not any(early <= 0 for *_, early in near):
+            return []
+        due = []
+        for name, record, plan, _ in near:
             left = max(plan.first_retirement - (now - record.started), 0)
             due.append(Retiring(name, (
                 f"job {name} (id {record.job_id}) nears its walltime: its workers retire "
