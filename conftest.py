@@ -1,0 +1,12 @@
+"""Doctests' temporary directories (``tempfile.mkdtemp()`` in an example) go under pytest's
+own temporary directory for that test, which pytest removes in time, not straight in /tmp."""
+
+import tempfile
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _doctest_tempdir(request, monkeypatch):
+    if isinstance(request.node, pytest.DoctestItem):
+        monkeypatch.setattr(tempfile, "tempdir", str(request.getfixturevalue("tmp_path")))
