@@ -99,14 +99,15 @@ def test_walltime_replacement_per_element_is_one_new_array(make):
     for started in sorted(cluster.fleet.records[name].started for name in retired):
         if anchor is None or started - anchor > GATHER_WINDOW:
             groups, anchor = groups + 1, started
+    sbatches = submits(calls, "sbatch")
     retried = [stderr for argv, stderr in calls.failed if argv[0] == "sbatch"]  # a busy slurmctld
     initial = len({job_id.split("_")[0] for job_id in first.values()})
-    replacing = len(submits(calls, "sbatch")) - len(retried) - initial
-    assert 1 <= replacing <= groups, (submits(calls, "sbatch"), retired, retried)
+    replacing = len(sbatches) - len(retried) - initial
+    assert 1 <= replacing <= groups, (sbatches, retired, retried)
     submitted: dict[str, list[str]] = {}  # sbatch's job id -> the ids of its jobs
     for job in jobs[len(first):]:
         submitted.setdefault(job.job_id.split("_")[0], []).append(job.job_id)
-    assert len(submitted) == replacing, (submitted, submits(calls, "sbatch"))
+    assert len(submitted) == replacing, (submitted, sbatches)
     # several replacements at once are one array; one alone (an element that started apart)
     # is a plain job, as any single new job is (hpcgpu.cluster.batch.arrays)
     assert all("_" in i for ids in submitted.values() if len(ids) > 1 for i in ids), submitted

@@ -8,7 +8,6 @@ cut off before the listener reads a Dask message; a recorded proof does not pass
 from __future__ import annotations
 
 import asyncio
-import operator
 import os
 import signal
 import subprocess
@@ -195,10 +194,10 @@ def test_scheduler_workers_and_client_compute_over_authenticated_ucx(key):
                 [sys.executable, "-m", "distributed.cli.dask_worker", scheduler.address,
                  "--name", name, "--nthreads", "1", "--no-nanny", "--no-dashboard"]) for name in ("one", "two")]
             try:
-                for _ in range(600):  # 60 s
-                    if len(scheduler.workers) == 2:
-                        break
-                    await asyncio.sleep(0.1)
+                async def both_connected():
+                    while len(scheduler.workers) < 2:
+                        await asyncio.sleep(0.1)
+                await asyncio.wait_for(both_connected(), 60)
                 one, two = (next(a for a, w in scheduler.workers.items() if w.name == name)
                             for name in ("one", "two"))
                 client = await asyncio.create_subprocess_exec(

@@ -61,25 +61,22 @@ class WalltimePlanner:
     def due(self, now: float) -> list[Retiring]:
         """The running jobs whose workers retire soon, as events (nothing changes here):
         none until one is due, then with it those due within :data:`GATHER_WINDOW`."""
-        fleet, near = self.fleet, []
+        fleet, near = self.fleet, []  # (name, job id, plan, seconds running)
         for name, record in fleet.records.items():
             plan = fleet.job_pool(name).retirement  # each pool's walltime
             if (plan is None or record.phase is not JobState.RUNNING or record.started is None
                     or name not in fleet.spec):
                 continue
-            early = plan.replace_at - (now - record.started)  # seconds before it falls due
-            if early <= GATHER_WINDOW:
-                near.append((name, record, plan, early))
-        if not any(early <= 0 for *_, early in near):
+            age = now - record.started
+            if age >= plan.replace_at - GATHER_WINDOW:
+                near.append((name, record.job_id, plan, age))
+        if not any(age >= plan.replace_at for _, _, plan, age in near):
             return []
-        due = []
-        for name, record, plan, _ in near:
-            left = max(plan.first_retirement - (now - record.started), 0)
-            due.append(Retiring(name, (
-                f"job {name} (id {record.job_id}) nears its walltime: its workers retire "
-                f"from about {left:.0f} s from now, their data moving to other workers; "
-                "a replacement is submitted")))
-        return due
+        return [Retiring(name, (
+            f"job {name} (id {job_id}) nears its walltime: its workers retire "
+            f"from about {max(plan.first_retirement - age, 0):.0f} s from now, their data "
+            "moving to other workers; a replacement is submitted"))
+            for name, job_id, plan, age in near]
 
     def replace_due(self, now: float) -> list[str]:
         """Retire the jobs :meth:`due` names and add their replacements (the fleet applies
