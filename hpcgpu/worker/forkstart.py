@@ -35,7 +35,7 @@ from multiprocessing import reduction
 from distributed import Nanny
 
 from hpcgpu.worker.nannies import FORKSERVER_PRELOAD
-from hpcgpu.worker.startfailure import ClosesAfterAFailedStart
+from hpcgpu.worker.startfailure import OneStartAtATime, StopsWhileStarting
 
 __all__ = ["PRELOAD", "READ_AT_IMPORT", "ParentStateProcess", "ForkServerNanny", "read_at_import", "spawn_needed",
            "take_parent_state", "start_method", "fork_started", "install"]
@@ -148,7 +148,7 @@ class _Context(mp_context.ForkServerContext):
 _CONTEXT = _Context()
 
 
-class ForkServerNanny(ClosesAfterAFailedStart, Nanny):
+class ForkServerNanny(OneStartAtATime, StopsWhileStarting, Nanny):
     """distributed's ``Nanny``, whose worker process (at start and each restart) comes
     from the fork server as a :class:`ParentStateProcess`."""
 

@@ -13,6 +13,7 @@ job shows ``running``. :func:`with_restart_limit` makes a nanny give up after
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import signal
@@ -20,8 +21,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["WorkerStartError", "ClosesAfterAFailedStart", "exception_lines", "start_error", "wait_for_workers_or_exit",
-           "with_restart_limit", "storm_lines", "RestartCounter", "STORM_MARK"]
+__all__ = ["WorkerStartError", "OneStartAtATime", "StopsWhileStarting", "exception_lines", "start_error",
+           "wait_for_workers_or_exit", "with_restart_limit", "storm_lines", "RestartCounter", "STORM_MARK"]
 
 logger = logging.getLogger("hpcgpu.worker")
 
@@ -126,25 +127,69 @@ class RestartCounter:
         return len(self.times) >= self.limit
 
 
-class ClosesAfterAFailedStart:
-    """A mixin for a ``distributed.Nanny`` whose worker process could not even be created
-    (``OSError`` from multiprocessing: a fork server that cannot start, no memory to fork).
+class OneStartAtATime:
+    """A mixin for a ``distributed.Nanny``: a start of its worker process waits until the one
+    before it has ended.
 
-    distributed's nanny then closes itself, and its close joins that process: the join
-    raises ("can only join a started process"), the nanny stays ``closing``, and whoever
-    awaits it (the worker command, ``LocalGPUCluster``) waits for ever with the error
-    already logged. Here the close finds no process to stop, and the start fails at once.
+    distributed's start polls its queue for the worker's "started" message until its status
+    leaves ``starting``. A worker that dies after it connected but before that message was
+    read is started again at once (``Nanny._on_worker_exit``), often before the first start
+    looks again: both then poll the new start's queue, and where the first reads the message
+    it drops it (another start's). The worker process runs, but its nanny waits for ever, and
+    so does every close of the nanny or of its cluster. Here the first start, which sees the
+    status ``stopped`` at its next look, returns before the next one begins; a start that
+    waited for it does not begin where the nanny was closed meanwhile.
+    """
+
+    async def instantiate(self):
+        lock = self.__dict__.setdefault("_hpcgpu_start_lock", asyncio.Lock())
+        waited = lock.locked()
+        async with lock:
+            if waited and self.status.name in ("closing", "closed"):
+                return self.status
+            return await super().instantiate()
+
+
+class StopsWhileStarting:
+    """A mixin for a ``distributed.Nanny`` that is stopped while its worker process starts.
+
+    distributed's kill waits until a start under way has ended: for a worker whose scheduler
+    is gone (rank 0 of an MPI job killed by ``MPI_Abort``, a scheduler job that ended), that
+    is the worker's death timeout, 60 s and more, after which the nanny's close ends in an
+    ``AssertionError`` traceback; the command, told to stop by SIGTERM, outlives its job. A
+    worker that has not started holds nothing to hand over: here it is killed at once, and
+    the nanny's own start, which that ends, is no failure.
+
+    A worker process that could not even be created (``OSError`` from multiprocessing: a
+    fork server that cannot start, no memory to fork): distributed's close joins it, the join
+    raises ("can only join a started process"), the nanny stays ``closing`` and whoever awaits
+    it waits for ever with the error already logged. Here the close finds nothing to stop.
     """
 
     async def kill(self, timeout: float = 5, reason: str = "nanny-kill") -> None:
         process = getattr(self, "process", None)  # distributed's WorkerProcess
-        if process is not None and process.status.name == "starting":
-            await process.running.wait()  # a start under way ends first, as distributed's kill waits
+        while process is not None and process.status.name == "starting" and not process.running.is_set():
+            child = getattr(process, "process", None)  # its AsyncProcess, once it exists
+            if getattr(child, "pid", None) is not None:
+                logger.info("worker %s stopped while it started (%s)", self.name, reason)
+                self.__dict__["_hpcgpu_stopped_starting"] = True
+                await child.kill()
+                await process.running.wait()  # the start sees the exit and ends
+            else:
+                await asyncio.sleep(0.05)
         if process is not None and process.status.name in ("starting", "failed") \
                 and getattr(getattr(process, "process", None), "pid", None) is None:
             self.process = None  # never started: nothing to stop or join
             return
         await super().kill(timeout=timeout, reason=reason)
+
+    async def start_unsafe(self):
+        try:
+            return await super().start_unsafe()
+        except RuntimeError:  # "Nanny failed to start worker process"
+            if not self.__dict__.get("_hpcgpu_stopped_starting"):
+                raise
+            return self  # stopped as asked while it started: no failure, no traceback
 
 
 def with_restart_limit(nanny_class: type) -> type:
@@ -153,7 +198,7 @@ def with_restart_limit(nanny_class: type) -> type:
     :data:`RESTART_WINDOW` s (its last line starts with :data:`STORM_MARK`), or as soon as
     the worker died of SIGTERM (what a batch system sends every process of a job it stops)."""
 
-    class LimitedNanny(ClosesAfterAFailedStart, nanny_class):
+    class LimitedNanny(OneStartAtATime, StopsWhileStarting, nanny_class):
         def _on_worker_exit_sync(self, exitcode):
             # before anything reads them: the exit code, and whether this nanny's own memory
             # monitor sent the SIGTERM (it notes the pid it terminates)
