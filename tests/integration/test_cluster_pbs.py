@@ -178,7 +178,7 @@ if [ ! -e "$mark" ]; then
   echo "NetworkCheckError: interface 'ib0' on host $host is down (link state down): this host lost its network" >&2
   exit 1
 fi
-sleep 12
+sleep 30
 '''
 
 
@@ -198,11 +198,15 @@ def test_a_job_pbs_starts_on_an_excluded_host_is_cancelled_and_counted(make, tmp
     assert first.state == "failed" and others and all(j.excluded == (host,) for j in others), cluster.job_table()
     cancelled = [j for j in others if j.nodes == (host,)]
     assert len(cluster.failures) == 3 and len(cancelled) == 2, (cluster.failures, cluster.job_table())
-    for job in cancelled:  # PBS's own record: deleted (qdel) while the prologue still waited
+    # PBS's own record: ended while the prologue still waited (30 s), that is by the qdel. At
+    # once, or, where the delete reached the mom while it was still starting the job, at the
+    # mom's kill_delay (10 s): OpenPBS 23.06 then starts the job, kills it 10 s later and
+    # records it "finished", exit status 0 (seen once, in its server and mom logs)
+    for job in cancelled:
         wait_for(lambda: not pbs_alive(job.job_id), 30, what=f"PBS to finish {job.job_id}")
         out = subprocess.run(["qstat", "-x", "-f", "-F", "json", job.job_id], capture_output=True, text=True).stdout
         record = json.loads(out)["Jobs"][job.job_id]
         seconds = sum(int(p) * 60 ** i for i, p in enumerate(reversed(record["resources_used"]["walltime"].split(":"))))
-        assert record["job_state"] == "F" and "terminated by" in record["comment"] and seconds < 12, record
+        assert record["job_state"] == "F" and seconds < 20, record
     assert f"started on excluded host(s) {host} (pbs has no request that keeps a job off a host)" in str(error.value)
     assert any("excluded from new jobs" in r.getMessage() and host in r.getMessage() for r in caplog.records)
