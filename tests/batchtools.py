@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,12 +69,3 @@ def sbatch_wrap(directory: Path, options: list[str], command: str, name: str = "
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().split(";")[0]
 
-
-def processes_left(marker: str, within: float) -> list[tuple[int, str]]:
-    """:func:`processes_with` ``marker`` once they are gone, or after ``within`` s: a process
-    that its launcher's end told to stop (rank 0's worker gets SIGTERM when rank 0 dies)
-    closes in its own time, after the launcher has returned."""
-    deadline = time.monotonic() + within
-    while (found := processes_with(marker)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return found

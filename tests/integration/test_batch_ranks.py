@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from conftest import gpus_per_node
+from conftest import gpus_per_node, wait_for
 
-from batchtools import CHECK, OMPI_ROOT, ROOT, processes_left, processes_with
+from batchtools import CHECK, OMPI_ROOT, ROOT, processes_with
 
 pytestmark = pytest.mark.mpi
 
@@ -61,7 +61,7 @@ def two_ranks_one_changed(tmp_path, rank: int, export: str, within: float) -> st
     start = time.monotonic()
     done, marker = run(argv, tmp_path, timeout=within)
     assert done.returncode != 0 and time.monotonic() - start < within, done.stderr[-3000:]
-    assert processes_left(marker, within=10) == []
+    wait_for(lambda: processes_with(marker) == [], 10, 0.1, what=f"the processes of {marker} to go")
     return done.stderr
 
 
