@@ -214,6 +214,12 @@ class Dialect:
         """The exit code from the output of :meth:`exit_code_argv` (None when not found)."""
         return None
 
+    def parse_end_nodes(self, output: str) -> tuple[str, ...]:
+        """The nodes a finished job ran on, from the output of :meth:`exit_code_argv`: a job
+        that failed between two polls was never seen running, and its nodes are known only
+        there (empty when not said)."""
+        return ()
+
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
         """Path of the file where the job's standard error goes, as the directives ask."""
         raise NotImplementedError

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -28,6 +29,7 @@ from hpcgpu.schedulers.slurm.dialect import SlurmDialect
 from cluster_helpers import answered_commands  # noqa: F401 (the fixture 'commands')
 from hpcgpu.worker.reach import link_problem
 
+DATA = Path(__file__).parents[1] / "data"
 HOST = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,15}", fullmatch=True)
 DOWN = ("NetworkCheckError: interface 'ib0' on host node2 is down (link state down): this host "
         "lost its network; ...")
@@ -183,6 +185,35 @@ def test_a_failed_network_check_on_a_host_keeps_the_next_jobs_off_it(tmp_path, c
     assert fleet.records["c-2"].excluded == ("node2",) and fleet.records["c-1"].excluded == ()
     table = format_table(fleet.table())
     assert table.splitlines()[0].endswith("excluding") and table.splitlines()[-1].endswith("node2")
+
+
+@pytest.mark.parametrize("scheduler, status, ended, fixture, host", [
+    ("slurm", "squeue", "scontrol", "slurm-22.05-scontrol-show-job-failed.txt", "node3"),
+    ("sge", "qstat", "qacct", "sge-8.1.9-qacct-exit5.txt", "vm"),  # qstat lists no ended job
+])
+def test_a_job_that_failed_between_two_polls_is_excluded_by_the_host_its_end_names(
+        tmp_path, commands, caplog, scheduler, status, ended, fixture, host):
+    """No poll saw it running, so only the scheduler's record of its end (``scontrol show
+    job``, ``qacct -j``) says where it ran: without that host its failure read as one "at
+    once", and the replacing stopped (seen in CI: Grid Engine, a prologue that exits at once)."""
+    dialect = get_dialect(scheduler)
+    fleet = fleet_of(tmp_path, dialect)
+    fleet.scale_to(1, "default", dict, lambda: True)
+    fleet._records["c-0"] = record = JobRecord("c-0", 1, job_id="41", phase=JobState.PENDING,
+                                               state="pending", submitted=time.monotonic() - 5)
+    fleet.jobs["c-0"] = job = FakeJob(name="c-0")
+    job.job_id = "41"
+    monitor = monitor_of(fleet, dialect)
+    line = DOWN.replace("node2", host)
+    with open(monitor.error_log(record), "w") as log:
+        log.write(f"{line}\n")
+    commands.answers[status] = (0, "")
+    commands.answers[ended] = (0, (DATA / fixture).read_text())
+    with caplog.at_level("WARNING", logger="hpcgpu.cluster"):
+        asyncio.run(monitor.poll())
+    assert fleet.records["c-0"].nodes == (host,) and fleet.records["c-0"].state == "failed"
+    assert fleet.exclusions.hosts() == (host,), caplog.text
+    assert not monitor.gave_up and list(fleet.spec) == ["c-1"], caplog.text
 
 
 def test_a_job_that_failed_at_once_for_another_reason_still_stops_the_replacing(tmp_path, commands):

@@ -151,18 +151,20 @@ class Cancelling:
 
 @dataclass(frozen=True)
 class Ended:
-    """It is over, as ``state`` (ended, cancelled or failed); ``exit_code`` and
-    ``stderr_tail`` when known (None and "" keep the record's)."""
+    """It is over, as ``state`` (ended, cancelled or failed); ``exit_code``, ``stderr_tail``
+    and ``nodes`` (of a job no poll saw running) when known (None and empty keep the record's)."""
 
     name: str
     state: JobState = JobState.ENDED
     exit_code: int | None = None
     stderr_tail: str = ""
+    nodes: tuple[str, ...] = ()
 
     def change(self, record: JobRecord) -> tuple[str | None, dict]:
         return self.state.value, {
             "state": self.state.word, "stderr_tail": self.stderr_tail or record.stderr_tail,
-            "exit_code": record.exit_code if self.exit_code is None else self.exit_code}
+            "exit_code": record.exit_code if self.exit_code is None else self.exit_code,
+            "nodes": record.nodes or self.nodes}
 
 
 def end_of(reported: str, exit_code: int | None, storm: bool) -> JobState:

@@ -164,10 +164,11 @@ class JobMonitor:
         if record.cancelled_by_us:
             self.fleet.apply(Ended(name, JobState.CANCELLED))
             return
-        exit_code = record.exit_code
+        exit_code, nodes = record.exit_code, ()
         if exit_code is None and (argv := self.dialect.exit_code_argv(record.job_id)):
             done = await asyncio.to_thread(commands.run, argv, timeout=30, check=False)
             exit_code = self.dialect.parse_exit_code(done.stdout)
+            nodes = self.dialect.parse_end_nodes(done.stdout)  # of a job that ran between polls
         record = self.fleet.records[name]
         log = self.error_log(record)
         text = tail(log, 5000)  # read once: its tail is shown, its errors are named
@@ -175,7 +176,7 @@ class JobMonitor:
         end = end_of(record.state, exit_code, bool(storm))
         shown = not record.fully_started or storm  # a job whose second GPU's worker failed too
         job = self.fleet.apply(Ended(name, end, exit_code, (
-            "\n".join(text.splitlines()[-self.tail_lines:]) or "(empty)") if shown else ""))
+            "\n".join(text.splitlines()[-self.tail_lines:]) or "(empty)") if shown else "", nodes))
         self._report(self.fleet.records[name], log, text, storm, record.retiring)
         record = self.fleet.records[name]
         ran = time.monotonic() - (record.started or time.monotonic())

@@ -165,6 +165,15 @@ launcher='mpirun' (Open MPI reads the PE's hosts), or use nodes=1
         match = re.search(r"^exit_status\s+(\d+)", output, re.MULTILINE)
         return int(match.group(1)) if match else None
 
+    def parse_end_nodes(self, output: str) -> tuple[str, ...]:
+        r"""``hostname`` in ``qacct -j``: the job's master host.
+
+        >>> SGEDialect().parse_end_nodes("qname        all.q\nhostname     vm\n")
+        ('vm',)
+        """
+        match = re.search(r"^hostname\s+(\S+)", output, re.MULTILINE)
+        return (match.group(1),) if match else ()
+
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
         # -j y -o dir/: stdout and stderr both in <name>.o<id>
         return f"{log_directory}/{job_name}.o{job_id}"

@@ -152,6 +152,16 @@ class SlurmDialect(Dialect, name="slurm", prefix="#SBATCH", submit_executable="s
         code, signal = int(match.group(1)), int(match.group(2))
         return 128 + signal if signal and not code else code
 
+    def parse_end_nodes(self, output: str) -> tuple[str, ...]:
+        r"""``NodeList=`` in ``scontrol show job`` (not ``ReqNodeList``/``ExcNodeList``).
+
+        >>> SlurmDialect().parse_end_nodes("   ReqNodeList=(null) ExcNodeList=(null)\n   NodeList=node[1-2]")
+        ('node1', 'node2')
+        """
+        match = re.search(r"(?<![A-Za-z])NodeList=(\S+)", output)
+        nodes = match.group(1) if match else ""
+        return expand_hostlist(nodes) if nodes and nodes != "(null)" else ()
+
     def error_log(self, job_name: str, job_id: str, log_directory: str) -> str:
         return f"{log_directory}/{job_name}-{job_id}.err"
 
