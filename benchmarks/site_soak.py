@@ -85,10 +85,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 class AppOutput:
-    """The app's JSON lines as they arrive, each stamped with the driver's clock."""
+    """The app's JSON lines as they arrive, each stamped with the driver's clock, and
+    appended to ``log`` at once (a soak killed from outside still leaves what the app said)."""
 
-    def __init__(self, stream, start: float) -> None:
+    def __init__(self, stream, start: float, log: Path) -> None:
         self.events: list[dict] = []
+        self.log = log
+        log.write_text("")
         self.lock = threading.Lock()
         self.working = threading.Event()  # the first round checked (or the app ended)
         self.start = start
@@ -104,6 +107,8 @@ class AppOutput:
             event["at"] = round(time.monotonic() - self.start, 2)
             with self.lock:
                 self.events.append(event)
+                with open(self.log, "a") as log:
+                    log.write(json.dumps(event) + "\n")
             if event.get("event") == "round":
                 self.working.set()
         self.working.set()  # EOF: the app ended (before its first round, if it failed)
@@ -261,7 +266,7 @@ def soak(args) -> dict:
     start = time.monotonic()
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     app, stderr = start_app(args, workdir, job_name, hosts, all_hosts)
-    out = AppOutput(app.stdout, start)
+    out = AppOutput(app.stdout, start, workdir / "events.jsonl")
     faults: list[dict] = []
     phases = {"to_first_result_s": None}
     try:
@@ -300,7 +305,6 @@ def soak(args) -> dict:
             left["clean_up_error"] = f"{type(error).__name__}: {error}"
 
     events = out.snapshot()
-    (workdir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     return summarise(args=args, hosts=hosts, workdir=workdir, events=events, faults=faults,
                      left=left, app_ended=ended, ran_s=ran_s, phases=phases, started_utc=started_utc,
                      stderr=(workdir / "app.stderr").read_text(errors="replace"),

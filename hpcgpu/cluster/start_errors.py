@@ -19,7 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["root_cause", "start_error"]
+__all__ = ["ProcessStartError", "root_cause", "start_error"]
+
+
+class ProcessStartError(RuntimeError):
+    """The scheduler's own process ended before it listened; the message is its own last
+    exception line (``UCXXNoDeviceError: ...``), then where its log is."""
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -37,5 +42,6 @@ def start_error(error: BaseException, options: dict[str, Any]) -> RuntimeError:
     """A RuntimeError that says the cause first, then the given options (those not empty)."""
     cause = root_cause(error)
     check = ", ".join(f"{name}={value!r}" for name, value in options.items() if value)
-    return RuntimeError(f"the Dask scheduler did not start: {type(cause).__name__}: {cause}"
+    said = str(cause) if isinstance(cause, ProcessStartError) else f"{type(cause).__name__}: {cause}"
+    return RuntimeError(f"the Dask scheduler did not start: {said}"
                         + (f"; check {check}" if check else ""))

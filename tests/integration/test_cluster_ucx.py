@@ -4,11 +4,12 @@ scheduler, workers and client configured from one ``NetworkSettings``; and
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
-from pathlib import Path
+import time
 
 import cloudpickle
+import dask
 import dask.array as da
 import pytest
 from distributed import Client
@@ -38,28 +39,37 @@ def _check_compute_over_ucx(cluster, gpus: int) -> None:
         assert sum(incoming for _, incoming in views.values()) > 0
 
 
-def _isolated(body: str, tmp_path) -> None:
-    """Run ``body(tmp_path)`` in a fresh Python: UCX is initialised once per process, and
-    ucxx (0.52) can crash (SIGSEGV in its progress thread) when a later UCX scheduler in the
-    same process runs on a new event loop; other UCX tests share this pytest process."""
-    code = f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]; import test_cluster_ucx as t; t.{body}({str(tmp_path)!r})"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=480)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-
-
-def test_slurm_cluster_over_ucx(slurm, tmp_path):
-    _isolated("_cluster_over_ucx", tmp_path)
-
-
-def _cluster_over_ucx(tmp_path: str) -> None:
-    tmp_path = Path(tmp_path)
-    with SLURMCluster(protocol="ucx", interface="lo", gpus_per_node=2,
-                      log_directory=str(tmp_path / "logs"), **FAST) as cluster:
-        assert cluster.scheduler_address.startswith("ucx://127.0.0.1:")
+def test_slurm_cluster_over_ucx_runs_its_scheduler_apart(slurm, tmp_path):
+    """The scheduler in a process of its own on this host (its UCX there), the client in
+    over TLS: this process speaks no UCX (distributed-ucxx can corrupt the heap of one that
+    holds a UCX scheduler and a client)."""
+    with dask.config.set({"distributed.scheduler.allowed-failures": 7}), \
+            SLURMCluster(protocol="ucx", interface="lo", gpus_per_node=2,
+                         log_directory=str(tmp_path / "logs"), **FAST) as cluster:
+        assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
+        assert cluster.scheduler.contact_address.startswith("ucx://127.0.0.1:")
+        child = cluster.scheduler.child
         script = cluster.job_script()
         assert "export DASK_DISTRIBUTED_UCXX__CREATE_CUDA_CONTEXT=True" in script
         assert "--protocol ucx --interface lo" in script
         _check_compute_over_ucx(cluster, gpus=4)
+        with Client(cluster) as client:
+            assert client.run_on_scheduler(os.getpid) == child.pid != os.getpid()
+            assert client.scheduler_info()["services"].get("dashboard")  # as in-process
+            # this process's Dask config, as an in-process scheduler would have read it
+            assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures) == 7
+    assert not child.running()  # it ended with the cluster
+
+
+def test_a_scheduler_process_that_cannot_start_says_why_at_once(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as caught:
+        SLURMCluster(protocol="ucx", interface="lo", gpus_per_node=1, log_directory=str(tmp_path),
+                     **{**FAST, "scheduler_options": {"no_such_option": 1}})
+    assert time.monotonic() - start < 30
+    message = str(caught.value)  # its own error, and what to check
+    assert message.startswith("the Dask scheduler did not start: TypeError: ") and "'no_such_option'" in message
+    assert "(in the scheduler's own process, which ended)" in message and "scheduler_options=" in message
 
 
 def test_scheduler_in_first_job_client_over_tls(slurm, tmp_path):

@@ -42,8 +42,8 @@ def test_a_short_soak_injects_a_fault_checks_results_and_leaves_nothing(tmp_path
 
 
 def _tails(workdir, size: int = 4000) -> str:
-    """The last lines of the soak's app (its cluster's log) and of each job's log: the soak
-    itself prints nothing until it ends, so a soak that never got its first result says
-    nothing else of why."""
-    files = [workdir / "app.stderr", *sorted((workdir / "logs").glob("*"))]
+    """The last lines of the soak's app (what it said, its cluster's log) and of each job's
+    log: the soak itself prints nothing until it ends, so a soak that never got its first
+    result says nothing else of why."""
+    files = [workdir / "events.jsonl", workdir / "app.stderr", *sorted((workdir / "logs").glob("*"))]
     return "\n".join(f"== {f.name}:\n{f.read_text(errors='replace')[-size:]}" for f in files if f.is_file())

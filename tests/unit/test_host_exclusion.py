@@ -23,6 +23,7 @@ from hpcgpu.cluster.batch.job_state import JobState
 from hpcgpu.cluster.batch.job_table import JobRecord, format_table
 from hpcgpu.cluster.batch.monitor import JobMonitor
 from hpcgpu.cluster.batch.pools import Pool
+from hpcgpu.cluster.batch.silence import heartbeat_source
 from hpcgpu.cluster.batch.setup import prepare
 from hpcgpu.jobspec.dialects import get_dialect
 from hpcgpu.schedulers.slurm.dialect import SlurmDialect
@@ -313,27 +314,43 @@ def test_the_same_failure_on_a_second_host_reads_as_the_configuration(tmp_path, 
 
 
 # ---------------------------------------------------------------------- a link lost mid-run
-def test_silent_workers_are_said_once_with_the_link_line_of_their_log(tmp_path, commands):
+class Identity:
+    """A scheduler apart as the cluster's comm reaches it: ``identity()``'s worker infos."""
+
+    def __init__(self, infos):
+        self.infos = infos
+
+    async def identity(self):
+        return {"workers": {a: dict(info) for a, info in self.infos.items()}}
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["in-process", "scheduler-apart"])
+def test_silent_workers_are_said_once_with_the_link_line_of_their_log(tmp_path, commands, apart):
+    """A scheduler in the cluster's process is read directly; one in a process of its own on
+    this host (UCX) through its ``identity()``, each poll."""
     fleet = fleet_of(tmp_path)
     running(fleet, "c-0", "41", "node2")
     running(fleet, "c-1", "42", "node1")
     fleet.spec.update({"c-0": {}, "c-1": {}})
     now = time.time()
-    worker = lambda name, host, age: SimpleNamespace(name=name, host=host, last_seen=now - age)  # noqa: E731
-    scheduler = SimpleNamespace(workers={"a": worker("c-0-0-0", "10.78.0.12", 12),
-                                         "b": worker("c-1-0-0", "10.78.0.11", 0.3)})
+    infos = {"a": {"name": "c-0-0-0", "host": "10.78.0.12", "last_seen": now - 12},
+             "b": {"name": "c-1-0-0", "host": "10.78.0.11", "last_seen": now - 0.3}}
+    if apart:
+        source = lambda: heartbeat_source(SimpleNamespace(same_clock=True), Identity(infos))  # noqa: E731
+    else:
+        source = lambda: SimpleNamespace(workers={a: SimpleNamespace(**i) for a, i in infos.items()})  # noqa: E731
     (tmp_path / "w-41.err").write_text(DOWN + "\n")
     commands.answers["squeue"] = (0, "41|RUNNING|node2|None\n42|RUNNING|node1|None\n")
     monitor = JobMonitor(fleet, get_dialect("slurm"), poll_interval=0.0, tail_lines=3,
-                         max_failed_jobs=3, scheduler=lambda: scheduler)
+                         max_failed_jobs=3, scheduler=source)
     asyncio.run(monitor.poll())
     asyncio.run(monitor.poll())
     (event,) = monitor.events
     assert event.startswith("job c-0 (id 41) on node2 (10.78.0.12): no heartbeat from its worker(s) "
                             "c-0-0-0 for 12 s: interface 'ib0' on host node2 is down"), event
-    scheduler.workers["a"].last_seen = time.time()  # heard again, then quiet again: said again
+    infos["a"]["last_seen"] = time.time()  # heard again, then quiet again: said again
     asyncio.run(monitor.poll())
-    scheduler.workers["a"].last_seen = time.time() - 20
+    infos["a"]["last_seen"] = time.time() - 20
     (tmp_path / "w-41.err").write_text("")
     asyncio.run(monitor.poll())
     assert len(monitor.events) == 2 and "may have lost its network" in monitor.events[1]

@@ -41,6 +41,7 @@ from hpcgpu.cluster.batch.progress import wait_for_workers
 from hpcgpu.cluster.batch.reachback import ReachBack, port_ranges
 from hpcgpu.cluster.versions import VersionWatch
 from hpcgpu.cluster.batch.scheduler_job import worker_address
+from hpcgpu.cluster.batch.silence import heartbeat_source
 from hpcgpu.cluster.shutdown import SCHEDULER_ANSWER, end_workers, scheduler_gone, watch
 from hpcgpu.cluster.batch.submitter import JobSubmitter
 from hpcgpu.cluster.batch.walltime_planner import WalltimePlanner
@@ -90,7 +91,8 @@ class BatchCluster(JobQueueCluster):
             tail_lines=int(config.get("stderr-tail-lines")),
             max_failed_jobs=int(max_failed_jobs or config.get("max-failed-jobs")),
             running=lambda: self.status == Status.running, reconcile=self._reconcile_soon,
-            give_up=self._stop_adaptive, keep_requeued=bool(requeue), scheduler=lambda: self.scheduler)
+            give_up=self._stop_adaptive, keep_requeued=bool(requeue),
+            scheduler=lambda: heartbeat_source(self.scheduler, self.scheduler_comm))
         self.walltime = WalltimePlanner(self.fleet, self.monitor.events)
         self.submitter = JobSubmitter(
             self.fleet, self.monitor, dialect, connected=self.connected_by_job,
@@ -99,7 +101,8 @@ class BatchCluster(JobQueueCluster):
         #: Job name of a worker (picklable: the scheduler runs it for adaptive scaling).
         self.job_key = self.fleet.job_key
         #: The workers' ports as this host reaches them (None: the scheduler is elsewhere).
-        self.reach = ReachBack(self._client_connection_args, self._describe_worker) if reach_back else None
+        self.reach = ReachBack(lambda: self.security.get_connection_args("client") if self.security else {},
+                               self._describe_worker) if reach_back else None
         self.versions = VersionWatch()  # each joining worker's hpcgpu, dask, distributed
         super().__init__(**kwargs)
         # The fleet's desired and started jobs are the dicts SpecCluster reconciles.
@@ -243,9 +246,6 @@ class BatchCluster(JobQueueCluster):
         for info in (self.scheduler_info.get("workers", {}) if workers is None else workers).values():
             out.setdefault(self.job_key(info["name"]), set()).add(str(info["name"]))
         return out
-
-    def _client_connection_args(self) -> dict:
-        return self.security.get_connection_args("client") if self.security else {}
 
     def _describe_worker(self, info: dict) -> tuple[str, dict]:
         """A worker's words in messages (its name, job and node) and its pool's port ranges."""

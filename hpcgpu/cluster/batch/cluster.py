@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from distributed.core import Status, rpc
+from distributed.core import Status
 from distributed.deploy.spec import SpecCluster
 from distributed.scheduler import Scheduler
 from distributed.utils import NoOpAwaitable
@@ -21,13 +21,14 @@ from hpcgpu.cluster.batch.network import cluster_network, dashboard_link, jobque
 from hpcgpu.cluster.batch.pool_setup import named_pool, prepare_cluster
 from hpcgpu.cluster.batch.pools import DEFAULT_POOL, Pool, worker_groups
 from hpcgpu.cluster.batch.private import PrivateDirectory
-from hpcgpu.cluster.batch.scheduler_job import JobScheduler
+from hpcgpu.cluster.batch.scheduler_apart import SchedulerProcess
+from hpcgpu.cluster.batch.scheduler_job import JobScheduler, worker_address
 from hpcgpu.cluster.batch.setup import positional_n_workers
 from hpcgpu.cluster.start_errors import root_cause, start_error
 from hpcgpu.jobspec.gpuoptions import GPUWorkerOptions
 from hpcgpu.jobspec.keywords import check_keywords
 from hpcgpu.jobspec.scriptfields import shell_template
-from hpcgpu.network import client_address, config_context
+from hpcgpu.network import config_context
 from hpcgpu.network.tls import cluster_security
 
 __all__ = ["GPUCluster"]
@@ -205,16 +206,16 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                     self.scheduler = await JobScheduler(
                         self.job_cls, self._job_kwargs, self._name, self.network,
                         self.fleet.submitted, self.private_directory)
+                elif self.network.client_protocol and not self._setup.cpu and self.scheduler is None:
+                    self.scheduler = await SchedulerProcess(  # UCX: not in the user's process
+                        self.network, self.scheduler_spec["options"], self.security,
+                        self._job_kwargs["security"], self.private_directory)
                 await super()._start()
             except Exception as error:
                 options = dict(scheduler_options=self._setup.scheduler_options,
                                protocol=self.network.protocol,
                                ucx_environment=dict(self.network.ucx_environment))
                 raise start_error(error, options) from root_cause(error)
-        if self.network.client_protocol and not self._setup.scheduler_in_job:
-            addresses = [listener.contact_address for listener in self.scheduler.listeners]
-            self.scheduler_comm = rpc(client_address(addresses, self.network),
-                                      connection_args=self.security.get_connection_args("client"))
 
     @property
     def gpu_options(self) -> GPUWorkerOptions:
@@ -290,7 +291,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
         if self.fleet.pool(pool).spec is self.new_spec:
             return self._dummy_job.job_script()
         # The scheduler's address, as dask-jobqueue's _dummy_job shows for the default pool.
-        return self.fleet.job_script(pool, getattr(self.scheduler, "address", None))
+        return self.fleet.job_script(pool, self.scheduler and worker_address(self.scheduler, self.network))
 
     @property
     def dashboard_link(self) -> str:

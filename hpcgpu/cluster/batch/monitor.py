@@ -15,6 +15,7 @@ then holds them about two minutes) has lost its workers: unless the cluster aske
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from typing import Any, Callable
@@ -140,7 +141,7 @@ class JobMonitor:
         statuses = self.dialect.parse_status(result.stdout)
         self._asked = False  # whether this poll asked for a reconciliation
         self.fleet.refresh(self.connected())
-        self._watch_heartbeats()
+        await self._watch_heartbeats()
         now = time.monotonic()
         for job_id, name in live.items():
             before = self.fleet.records[name]
@@ -228,10 +229,11 @@ class JobMonitor:
         logger.warning("%s", report)
         return True
 
-    def _watch_heartbeats(self) -> None:
+    async def _watch_heartbeats(self) -> None:
         """Say once per job and host that its workers' heartbeats stopped, and why where
         its log says (a link down: :mod:`hpcgpu.worker.linkwatch`)."""
-        ages = heartbeat_ages(self.scheduler())
+        source = self.scheduler()  # a scheduler apart: a coroutine of its workers' infos
+        ages = heartbeat_ages(await source if inspect.isawaitable(source) else source)
         silent = silent_hosts(ages, self.fleet.job_key, silent_after(len(ages)))
         self._silent &= set(silent)  # heard again: said again if it goes quiet again
         for (name, host), (workers, age) in silent.items():

@@ -22,10 +22,12 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
     """The :class:`~hpcgpu.network.NetworkSettings` of one cluster.
 
     ``protocol`` defaults to ``tls`` with security on, ``tcp`` without; ``fallback=True``
-    follows the same rule. With ``scheduler_in_job`` and UCX, the client reaches the
-    scheduler through a second listener (``client_protocol``, by default ``tls``/``tcp``
-    likewise), and UCX is not checked here (the login node need not have it: the workers
-    fail early, with the fix, where it is missing). The interface the scheduler listens on
+    follows the same rule. With UCX the scheduler runs outside this process (in a job with
+    ``scheduler_in_job``, else in a process of its own here:
+    :mod:`~hpcgpu.cluster.batch.scheduler_apart`) and the client reaches it through a second
+    listener (``client_protocol``, by default ``tls``/``tcp`` likewise); with
+    ``scheduler_in_job`` UCX is not checked here (the login node need not have it: the
+    workers fail early, with the fix, where it is missing). The interface the scheduler listens on
     here must exist here: ``own`` (the user's ``scheduler_options``) names it, or a host,
     where given; the workers' ``interface`` is then the compute hosts' alone.
 
@@ -47,7 +49,7 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
     protocol = options.get("protocol") or secure
     fallback = secure if options.get("fallback") is True else options.get("fallback")
     client_protocol = options.get("client_protocol")
-    if scheduler_in_job and client_protocol is None and str(protocol).lower().startswith("ucx"):
+    if client_protocol is None and str(protocol).lower().startswith("ucx"):
         client_protocol = secure
     net = NetworkSettings.create(
         protocol, options.get("transports") or "auto", options.get("interface"),

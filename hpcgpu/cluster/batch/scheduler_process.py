@@ -1,5 +1,7 @@
 """``python -m hpcgpu.cluster.batch.scheduler_process FILE --protocol ucx,tls ...``: the scheduler
-that ``scheduler_in_job`` starts inside the first job.
+that ``scheduler_in_job`` starts inside the first job, and a UCX cluster in a process of its
+own (``--options``: all of ``Scheduler``'s keywords as JSON,
+:mod:`hpcgpu.cluster.batch.scheduler_apart`).
 
 Like ``dask scheduler --scheduler-file FILE``, plus ``FILE.listeners``: every listener's
 address (the scheduler file holds only the first one, UCX for the workers; the client
@@ -38,13 +40,15 @@ async def _serve(args: argparse.Namespace) -> None:
     security = Security(tls_ca_file=args.tls_ca_file, tls_scheduler_cert=args.tls_cert,
                         tls_scheduler_key=args.tls_key) if args.tls_cert else None
     interface = split(args.interface)
-    async with Scheduler(protocol=protocols if len(protocols) > 1 else protocols[0],
-                         port=[0] * len(protocols) if len(protocols) > 1 else 0,
-                         interface=interface if interface and len(interface) > 1 else args.interface,
-                         scheduler_file=args.scheduler_file, dashboard=False,
-                         # /health and /metrics start without the dashboard: this node only
-                         dashboard_address="127.0.0.1:0",
-                         security=security, plugins=[CoLocateRoots()]) as scheduler:
+    options = dict(protocol=protocols if len(protocols) > 1 else protocols[0],
+                   port=[0] * len(protocols) if len(protocols) > 1 else 0,
+                   interface=interface if interface and len(interface) > 1 else args.interface,
+                   dashboard=False,
+                   # /health and /metrics start without the dashboard: this node only
+                   dashboard_address="127.0.0.1:0")
+    options.update(json.loads(args.options) if args.options else {})
+    async with Scheduler(**options, scheduler_file=args.scheduler_file, security=security,
+                         plugins=[CoLocateRoots()]) as scheduler:
         write_listeners(args.scheduler_file + ".listeners",
                         [listener.contact_address for listener in scheduler.listeners])
         warmup.dask_setup(scheduler)  # the first graph's imports, before it takes a graph
@@ -57,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("scheduler_file")
     parser.add_argument("--protocol", default="tcp")
     parser.add_argument("--interface", default=None)
+    parser.add_argument("--options", default=None, help="Scheduler's keywords as JSON (win over the rest)")
     for flag in ("--tls-ca-file", "--tls-cert", "--tls-key"):
         parser.add_argument(flag, default=None)
     asyncio.run(_serve(parser.parse_args(argv)))

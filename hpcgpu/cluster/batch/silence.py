@@ -2,7 +2,8 @@
 
 A host that loses its network leaves its job running and its workers' connections open on
 the scheduler's side until a TCP timeout (about 30 s) closes them; the computation waits
-meanwhile. Each poll, the cluster looks at the in-process scheduler's workers: those not heard
+meanwhile. Each poll, the cluster looks at its scheduler's workers (in its process, or in a
+process of its own on this host): those not heard
 from for :data:`SILENT_AFTER` seconds are said once per job and host, with the link line that
 their worker command wrote to the job's log (:mod:`hpcgpu.worker.linkwatch`) where there is one.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-__all__ = ["SILENT_AFTER", "heartbeat_ages", "link_line", "silent_after", "silent_hosts",
+__all__ = ["SILENT_AFTER", "heartbeat_ages", "heartbeat_source", "link_line", "silent_after", "silent_hosts",
            "silence_message"]
 
 #: seconds without a heartbeat (a worker of a small cluster sends two a second) before a
@@ -34,13 +35,38 @@ def silent_after(workers: int) -> float:
 
 def heartbeat_ages(scheduler: Any, now: float | None = None) -> dict[str, tuple[str, float]]:
     """Worker name -> (its host's address, seconds since its last heartbeat), from an
-    in-process ``distributed.Scheduler`` (``{}`` for one elsewhere: ``scheduler_in_job``)."""
-    workers = getattr(scheduler, "workers", None)
+    in-process ``distributed.Scheduler``, or from the worker infos of ``Scheduler.identity()``
+    of one on this host (:func:`heartbeat_source`); ``{}`` for one elsewhere (``scheduler_in_job``:
+    another clock).
+
+    >>> heartbeat_ages({"tls://a:1": {"name": "c-0-0", "host": "a", "last_seen": 90.0}}, now=100.0)
+    {'c-0-0': ('a', 10.0)}
+    """
+    workers = scheduler if isinstance(scheduler, Mapping) else getattr(scheduler, "workers", None)
     if not isinstance(workers, Mapping):
         return {}
     now = time.time() if now is None else now
-    return {str(ws.name): (str(getattr(ws, "host", "?")), now - ws.last_seen)
-            for ws in list(workers.values()) if getattr(ws, "last_seen", None)}
+    rows = [(w["name"], w.get("host", "?"), w.get("last_seen")) if isinstance(w, Mapping)
+            else (w.name, getattr(w, "host", "?"), getattr(w, "last_seen", None))
+            for w in list(workers.values())]
+    return {str(name): (str(host), now - seen) for name, host, seen in rows if seen}
+
+
+def heartbeat_source(scheduler: Any, comm: Any) -> Any:
+    """What :func:`heartbeat_ages` reads: the in-process ``scheduler``, or, for a scheduler
+    process on this host (its ``same_clock``), a coroutine of its worker infos through
+    ``comm`` (``{}`` when it does not answer: the next poll asks again)."""
+    if not getattr(scheduler, "same_clock", False) or comm is None:
+        return scheduler
+
+    async def infos() -> dict:
+        import asyncio
+
+        try:
+            return (await asyncio.wait_for(comm.identity(), 5))["workers"]
+        except (OSError, asyncio.TimeoutError, KeyError):
+            return {}
+    return infos()
 
 
 def silent_hosts(ages: Mapping[str, tuple[str, float]], job_of: Callable[[str], str],
