@@ -134,6 +134,15 @@ def test_exit_code_from_scontrol_show_job(name, code):
     assert SLURM.parse_exit_code(_read(name)) == code
 
 
+@pytest.mark.parametrize("name, nodes", [
+    ("slurm-22.05-scontrol-show-job-failed.txt", ("node3",)),  # ReqNodeList=(null) before it
+    ("slurm-22.05-scontrol-show-job-requeued.txt", ()),        # ReqNodeList=node2, NodeList= empty
+    ("slurm-22.05-scontrol-show-job-pending.txt", ()),
+])
+def test_nodes_of_an_ended_job_from_scontrol_show_job(name, nodes):
+    assert SLURM.parse_end_nodes(_read(name)) == nodes
+
+
 def test_scontrol_of_an_array_element_is_that_element():
     text = _read("slurm-22.05-scontrol-show-job-array-element.txt")
     assert "ArrayJobId=257 ArrayTaskId=3" in text and "JobState=FAILED" in text

@@ -41,6 +41,7 @@ def test_qstat_of_a_job_being_deleted():
 ])
 def test_exit_code_from_qacct(name, code):
     assert SGE.parse_exit_code(_read(name)) == code
+    assert SGE.parse_end_nodes(_read(name)) == ("vm",)  # where it ran, for a job no poll saw running
 
 
 def test_qacct_argv_of_an_array_element_names_its_task():
