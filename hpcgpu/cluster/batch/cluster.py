@@ -212,8 +212,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                         self._job_kwargs["security"], self.private_directory)
                 await super()._start()
             except Exception as error:
-                options = dict(scheduler_options=self._setup.scheduler_options,
-                               protocol=self.network.protocol,
+                options = dict(scheduler_options=self._setup.scheduler_options, protocol=self.network.protocol,
                                ucx_environment=dict(self.network.ucx_environment))
                 raise start_error(error, options) from root_cause(error)
 

@@ -138,7 +138,7 @@ class SchedulerProcess(ProcessInterface):
         self.child: Any = None
 
     async def start(self) -> None:
-        """Start the process and wait for its listeners; its log's last lines if it ends first."""
+        """Start the process and wait for its listeners; its own error if it ends first."""
         from hpcgpu.runner.processes import start_child
 
         directory = Path(self.private.path)
