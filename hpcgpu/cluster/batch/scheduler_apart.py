@@ -20,17 +20,15 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import dask.config
-from distributed.deploy.spec import ProcessInterface
 
 from hpcgpu.cluster.start_errors import ProcessStartError
-from hpcgpu.network import NetworkSettings, client_address, job_environment
+from hpcgpu.cluster.batch.scheduler_job import SchedulerApart, read_listeners
+from hpcgpu.network import NetworkSettings, job_environment
 from hpcgpu.system.pymain import module_argv
-from hpcgpu.system.schedfile import read_trusted_json
 
 __all__ = ["SchedulerProcess", "own_error", "scheduler_argv", "START_TIMEOUT"]
 
@@ -107,12 +105,10 @@ def own_error(lines: list[str]) -> str | None:
     return found
 
 
-class SchedulerProcess(ProcessInterface):
-    """The cluster's scheduler, as a child process: SpecCluster's ``scheduler``.
-
-    ``address`` (and ``external_address``) is the client's listener, ``contact_address``
-    the workers' (UCX). Closing it waits for the scheduler to end (the cluster asked it to),
-    then stops it.
+class SchedulerProcess(SchedulerApart):
+    """The cluster's scheduler as a child process on this host (SpecCluster's ``scheduler``;
+    ``contact_address`` the workers' UCX listener). Closing it waits for the scheduler to
+    end (the cluster asked it to), then stops it.
 
     Parameters
     ----------
@@ -153,25 +149,20 @@ class SchedulerProcess(ProcessInterface):
             self.child = start_child("scheduler", argv, env=env, stdout=log, stderr=log,
                                      stdin=subprocess.DEVNULL)
         try:
-            addresses = await self._listeners()
+            addresses = await read_listeners(self.listeners_file, "the scheduler's listeners file",
+                                             self.timeout, self.child.running)
+            if addresses is None:
+                raise self._start_error()
         except BaseException:
             await self._stop(grace=2)
             raise
-        self.contact_address = addresses[0]
-        self.address = self.external_address = client_address(addresses, self.network)
-        await super().start()
+        await self.listening(addresses)
 
-    async def _listeners(self) -> list[str]:
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline and self.child.running():
-            found = read_trusted_json(self.listeners_file, "the scheduler's listeners file", private=True)
-            if found and found.get("addresses"):
-                return found["addresses"]
-            await asyncio.sleep(0.1)
+    def _start_error(self) -> ProcessStartError:
         ended = "ended" if not self.child.running() else f"wrote no listeners within {self.timeout:g} s"
         lines = self.log.read_text(errors="replace").splitlines()[-40:] if self.log.exists() else []
         said = own_error(lines) or "its last lines:\n" + "\n".join(lines[-10:])
-        raise ProcessStartError(f"{said} (in the scheduler's own process, which {ended})")
+        return ProcessStartError(f"{said} (in the scheduler's own process, which {ended})")
 
     async def _stop(self, grace: float) -> None:
         if self.child is not None:

@@ -21,7 +21,7 @@ from hpcgpu.network import NetworkSettings, client_address, job_environment, sch
 from hpcgpu.system.pymain import module_argv
 from hpcgpu.system.schedfile import read_trusted_json
 
-__all__ = ["JobScheduler", "scheduler_lines", "worker_address", "START_TIMEOUT"]
+__all__ = ["JobScheduler", "SchedulerApart", "read_listeners", "scheduler_lines", "worker_address", "START_TIMEOUT"]
 
 #: Seconds the cluster waits for the scheduler job to start (queue wait included).
 START_TIMEOUT = 300.0
@@ -81,7 +81,34 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
     )
 
 
-class JobScheduler(ProcessInterface):
+async def read_listeners(path: str, what: str, timeout: float,
+                         alive: Any = lambda: True) -> list[str] | None:
+    """The addresses a scheduler apart wrote to its listeners file ``path`` within ``timeout``
+    s while ``alive()``; None if none came. Only the scheduler's own file (0600) in the
+    private directory counts, no other user's (#38)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        found = read_trusted_json(path, what, private=True)
+        if found and found.get("addresses"):
+            return found["addresses"]
+        await asyncio.sleep(0.1)
+    return None
+
+
+class SchedulerApart(ProcessInterface):
+    """A scheduler outside this process: ``address`` (and ``external_address``) is the
+    client's listener, ``contact_address`` the workers' (the first)."""
+
+    network: NetworkSettings
+
+    async def listening(self, addresses: list[str]) -> None:
+        """Started: it listens at ``addresses``."""
+        self.contact_address = addresses[0]
+        self.address = self.external_address = client_address(addresses, self.network)
+        await super().start()
+
+
+class JobScheduler(SchedulerApart):
     """The cluster's scheduler, as the first job: SpecCluster's ``scheduler``; a job of
     ``job_cls`` with the cluster's job ``options``, recorded in ``submitted``; its
     scheduler file in the cluster's ``private`` directory
@@ -116,28 +143,17 @@ class JobScheduler(ProcessInterface):
                 os.unlink(path)  # a stale file would point at a dead scheduler
         await self.job.start()
         try:
-            addresses = await self._listeners()
+            addresses = await read_listeners(self.listeners_file, "the scheduler job's listeners file",
+                                             self.timeout)
+            if addresses is None:
+                raise TimeoutError(
+                    f"the scheduler job {self.job.job_id} wrote no {self.listeners_file} within "
+                    f"{self.timeout:g} s: see its output in {self.log_directory} "
+                    "(queue wait counts too: raise death_timeout, or check the queue)")
         except BaseException:
             await self.job.close()
             raise
-        self.contact_address = addresses[0]
-        self.address = self.external_address = client_address(addresses, self.network)
-        await super().start()
-
-    async def _listeners(self) -> list[str]:
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            # the scheduler's own file (0600) in the private directory, no other (#38)
-            found = read_trusted_json(self.listeners_file, "the scheduler job's listeners file",
-                                      private=True)
-            if found and found.get("addresses"):
-                return found["addresses"]
-            await asyncio.sleep(0.25)
-        raise TimeoutError(
-            f"the scheduler job {self.job.job_id} wrote no {self.listeners_file} within "
-            f"{self.timeout:g} s: see its output in {self.log_directory} "
-            "(queue wait counts too: raise death_timeout, or check the queue)"
-        )
+        await self.listening(addresses)
 
     async def close(self) -> None:
         """Cancel the scheduler's job."""
