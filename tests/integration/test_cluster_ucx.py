@@ -61,6 +61,18 @@ def test_slurm_cluster_over_ucx_runs_its_scheduler_apart(slurm, tmp_path):
     assert not child.running()  # it ended with the cluster
 
 
+def test_another_scheduler_class_is_refused_naming_the_field(tmp_path):
+    from distributed import Scheduler
+
+    class Mine(Scheduler):
+        pass
+
+    with pytest.raises(RuntimeError, match="scheduler_cls=.*Mine.* with protocol='ucx': a UCX cluster's scheduler "
+                                           "runs in a process of its own"):
+        SLURMCluster(protocol="ucx", interface="lo", gpus_per_node=1, log_directory=str(tmp_path),
+                     scheduler_cls=Mine, **FAST)
+
+
 def test_a_scheduler_process_that_cannot_start_says_why_at_once(tmp_path):
     start = time.monotonic()
     with pytest.raises(RuntimeError) as caught:

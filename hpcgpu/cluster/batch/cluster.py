@@ -208,7 +208,7 @@ enable_tcp_over_ucx, enable_infiniband, enable_nvlink, enable_rdmacm, cpu_affini
                         self.fleet.submitted, self.private_directory)
                 elif self.network.client_protocol and not self._setup.cpu and self.scheduler is None:
                     self.scheduler = await SchedulerProcess(  # UCX: not in the user's process
-                        self.network, self.scheduler_spec["options"], self.security,
+                        self.network, self.scheduler_spec, self.security,
                         self._job_kwargs["security"], self.private_directory)
                 await super()._start()
             except Exception as error:

@@ -114,8 +114,9 @@ class SchedulerProcess(SchedulerApart):
     ----------
     network : NetworkSettings
         The cluster's (``client_protocol`` set: the second listener).
-    options : dict
-        ``Scheduler``'s keywords, as the in-process scheduler would get them (no ``security``).
+    spec : dict
+        SpecCluster's scheduler spec: distributed's ``Scheduler`` (another class cannot go to
+        that process) and its keywords, as the in-process scheduler would get them.
     security, written : distributed.Security or None
         The cluster's credentials, and the same as files (the workers').
     private : PrivateDirectory
@@ -125,11 +126,17 @@ class SchedulerProcess(SchedulerApart):
     #: its workers' ``last_seen`` times are this host's clock (hpcgpu.cluster.batch.silence)
     same_clock = True
 
-    def __init__(self, network: NetworkSettings, options: dict[str, Any], security: Any,
+    def __init__(self, network: NetworkSettings, spec: dict[str, Any], security: Any,
                  written: Any, private: Any, timeout: float = START_TIMEOUT) -> None:
+        from distributed import Scheduler
+
+        if spec.get("cls", Scheduler) is not Scheduler:
+            raise ValueError(f"scheduler_cls={spec['cls']!r} with protocol={network.protocol!r}: a UCX "
+                             "cluster's scheduler runs in a process of its own, distributed's Scheduler; "
+                             "leave scheduler_cls out, or use protocol='tls'")
         super().__init__()
         self.network, self.private, self.timeout = network, private, timeout
-        self.options = {k: v for k, v in options.items() if k != "security"}
+        self.options = {k: v for k, v in spec.get("options", {}).items() if k != "security"}
         self.security, self.written = security, written
         self.child: Any = None
 
