@@ -23,8 +23,8 @@ __all__ = ["ProcessStartError", "root_cause", "start_error"]
 
 
 class ProcessStartError(RuntimeError):
-    """The scheduler's own process ended before it listened; the message is its own last
-    exception line (``UCXXNoDeviceError: ...``), then where its log is."""
+    """The scheduler's own process ended (or stayed silent) before it listened; the message
+    is its own error (``UCXXNoDeviceError: ...``), then which of the two."""
 
 
 def root_cause(error: BaseException) -> BaseException:
