@@ -26,7 +26,7 @@ from typing import Any
 import dask.config
 
 from hpcgpu.cluster.start_errors import ProcessStartError
-from hpcgpu.cluster.batch.scheduler_job import SchedulerApart, read_listeners
+from hpcgpu.cluster.batch.scheduler_job import SchedulerApart, read_listeners, tls_flags
 from hpcgpu.network import NetworkSettings, job_environment
 from hpcgpu.system.pymain import module_argv
 
@@ -63,10 +63,7 @@ def scheduler_argv(python: str, scheduler_file: str, options: dict[str, Any],
                          "(protocol='ucx' runs it apart): give numbers, strings, lists and dicts "
                          "only") from None
     argv = [python, "-m", "hpcgpu.cluster.batch.scheduler_process", scheduler_file,
-            "--options", text]
-    for key, flag in (("tls_ca_file", "--tls-ca-file"), ("tls_cert", "--tls-cert"), ("tls_key", "--tls-key")):
-        if tls.get(key):
-            argv += [flag, str(tls[key])]
+            "--options", text, *tls_flags(tls)]
     return module_argv(argv)
 
 

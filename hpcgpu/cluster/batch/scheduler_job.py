@@ -21,7 +21,7 @@ from hpcgpu.network import NetworkSettings, client_address, job_environment, sch
 from hpcgpu.system.pymain import module_argv
 from hpcgpu.system.schedfile import read_trusted_json
 
-__all__ = ["JobScheduler", "SchedulerApart", "read_listeners", "scheduler_lines", "worker_address", "START_TIMEOUT"]
+__all__ = ["JobScheduler", "SchedulerApart", "read_listeners", "scheduler_lines", "tls_flags", "worker_address", "START_TIMEOUT"]
 
 #: Seconds the cluster waits for the scheduler job to start (queue wait included).
 START_TIMEOUT = 300.0
@@ -35,6 +35,16 @@ def worker_address(scheduler: Any, net: NetworkSettings) -> str:
         return client_address([l.contact_address for l in listeners],
                               NetworkSettings(protocol=net.protocol))
     return contact or scheduler.address
+
+
+def tls_flags(tls: dict[str, str | None]) -> list[str]:
+    """``scheduler_process``'s flags for the CA, certificate and key files given.
+
+    >>> tls_flags({"tls_cert": "/p/c.pem", "tls_key": None})
+    ['--tls-cert', '/p/c.pem']
+    """
+    flags = (("tls_ca_file", "--tls-ca-file"), ("tls_cert", "--tls-cert"), ("tls_key", "--tls-key"))
+    return [part for key, flag in flags if tls.get(key) for part in (flag, str(tls[key]))]
 
 
 def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
@@ -70,9 +80,7 @@ def scheduler_lines(python: str, scheduler_file: str, net: NetworkSettings,
             "--protocol", join(protocol)]
     if interface:
         argv += ["--interface", join(interface)]
-    for key, flag in (("tls_ca_file", "--tls-ca-file"), ("tls_cert", "--tls-cert"), ("tls_key", "--tls-key")):
-        if tls.get(key):
-            argv += [flag, str(tls[key])]
+    argv += tls_flags(tls)
     return (
         f"rm -f {shlex.quote(scheduler_file)} {shlex.quote(scheduler_file + '.listeners')}",
         shlex.join(env + module_argv(argv)) + " &",  # the job's directory: maybe shared
