@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 __all__ = ["Block", "ROOT", "pages", "blocks_of", "indented_code", "stray_markers", "commands",
@@ -52,6 +52,9 @@ class Block:
     unknown_markers: tuple[str, ...] = field(default=())
     #: the block it continues (``continues`` marker), whose runnable text runs before its own
     continues: Block | None = None
+    #: a runnable block below continues this one: it runs as the head of that block's script,
+    #: not once more alone (the same code, the same cluster, the same checks)
+    continued: bool = False
 
     @property
     def id(self) -> str:
@@ -109,6 +112,9 @@ def blocks_of(path: Path) -> list[Block]:
         text = textwrap.dedent("\n".join(lines[i + 1:end]) + "\n")  # a block in a list item
         if continues and above is None:
             unknown += ("<!-- continues --> with no Python block above",)
+        if continues and above is not None and not not_run:
+            at = next(k for k, b in enumerate(blocks) if b is above)
+            blocks[at] = above = replace(above, continued=True)
         block = Block(page, i + 1, language.lower(), text, not_run, subs, unknown,
                       above if continues else None)
         blocks.append(block)
@@ -194,6 +200,8 @@ def how_checked(block: Block) -> str:
     'checked only (bash -n, commands parsed): needs a GPU'
     """
     language = LANGUAGES.get(block.language, block.language)
+    if block.continued:
+        return "ran: python block.py, as the start of the block below"
     if block.continues is not None and not block.not_run:
         return "ran: python block.py, after the block above"
     if block.not_run:

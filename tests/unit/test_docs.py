@@ -35,7 +35,9 @@ TIMEOUT = 300  # one block; the cluster walkthroughs start real jobs on a busy 2
 
 
 def _blocks(language: str) -> list:
-    return [pytest.param(b, id=b.id, marks=_group(b)) for b in BLOCKS if LANGUAGES.get(b.language) == language]
+    """A block that a runnable block below continues is run as the head of that one's script."""
+    return [pytest.param(b, id=b.id, marks=_group(b)) for b in BLOCKS
+            if LANGUAGES.get(b.language) == language and not b.continued]
 
 
 def _group(block: Block) -> list:
@@ -122,9 +124,15 @@ def test_python_block(block: Block, request, tmp_path, block_server):
     text = block.runnable_text()
     _needs_schedulers(request, text)
     done = _run_as_script(text, tmp_path, block_server)
-    assert done.returncode == 0, f"{block.id} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    what = block.id + "".join(f" after {b.id}" for b in _above(block))
+    assert done.returncode == 0, f"{what} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     # a block that ends with its cluster open: closed at exit, cleanly (no traceback)
-    assert "Traceback" not in done.stderr, f"{block.id} ended with a traceback:\n{done.stderr[-4000:]}"
+    assert "Traceback" not in done.stderr, f"{what} ended with a traceback:\n{done.stderr[-4000:]}"
+
+
+def _above(block: Block) -> list[Block]:
+    """The blocks that run before ``block`` in its script, nearest first."""
+    return [block.continues] + _above(block.continues) if block.continues else []
 
 
 def _run_as_script(text: str, tmp_path: Path, server: BlockServer) -> subprocess.CompletedProcess:
@@ -253,6 +261,9 @@ def test_the_checks_fail_on_broken_blocks(tmp_path):
         docblocks.ROOT = root
     assert orphan.unknown_markers and not first.unknown_markers
     assert second.runnable_text() == "x = 2\nprint(x)\n" and how_checked(second).startswith("ran")
+    # the continued block runs once, as the head of the block below: it is no test of its own
+    assert first.continued and second.continues is first and not orphan.continued
+    assert how_checked(first) == "ran: python block.py, as the start of the block below"
 
 
 def test_a_failing_python_block_fails(tmp_path, block_server):
