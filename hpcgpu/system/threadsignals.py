@@ -85,7 +85,17 @@ def unblock_in_main() -> None:
 
 
 def unblock_in_child() -> None:
-    """Undo the block in a child process before it execs (a ``preexec_fn``)."""
+    """Undo the block in a child process before it execs (a ``preexec_fn``).
+
+    First the parent's Python handlers of these signals go back to the default, while the
+    signals are still blocked: the child runs Python until its ``exec``, and a signal that
+    arrives there (the parent's death signal, when the parent is killed at that moment)
+    would run the parent's handler in the child; hpcgpu's SIGTERM handler would cancel the
+    parent's jobs from there. A signal the parent ignores stays ignored, as across ``exec``.
+    """
+    for signum in MAIN_THREAD_SIGNALS:
+        if callable(signal.getsignal(signum)):
+            signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, MAIN_THREAD_SIGNALS)
 
 

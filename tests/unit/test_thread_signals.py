@@ -121,3 +121,42 @@ def test_a_child_gets_sigterm_when_this_process_dies(tmp_path, start):
             os.kill(child, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+BEFORE_EXEC = '''
+import os, signal, subprocess, sys
+from types import SimpleNamespace
+from hpcgpu.cluster.shutdown import watch
+from hpcgpu.system.threadsignals import unblock_in_child
+
+class Cluster:  # what watch() needs: an owner it can refer to weakly
+    asynchronous = True
+
+marker = sys.argv[1]
+cluster = Cluster()
+# hpcgpu's SIGTERM handler, with one job to cancel: its "scancel" is `touch marker`
+watch(cluster, SimpleNamespace(cancel_argv=lambda ids: ["touch", marker]),
+      {"job": SimpleNamespace(job_id="7", ended=False)})
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # as hpcgpu's spawner thread
+
+def preexec():  # a SIGTERM between fork and exec: the parent's death signal, say
+    os.kill(os.getpid(), signal.SIGTERM)
+    unblock_in_child()
+
+done = subprocess.run(["true"], preexec_fn=preexec)
+print(done.returncode, os.path.exists(marker), flush=True)
+os._exit(0)  # not this process's own exit handlers: they would cancel the job here
+'''
+
+
+def test_a_signal_between_fork_and_exec_runs_no_handler_of_the_parent(tmp_path):
+    """A child that hpcgpu starts runs Python between fork and exec (its ``preexec_fn``),
+    with the parent's Python signal handlers. A SIGTERM there (the death signal, when the
+    parent was killed at that moment) ran hpcgpu's handler in the child, which cancelled
+    the parent's jobs: a user's kill -9 ended jobs that were to be left alone (seen as a
+    pending job of tests/exit_script.py cancelled 0.2 s after the kill). The child now
+    dies of the signal, as a child of a process without hpcgpu would."""
+    marker = tmp_path / "cancelled"
+    done = subprocess.run([sys.executable, "-c", BEFORE_EXEC, str(marker)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split() == [str(-signal.SIGTERM), "False"], (done.stdout, done.stderr[-3000:])
