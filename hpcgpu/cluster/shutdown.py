@@ -12,6 +12,9 @@ process can end still cancels every job the cluster submitted, pending or runnin
 - ``SIGTERM`` or ``SIGHUP`` with Python's default handler (death): the jobs are cancelled,
   then the process dies of the same signal, as it would have without hpcgpu.
 
+Only the process that made a cluster closes it or cancels its jobs: a process forked from it
+inherits these hooks and the handler, and its SIGTERM or its end leaves the jobs alone.
+
 The cancel is synchronous, through :func:`hpcgpu.system.commands.run`: at interpreter shutdown
 the thread pool behind ``asyncio.to_thread`` no longer accepts work. After ``SIGKILL``
 nothing runs in this process: the workers end themselves when the scheduler connection
@@ -44,7 +47,9 @@ HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: Seconds ``close`` waits for stopped workers' jobs to end by themselves before cancelling.
 END_GRACE = 10.0
 _finalizers: list[weakref.finalize] = []
-_clusters: weakref.WeakSet = weakref.WeakSet()
+#: cluster -> the pid of the process that made it: a forked child (a ``multiprocessing`` fork
+#: worker) inherits these hooks and handlers, and must neither close nor cancel its parent's
+_clusters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _installed: set = set()  # signal numbers, and "atexit"
 
 
@@ -90,7 +95,7 @@ def watch(cluster: Any, dialect: Any, jobs: dict[str, Any],
     (:class:`~hpcgpu.cluster.batch.private.PrivateDirectory`: the credentials), when ``cluster``
     is collected, at interpreter exit, or on a deadly signal, whichever comes first (once).
     ``jobs`` and ``private`` must not refer to ``cluster``."""
-    finalizer = weakref.finalize(cluster, _end, dialect, jobs, private)
+    finalizer = weakref.finalize(cluster, _end, os.getpid(), dialect, jobs, private)
     close_at_exit(cluster)
     _finalizers[:] = [f for f in _finalizers if f.alive] + [finalizer]
     _install_signal_handlers()
@@ -101,7 +106,7 @@ def close_at_exit(cluster: Any) -> None:
     """Close ``cluster`` (a synchronous one, not closed yet) when the script ends without
     closing it: before the interpreter shuts down, so that it closes as ``cluster.close()``
     would, without tracebacks."""
-    _clusters.add(cluster)
+    _clusters[cluster] = os.getpid()
     if "atexit" in _installed:
         return
     try:
@@ -113,7 +118,9 @@ def close_at_exit(cluster: Any) -> None:
     _installed.add("atexit")
 
 
-def _end(dialect: Any, jobs: dict[str, Any], private: Any) -> None:
+def _end(owner: int, dialect: Any, jobs: dict[str, Any], private: Any) -> None:
+    if os.getpid() != owner:  # a forked child ends (its SIGTERM, its exit): not its jobs
+        return
     cancel_now(dialect, jobs)
     if private is not None:
         private.remove()
@@ -127,8 +134,8 @@ def _run_finalizers() -> None:
 def _at_exit() -> None:
     """Close what the script left open (the nannies stop their workers, the jobs end
     cleanly), then cancel whatever is left. Only clusters on hpcgpu's own loop: a user's loop is gone by now."""
-    for cluster in list(_clusters):
-        if getattr(cluster, "asynchronous", True) or cluster.status == Status.closed:
+    for cluster, owner in list(_clusters.items()):
+        if owner != os.getpid() or getattr(cluster, "asynchronous", True) or cluster.status == Status.closed:
             continue
         try:
             cluster.close(timeout=2 * END_GRACE + 10)

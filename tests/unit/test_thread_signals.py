@@ -123,20 +123,27 @@ def test_a_child_gets_sigterm_when_this_process_dies(tmp_path, start):
             pass
 
 
-BEFORE_EXEC = '''
+WATCHED = '''
 import os, signal, subprocess, sys
 from types import SimpleNamespace
 from hpcgpu.cluster.shutdown import watch
-from hpcgpu.system.threadsignals import unblock_in_child
 
 class Cluster:  # what watch() needs: an owner it can refer to weakly
     asynchronous = True
 
 marker = sys.argv[1]
 cluster = Cluster()
-# hpcgpu's SIGTERM handler, with one job to cancel: its "scancel" is `touch marker`
+# hpcgpu's SIGTERM handler and exit hooks, with one job to cancel: its "scancel" is `touch marker`
 watch(cluster, SimpleNamespace(cancel_argv=lambda ids: ["touch", marker]),
       {"job": SimpleNamespace(job_id="7", ended=False)})
+'''
+
+BEFORE_EXEC = '''
+import os, signal, subprocess, sys
+from hpcgpu.system.threadsignals import unblock_in_child
+
+marker = sys.argv[1]
+signal.signal(signal.SIGTERM, lambda *_: open(marker, "w").close())  # the parent's handler
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # as hpcgpu's spawner thread
 
 def preexec():  # a SIGTERM between fork and exec: the parent's death signal, say
@@ -145,18 +152,48 @@ def preexec():  # a SIGTERM between fork and exec: the parent's death signal, sa
 
 done = subprocess.run(["true"], preexec_fn=preexec)
 print(done.returncode, os.path.exists(marker), flush=True)
-os._exit(0)  # not this process's own exit handlers: they would cancel the job here
+'''
+
+FORKED = WATCHED + '''
+import multiprocessing, time
+how = sys.argv[2]
+if how == "terminate":  # a fork-started worker of the user's, stopped as multiprocessing does
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+    child.start()
+    time.sleep(0.5)
+    child.terminate()
+    child.join()
+    code = child.exitcode
+else:  # a forked child that ends as a script does: its exit hooks run
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(code, os.path.exists(marker), flush=True)
+os._exit(0)
 '''
 
 
 def test_a_signal_between_fork_and_exec_runs_no_handler_of_the_parent(tmp_path):
     """A child that hpcgpu starts runs Python between fork and exec (its ``preexec_fn``),
     with the parent's Python signal handlers. A SIGTERM there (the death signal, when the
-    parent was killed at that moment) ran hpcgpu's handler in the child, which cancelled
-    the parent's jobs: a user's kill -9 ended jobs that were to be left alone (seen as a
-    pending job of tests/exit_script.py cancelled 0.2 s after the kill). The child now
-    dies of the signal, as a child of a process without hpcgpu would."""
-    marker = tmp_path / "cancelled"
+    parent was killed at that moment) ran the parent's handler in the child; hpcgpu's own
+    cancelled the parent's jobs (seen as a pending job of tests/exit_script.py cancelled
+    0.2 s after a kill -9; that handler now acts only in its own process, the test below).
+    The child now dies of the signal before its exec, running no handler of the parent's."""
+    marker = tmp_path / "handled"
     done = subprocess.run([sys.executable, "-c", BEFORE_EXEC, str(marker)], capture_output=True,
                           text=True, timeout=60)
     assert done.stdout.split() == [str(-signal.SIGTERM), "False"], (done.stdout, done.stderr[-3000:])
+
+
+@pytest.mark.parametrize("how,code", [("terminate", -signal.SIGTERM), ("exit", 0)])
+def test_a_forked_child_neither_cancels_nor_closes_its_parents_clusters(tmp_path, how, code):
+    """A process forked from one with a cluster (a multiprocessing worker started by
+    ``fork``) inherits hpcgpu's SIGTERM handler and exit hooks: its SIGTERM
+    (``Process.terminate``) cancelled the parent's jobs, and so did its normal end. Only
+    the process that made a cluster cancels its jobs."""
+    marker = tmp_path / "cancelled"
+    done = subprocess.run([sys.executable, "-c", FORKED, str(marker), how], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split() == [str(code), "False"], (done.stdout, done.stderr[-3000:])
