@@ -5,6 +5,9 @@ import tempfile
 
 import pytest
 
+# imported by fork servers only: importing it freezes the importer's objects (gc.freeze)
+collect_ignore = ["hpcgpu/worker/_forkready.py"]
+
 
 @pytest.fixture(autouse=True)
 def _doctest_tempdir(request, monkeypatch):

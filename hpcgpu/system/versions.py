@@ -9,6 +9,7 @@ version costs no import of the package.
 
 from __future__ import annotations
 
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 
 __all__ = ["CHECKED", "local_versions", "mismatch", "worker_mismatches"]
@@ -23,13 +24,15 @@ def local_versions() -> dict[str, str]:
     >>> sorted(local_versions())
     ['dask', 'distributed', 'hpcgpu']
     """
-    found = {}
-    for name in CHECKED:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = "none"
-    return found
+    return {name: _version(name) for name in CHECKED}
+
+
+@cache  # read once per process: a fork server's workers inherit it (hpcgpu.worker._forkready)
+def _version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "none"
 
 
 def mismatch(mine: dict[str, str], theirs: dict[str, str] | None, who: str) -> str | None:

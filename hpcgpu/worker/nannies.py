@@ -26,9 +26,11 @@ __all__ = ["gpu_environment", "pinned_nanny_class", "use_pinned_nannies", "use_f
 #: what the fork server imports before it forks worker processes: distributed's own list
 #: (``distributed.utils.get_mp_context``) less pandas, which a spawned worker does not import
 #: at start either and which lies on the start-up's critical path, plus the GPU worker's
-#: modules. No CUDA library: a process must not fork after CUDA is initialised.
+#: modules, and last what each worker would do after the fork (:mod:`hpcgpu.worker._forkready`).
+#: No CUDA library: a process must not fork after CUDA is initialised.
 FORKSERVER_PRELOAD = ("distributed", "dask", "msgpack", "cloudpickle", "tornado", "toolz",
-                      "numpy", "lz4", "hpcgpu.worker.gpuworker", "hpcgpu.worker.preload")
+                      "numpy", "lz4", "hpcgpu.worker.gpuworker", "hpcgpu.worker.preload",
+                      "hpcgpu.worker._forkready")
 
 
 def gpu_environment(place: Placement) -> dict[str, str]:

@@ -63,3 +63,48 @@ def test_a_worker_stopped_by_sigterm_is_not_restarted_its_nanny_closes(tmp_path)
     # nanny not yet told: the race CI met under scancel)
     assert text.count("Reason: hpcgpu-worker-sigterm") + text.count("Reason: nanny-start-failed") == 1, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
+
+
+LAUNCHER_WATCHED = r'''
+import gc, os, sys
+log = open(sys.argv[1], "a", buffering=1)
+def record_imports(event, args):
+    if event == "import":
+        log.write(f"{os.getpid()} import {args[0]}\n")
+sys.addaudithook(record_imports)
+os.register_at_fork(after_in_child=lambda: log.write(f"{os.getpid()} forked frozen {gc.get_freeze_count()}\n"))
+sys.argv = ["hpcgpu.worker", *sys.argv[2:]]
+from hpcgpu.worker.__main__ import main
+main()
+'''
+
+
+def test_forked_workers_find_done_what_each_would_do_after_the_fork(tmp_path):
+    """The fork server imports what every worker imports after the fork (its HTTP routes
+    with prometheus_client, numpy.random) and freezes its objects before it forks, so a
+    worker neither imports them nor walks them in its first full collection
+    (hpcgpu.worker._forkready): about half of a forked worker's start-up CPU."""
+    trace = tmp_path / "trace"
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER_WATCHED, str(trace), cluster.scheduler_address, "--name", "fr",
+             "--gpus-per-node", "2", "--death-timeout", "30"],
+            env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""), stderr=subprocess.DEVNULL)
+        try:
+            client.wait_for_workers(2, timeout=60)
+            workers = set(client.run(os.getpid).values())
+        finally:
+            proc.kill()
+            proc.wait()
+    lines = [line.split(" ", 2) for line in trace.read_text().splitlines()]
+    frozen = {int(pid): int(rest.split()[-1]) for pid, what, rest in lines if what == "forked"}
+    after_fork = {int(pid): set() for pid in workers}
+    for pid, what, rest in lines:
+        if what == "import" and int(pid) in after_fork:
+            after_fork[int(pid)].add(rest)
+    assert all(frozen[pid] > 10_000 for pid in workers), frozen
+    for pid, modules in after_fork.items():
+        assert not modules & {"prometheus_client", "numpy.random", "distributed.http.worker.prometheus",
+                              "distributed.http.health", "tornado.platform.asyncio"}, sorted(modules)
+        assert len(modules) < 10, sorted(modules)
