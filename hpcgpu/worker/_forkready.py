@@ -6,11 +6,11 @@ A worker process forked from a fork server (:mod:`hpcgpu.worker.forkedserver`, P
 worker's HTTP routes (``prometheus_client`` with them), ``numpy.random`` and asyncio's
 tornado glue, read the versions it reports from package metadata, and made a full garbage
 collection of the server's 80,000 start-up objects (the worker's
-:func:`~hpcgpu.system.warmup.freeze_startup_objects`): about 0.06 CPU-s of each worker's
-0.13 on a CPU host, the same on every GPU worker of every job. Here the server does them
-once; it then freezes its objects (:func:`gc.freeze`, as Python's documentation advises
-before a ``fork()`` without ``exec()``): a worker's collections skip them, and do not touch
-(copy) the memory pages it shares with the server.
+:func:`~hpcgpu.system.warmup.freeze_startup_objects`): about 0.07 CPU-s of the 0.11 from
+a worker's fork to its registration on a CPU host, on every GPU worker of every job too.
+Here the server does them once; it then freezes its objects (:func:`gc.freeze`, as
+Python's documentation advises before a ``fork()`` without ``exec()``): a worker's
+collections skip them, and do not touch (copy) the memory pages it shares with the server.
 
 Importing this module does it (a fork server's preload can only import), hence private:
 only the fork servers import it, never ``import hpcgpu`` (nor pytest's doctest collection,
