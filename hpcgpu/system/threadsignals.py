@@ -90,8 +90,9 @@ def unblock_in_child() -> None:
     First the parent's Python handlers of these signals go back to the default, while the
     signals are still blocked: the child runs Python until its ``exec``, and a signal that
     arrives there (the parent's death signal, when the parent is killed at that moment)
-    would run the parent's handler in the child; hpcgpu's SIGTERM handler would cancel the
-    parent's jobs from there. A signal the parent ignores stays ignored, as across ``exec``.
+    would run the parent's handler in the child: a user's, say (hpcgpu's own acts only in
+    the process that made its clusters, :mod:`hpcgpu.cluster.shutdown`). A signal the parent
+    ignores stays ignored, as across ``exec``.
     """
     for signum in MAIN_THREAD_SIGNALS:
         if callable(signal.getsignal(signum)):

@@ -33,9 +33,9 @@ AFTER_FORK = ("numpy.random", "tornado.platform.asyncio", "multiprocessing.synch
               "multiprocessing.popen_forkserver")
 
 
-def prepare() -> int:
+def prepare() -> None:
     """Import what a worker imports after the fork, fill the version caches it reads when
-    it registers, then collect and freeze this process's objects; returns how many are frozen."""
+    it registers, then collect and freeze this process's objects."""
     from distributed.versions import get_versions
 
     for name in (*AFTER_FORK, *dask.config.get("distributed.worker.http.routes", [])):
@@ -47,7 +47,6 @@ def prepare() -> int:
     local_versions()
     gc.collect()  # garbage frozen now would never be freed
     gc.freeze()
-    return gc.get_freeze_count()
 
 
 prepare()

@@ -14,13 +14,13 @@ from distributed import Client, LocalCluster
 
 
 @contextmanager
-def forked_workers(tmp_path, name: str):
-    """(client, launcher process, its log): ``python -m hpcgpu.worker`` for two GPUs on a
-    loopback scheduler, both workers connected."""
+def forked_workers(tmp_path, name: str, launcher: tuple[str, ...] = ("-m", "hpcgpu.worker")):
+    """(client, launcher process, its log): ``python -m hpcgpu.worker`` (or ``python
+    *launcher``) for two GPUs on a loopback scheduler, both workers connected."""
     with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
             Client(cluster) as client, open(tmp_path / "log", "w+") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hpcgpu.worker", cluster.scheduler_address, "--name", name,
+            [sys.executable, *launcher, cluster.scheduler_address, "--name", name,
              "--gpus-per-node", "2", "--death-timeout", "30"],
             env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""), stderr=log)
         try:
@@ -85,18 +85,8 @@ def test_forked_workers_find_done_what_each_would_do_after_the_fork(tmp_path):
     worker neither imports them nor walks them in its first full collection
     (hpcgpu.worker._forkready): about half of a forked worker's start-up CPU."""
     trace = tmp_path / "trace"
-    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER_WATCHED, str(trace), cluster.scheduler_address, "--name", "fr",
-             "--gpus-per-node", "2", "--death-timeout", "30"],
-            env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1", SLURM_JOB_ID=""), stderr=subprocess.DEVNULL)
-        try:
-            client.wait_for_workers(2, timeout=60)
-            workers = set(client.run(os.getpid).values())
-        finally:
-            proc.kill()
-            proc.wait()
+    with forked_workers(tmp_path, "fr", ("-c", LAUNCHER_WATCHED, str(trace))) as (client, _, _):
+        workers = set(client.run(os.getpid).values())
     lines = [line.split(" ", 2) for line in trace.read_text().splitlines()]
     frozen = {int(pid): int(rest.split()[-1]) for pid, what, rest in lines if what == "forked"}
     after_fork = {int(pid): set() for pid in workers}
