@@ -21,6 +21,7 @@ import traceback
 
 import dask
 
+from hpcgpu.mpi.idle import idle_bcast, wait_for_every_rank
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.runner import ranks
@@ -112,7 +113,7 @@ def _shared_security(comm, security: bool):
 
         tls = temporary_tls()
         pems = {"ca": tls.ca_file, "cert": tls.cert, "key": tls.key}
-    return tls, _security(comm.bcast(pems, root=0))
+    return tls, _security(idle_bcast(comm, pems))
 
 
 async def _run_worker(address: str, options: dict, worker_class: str) -> None:
@@ -173,6 +174,7 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     3
     """
     comm = comm or mpi().COMM_WORLD
+    wait_for_every_rank(comm)  # the ranks got here at different times (their imports)
     node, local_rank, local_size = _node_layout(comm)
     check_gpus(comm, node, local_rank, local_size)
     rank = comm.Get_rank()
@@ -184,7 +186,7 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
         if rank == 0:
             loop_runner, scheduler = _start_rank0(sec, scheduler_options)
             address = scheduler.address
-        address = comm.bcast(address, root=0)
+        address = idle_bcast(comm, address)  # rank 0 starts the scheduler meanwhile
         common = dict(nthreads=nthreads, memory_limit=memory_limit, local_directory=local_directory or scratch_directory())
         if rank == 0:
             _become_client(comm, address, tls, loop_runner, scheduler, node, local_rank, common)
@@ -247,7 +249,7 @@ def _serve_as_worker(comm, address, sec, node, local_rank, common, interface, wo
     options.update(worker_options or {})
     with abort_on_error(comm):  # a worker that cannot start: rank 0 would wait for it
         asyncio.run(_run_worker(address, options, worker_class))
-    code = comm.bcast(None, root=0)
+    code = idle_bcast(comm)  # rank 0 shuts the cluster down meanwhile
     if exit:
         sys.exit(code)
     return False
@@ -272,4 +274,4 @@ def shutdown(exit_code: int = 0) -> None:
     if not worker.wait_group(10):
         worker.stop(grace=5)
     state["loop_runner"].stop()
-    state["comm"].bcast(exit_code, root=0)
+    idle_bcast(state["comm"], exit_code)

@@ -35,10 +35,16 @@ def mpi_argv(*args: str) -> list[str]:
 
 
 def test_mpirun_every_rank_a_gpu_worker_and_the_exit_code(tmp_path):
+    """... and the ranks that wait for rank 0 (here while its scheduler starts, held 1.5 s
+    by a preload that samples their CPU meanwhile) sleep: MPI_Bcast spun a core each."""
     argv = ["mpirun", "--oversubscribe", "-n", "3",
             *mpi_argv(str(CHECK), "--expect", "3", "--json", "r.json", "--exit-code", "4")]
-    done, marker = run(argv, tmp_path, CUDA_VISIBLE_DEVICES="0,1,2")
+    done, marker = run(argv, tmp_path, CUDA_VISIBLE_DEVICES="0,1,2",
+                       DASK_DISTRIBUTED__SCHEDULER__PRELOAD=str(ROOT / "tests" / "rank_wait_probe.py"),
+                       HPCGPU_TEST_RANK_WAIT=str(tmp_path / "wait.json"))
     assert done.returncode == 4, done.stderr[-3000:]
+    waited = json.loads((tmp_path / "wait.json").read_text())
+    assert len(waited["cpu"]) == 2 and max(waited["cpu"].values()) < 0.1 * waited["hold"], waited
     # a clean end: the workers stop before the scheduler (no CommClosedError tracebacks)
     assert "Traceback" not in done.stderr and "End worker" in done.stderr, done.stderr[-5000:]
     result = json.loads((tmp_path / "r.json").read_text())
