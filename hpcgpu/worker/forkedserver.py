@@ -31,7 +31,7 @@ def start_forked_server(preload: list[str]) -> int | None:
     The server inherits this process as it is now: call it before any thread, listener or
     CUDA context exists (the launcher's start, never a worker's).
     """
-    from multiprocessing import forkserver, resource_tracker, util
+    from multiprocessing import forkserver, util
     from multiprocessing.connection import arbitrary_address
 
     server = forkserver._forkserver
@@ -39,7 +39,7 @@ def start_forked_server(preload: list[str]) -> int | None:
         return None
     for name in preload:
         importlib.import_module(name)
-    resource_tracker.ensure_running()  # as ForkServer.ensure_running: before the server
+    _fork_resource_tracker()  # as ForkServer.ensure_running: before the server
     listener = socket.socket(socket.AF_UNIX)
     address = _socket_path(arbitrary_address("AF_UNIX"))
     listener.bind(address)
@@ -65,6 +65,37 @@ def start_forked_server(preload: list[str]) -> int | None:
     server._forkserver_address, server._forkserver_alive_fd = address, alive_w
     server._forkserver_pid = pid
     return pid
+
+
+def _fork_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, which the fork server's protocol needs, as
+    a fork of this process: Python spawns a fresh interpreter for it (0.06 CPU-s and 20
+    processes' worth of ``.pth`` start-up per launcher), for a loop that reads a pipe.
+
+    The tracker ignores the job's signals, as the server does; it reads the names of the
+    semaphores the workers register and unlinks those left when every holder of the
+    pipe's write end (this process, the server, the workers) has closed it.
+    """
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    if tracker._fd is not None:
+        return
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(write)
+            for signum in (*DRAIN_SIGNALS, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_IGN)
+            resource_tracker.main(read)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(read)
+    tracker._fd, tracker._pid = write, pid
 
 
 def _outlive_job_signals() -> None:

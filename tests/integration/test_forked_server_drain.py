@@ -9,6 +9,9 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
 
 from distributed import Client, LocalCluster
 
@@ -43,10 +46,23 @@ def test_a_drain_signal_to_the_launcher_retires_its_forked_workers(tmp_path):
 def test_a_worker_stopped_by_sigterm_is_not_restarted_its_nanny_closes(tmp_path):
     """scancel signals every process of a job: a worker that dies of SIGTERM before its nanny
     acts is not restarted (a restart under the nanny's close ended in tracebacks); the
-    nanny closes, the other GPU's worker stays, and SIGTERM to the launcher ends it cleanly."""
+    nanny closes, the other GPU's worker stays, and SIGTERM to the launcher ends it cleanly.
+    The launcher's resource tracker is a fork of it, not a fresh interpreter, and still
+    unlinks the semaphore that the worker dead of the signal left."""
+    def leak_a_semaphore() -> str:  # in a worker: a lock kept until the process ends
+        import multiprocessing
+
+        lock = multiprocessing.get_context("forkserver").Lock()
+        sys.modules["os"].__dict__.setdefault("_test_kept", []).append(lock)
+        return lock._semlock.name.lstrip("/")
+
     with forked_workers(tmp_path, "st") as (client, proc, log):
+        tree = [" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert not [line for line in tree if "resource_tracker" in line], tree
         pids = client.run(os.getpid)
         address, first = min(client.scheduler_info()["workers"].items(), key=lambda w: w[1]["name"])
+        semaphore = Path("/dev/shm") / f"sem.{client.run(leak_a_semaphore, workers=[address])[address]}"
+        assert semaphore.exists()
         os.kill(pids[address], signal.SIGTERM)
         deadline = time.monotonic() + 30
         while len(client.scheduler_info()["workers"]) != 1:
@@ -63,6 +79,10 @@ def test_a_worker_stopped_by_sigterm_is_not_restarted_its_nanny_closes(tmp_path)
     # nanny not yet told: the race CI met under scancel)
     assert text.count("Reason: hpcgpu-worker-sigterm") + text.count("Reason: nanny-start-failed") == 1, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
+    deadline = time.monotonic() + 10  # the tracker acts once the launcher's processes are gone
+    while semaphore.exists():
+        assert time.monotonic() < deadline, f"{semaphore} left behind"
+        time.sleep(0.05)
 
 
 LAUNCHER_WATCHED = r'''
