@@ -63,7 +63,7 @@ def mpi():
 def _node_layout(comm) -> tuple[int, int, int]:
     """(node index, node-local rank, ranks on the node)."""
     MPI = mpi()
-
+    wait_for_every_rank(comm)  # its first collective: the ranks come at different times
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     local_rank, local_size = local.Get_rank(), local.Get_size()
     leaders = comm.Split(0 if local_rank == 0 else MPI.UNDEFINED, key=comm.Get_rank())
@@ -174,7 +174,6 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     3
     """
     comm = comm or mpi().COMM_WORLD
-    wait_for_every_rank(comm)  # the ranks got here at different times (their imports)
     node, local_rank, local_size = _node_layout(comm)
     check_gpus(comm, node, local_rank, local_size)
     rank = comm.Get_rank()
