@@ -5,8 +5,10 @@ import tempfile
 
 import pytest
 
-# imported by fork servers only: importing it freezes the importer's objects (gc.freeze)
-collect_ignore = ["hpcgpu/worker/_forkready.py"]
+# _forkready: imported by fork servers only (importing it freezes the importer's objects);
+# array/stats: no examples, and its import (scipy.stats, 1 CPU-s) would be paid by every
+# pytest process for its doctests; tests/unit/test_no_scipy.py imports it once
+collect_ignore = ["hpcgpu/worker/_forkready.py", "hpcgpu/array/stats.py"]
 
 
 @pytest.fixture(autouse=True)

@@ -50,3 +50,12 @@ def test_hpcgpu_imports_and_computes_without_scipy_or_extras():
     # only hpcgpu's name for Dask's scipy-backed module fails, saying so
     assert list(failed) == ["hpcgpu.array.stats"], failed
     assert "requires `scipy`" in failed["hpcgpu.array.stats"]
+
+
+def test_with_scipy_hpcgpu_array_stats_is_dasks():
+    import dask.array.stats
+
+    import hpcgpu.array.stats
+
+    assert hpcgpu.array.stats.ttest_ind is dask.array.stats.ttest_ind
+    assert "ttest_ind" in dir(hpcgpu.array.stats)
