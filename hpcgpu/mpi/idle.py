@@ -1,7 +1,7 @@
 """Collectives that wait without taking a core: a rank that waits for rank 0 sleeps.
 
-A blocking MPI collective polls: Open MPI's and MPICH's progress engines spin at 100 % of
-a core until the last rank arrives. Every rank but 0 waits that way while rank 0 makes the
+A blocking MPI collective polls: Open MPI's progress engine spins at 100 % of a core
+until the last rank arrives. Every rank but 0 waits that way while rank 0 makes the
 TLS certificate and starts the scheduler, and again while it shuts the cluster down, a core
 each taken from the node's workers (or, on an oversubscribed node, from rank 0 itself).
 Here each waiting rank enters a non-blocking barrier (MPI-3 ``MPI_Ibarrier``) and tests it

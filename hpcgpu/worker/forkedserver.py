@@ -69,8 +69,8 @@ def start_forked_server(preload: list[str]) -> int | None:
 
 def _fork_resource_tracker() -> None:
     """Start multiprocessing's resource tracker, which the fork server's protocol needs, as
-    a fork of this process: Python spawns a fresh interpreter for it (0.06 CPU-s and 20
-    processes' worth of ``.pth`` start-up per launcher), for a loop that reads a pipe.
+    a fork of this process: Python spawns a fresh interpreter for it (about 0.06 CPU-s of
+    start-up per launcher) to run a loop that reads a pipe.
 
     The tracker ignores the job's signals, as the server does; it reads the names of the
     semaphores the workers register and unlinks those left when every holder of the

@@ -49,12 +49,11 @@ def test_a_worker_stopped_by_sigterm_is_not_restarted_its_nanny_closes(tmp_path)
     nanny closes, the other GPU's worker stays, and SIGTERM to the launcher ends it cleanly.
     The launcher's resource tracker is a fork of it, not a fresh interpreter, and still
     unlinks the semaphore that the worker dead of the signal left."""
-    def leak_a_semaphore() -> str:  # in a worker: a lock kept until the process ends
+    def leak_a_semaphore(dask_worker) -> str:  # a lock that this worker holds until its end
         import multiprocessing
 
-        lock = multiprocessing.get_context("forkserver").Lock()
-        sys.modules["os"].__dict__.setdefault("_test_kept", []).append(lock)
-        return lock._semlock.name.lstrip("/")
+        dask_worker.test_lock = multiprocessing.get_context("forkserver").Lock()
+        return dask_worker.test_lock._semlock.name.lstrip("/")
 
     with forked_workers(tmp_path, "st") as (client, proc, log):
         tree = [" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(recursive=True)]
