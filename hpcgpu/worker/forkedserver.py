@@ -47,19 +47,12 @@ def start_forked_server(preload: list[str]) -> int | None:
         os.chmod(address, 0o600)
     listener.listen()
     alive_r, alive_w = os.pipe()  # the server exits when this process's end closes
-    pid = os.fork()
-    if pid == 0:  # the server: it never returns into the launcher's code
-        code = 0
-        try:
-            os.close(alive_w)
-            _outlive_job_signals()
-            forkserver.main(listener.detach(), alive_r, preload=[])
-        except SystemExit:
-            pass
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
+
+    def serve() -> None:
+        _outlive_job_signals()
+        forkserver.main(listener.detach(), alive_r, preload=[])
+
+    pid = _fork_running(serve, close=alive_w)
     listener.close()
     os.close(alive_r)
     server._forkserver_address, server._forkserver_alive_fd = address, alive_w
@@ -82,20 +75,34 @@ def _fork_resource_tracker() -> None:
     if tracker._fd is not None:
         return
     read, write = os.pipe()
+
+    def track() -> None:
+        for signum in (*DRAIN_SIGNALS, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        resource_tracker.main(read)
+
+    pid = _fork_running(track, close=write)
+    os.close(read)
+    tracker._fd, tracker._pid = write, pid
+
+
+def _fork_running(run, close: int) -> int:
+    """Fork a child that closes ``close`` (this process's end of its pipe), runs ``run()``
+    and exits, 0 unless it raised (``SystemExit`` counts as a normal end); its pid. The
+    child never returns into the launcher's code."""
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
-            os.close(write)
-            for signum in (*DRAIN_SIGNALS, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(signum, signal.SIG_IGN)
-            resource_tracker.main(read)
+            os.close(close)
+            run()
+        except SystemExit:
+            pass
         except BaseException:
             code = 1
         finally:
             os._exit(code)
-    os.close(read)
-    tracker._fd, tracker._pid = write, pid
+    return pid
 
 
 def _outlive_job_signals() -> None:
