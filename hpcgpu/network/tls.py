@@ -18,7 +18,8 @@ from typing import Any
 
 from distributed.security import Security
 
-__all__ = ["cluster_security", "temporary_security", "load_tornado_tls_defaults", "PLAIN_WARNING"]
+__all__ = ["cluster_security", "temporary_security", "load_tornado_tls_defaults", "PLAIN_WARNING",
+           "check_plain_protocol"]
 
 PLAIN_WARNING = ("security=False: the scheduler and workers talk without TLS, and anyone who can "
                  "reach the scheduler's port can run code as you. Leave security on unless the "
@@ -76,6 +77,28 @@ def cluster_security(security: Any, *, default: bool, warn_plain: bool = False,
             warnings.warn(PLAIN_WARNING, UserWarning, stacklevel=stacklevel)
         return None
     return security
+
+
+def check_plain_protocol(protocol: str | None, security: Any, field: str = "protocol") -> None:
+    """Refuse ``tcp`` beside a ``security`` that requires encryption (the default one).
+
+    Why here: distributed refuses it only when the scheduler starts, deep in the cluster's
+    start-up ('encryption required by Dask configuration, refusing communication from/to
+    tcp://...'), naming neither the argument nor the fix.
+
+    Examples
+    --------
+    >>> check_plain_protocol("tcp", None), check_plain_protocol("tls", temporary_security())
+    (None, None)
+    >>> check_plain_protocol("tcp://", temporary_security())
+    Traceback (most recent call last):
+    ...
+    ValueError: protocol='tcp://' is unencrypted, and security (a certificate, the default) requires encryption: leave protocol out (TLS) or pass protocol='tls', or pass security=False for plain TCP
+    """
+    if str(protocol or "").lower().split("://")[0] == "tcp" and getattr(security, "require_encryption", False):
+        raise ValueError(f"{field}={protocol!r} is unencrypted, and security (a certificate, the "
+                         f"default) requires encryption: leave {field} out (TLS) or pass "
+                         f"{field}='tls', or pass security=False for plain TCP")
 
 
 def load_tornado_tls_defaults() -> None:

@@ -167,6 +167,24 @@ def test_plain_tcp_only_when_asked_and_warned():
             assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
 
 
+def test_tcp_beside_the_default_certificate_is_refused_before_anything_starts():
+    """``protocol='tcp'`` with security on (the default) ended deep in the scheduler's start
+    ('encryption required by Dask configuration, refusing communication from/to
+    tcp://127.0.0.1:0'), in every mode, ``hpcgpu bench``'s default ``--protocol tcp`` too."""
+    from hpcgpu.cluster.batch.network import cluster_network
+    from hpcgpu.network.tls import temporary_security
+
+    fixes = r"is unencrypted, .* requires encryption: leave {0} out \(TLS\) or pass {0}='tls', or pass security=False"
+    threads = len(psutil.Process().threads())
+    with pytest.raises(ValueError, match=fixes.format("protocol")):
+        LocalGPUCluster(n_workers=1, gpus=[], protocol="tcp", dashboard_address=None)
+    assert len(psutil.Process().threads()) == threads  # no loop, no scheduler started
+    with pytest.raises(ValueError, match=fixes.format("protocol")):
+        cluster_network({"protocol": "tcp://"}, security=temporary_security())
+    with pytest.raises(ValueError, match=fixes.format("client_protocol")):
+        cluster_network({"protocol": "ucx", "client_protocol": "tcp"}, security=temporary_security())
+
+
 def test_the_temporary_certificate_is_an_ecdsa_p256_one_that_a_tls_handshake_accepts():
     """Each cluster makes its certificate at start: P-256 in microseconds, where RSA-2048
     takes about 100 ms; distributed's TLS must still accept it on both ends."""

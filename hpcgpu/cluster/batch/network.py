@@ -13,6 +13,7 @@ from typing import Any
 from hpcgpu.network import NetworkSettings, job_environment, resolve, scheduler_options
 from hpcgpu.network.advice import log_ucx_hint
 from hpcgpu.network.dashboard import dashboard_host, dashboard_link  # re-exported
+from hpcgpu.network.tls import check_plain_protocol
 
 __all__ = ["cluster_network", "dashboard_host", "dashboard_link", "jobqueue_options"]
 
@@ -68,6 +69,8 @@ def cluster_network(options: dict[str, Any], security: Any, scheduler_in_job: bo
 
 
 def _check_protocols(net: NetworkSettings, security: Any) -> None:
+    check_plain_protocol(net.protocol, security)
+    check_plain_protocol(net.client_protocol, security, "client_protocol")
     if net.protocol == "ucx+auth":
         raise ValueError("protocol='ucx+auth' is not available in cluster mode yet (its jobs get no "
                          "key file): use protocol='tls' (default) or 'ucx'; hpcgpu run and "

@@ -30,7 +30,7 @@ from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.system.pymain import children_drop_cwd
 from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.network.schemes import register as register_schemes
-from hpcgpu.network.tls import cluster_security
+from hpcgpu.network.tls import check_plain_protocol, cluster_security
 from hpcgpu.system.threadsignals import block_here
 from hpcgpu.worker.forkstart import fork_started
 from hpcgpu.worker.gpusetup import cudf_spill_here, parent_side_setup
@@ -162,6 +162,7 @@ class LocalGPUCluster(SpecCluster):
             cudf_spill_here(cudf_spill_stats)  # the client and scheduler process too
         security = cluster_security(security, default=True, warn_plain=True)
         protocol = local_protocol(protocol, security)  # UCX that cannot load: the default, said why
+        check_plain_protocol(protocol, security)
         own_protocol = same_host_protocol(protocol, security, host, interface)
         register_schemes()  # unix, ucx+auth: the scheduler and nannies live in this process
         if host is None and interface is None:
