@@ -104,15 +104,21 @@ class _Sweep:
         except Exception as exc:
             self.fail_all(workload, scaling, ctx.gpus, env, "prepare: " + _error(exc))
             return
+        from distributed import futures_of
+
+        inputs = {future.key for future in futures_of(state)}
+        ctx.results.clear()
         runs = [(i, True) for i in range(self.spec.warmup)] + [(i, False) for i in range(self.spec.repeats)]
         for repeat, warmup in runs:
             start = time.perf_counter()
             try:
                 workload.run(ctx, size, state)
+                seconds = time.perf_counter() - start
+                ctx.forget_results(keep=inputs)  # untimed; the next run computes them again
             except Exception as exc:
                 self.emit(workload, scaling, ctx.gpus, env, repeat, warmup, None, _error(exc))
             else:
-                self.emit(workload, scaling, ctx.gpus, env, repeat, warmup, time.perf_counter() - start, None)
+                self.emit(workload, scaling, ctx.gpus, env, repeat, warmup, seconds, None)
         # Dropping the last reference releases the inputs. (client.cancel would also cancel
         # the next prepare's futures: the same graph has the same keys.)
         del state

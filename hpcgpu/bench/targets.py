@@ -1,7 +1,7 @@
 """Where a sweep runs: the cluster paths, each opened once per GPU count.
 
 - ``LocalTarget``: this machine's GPUs (``hpcgpu.cluster.local.LocalGPUCluster``), or without
-  GPUs (or without that module) a ``distributed.LocalCluster`` with one worker per "GPU".
+  GPUs that cluster's CPU mode, one worker per "GPU".
 - ``DaskCudaTarget`` and ``PlainTarget``: the references of the side-by-side mode,
   dask-cuda's ``LocalCUDACluster`` and plain Dask (one Nanny per GPU, pinned through
   ``CUDA_VISIBLE_DEVICES``, nothing else set up).
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -86,22 +87,24 @@ class _OwnedTarget:
 
 @dataclass(frozen=True)
 class LocalTarget(_OwnedTarget):
-    """This machine: LocalGPUCluster when GPUs and ``hpcgpu.cluster.local`` are there, else LocalCluster."""
+    """This machine: ``LocalGPUCluster``, one worker per GPU, or with fewer GPUs than asked
+    one CPU worker per "GPU" (its CPU mode: workers forked from one server, as ``hpcgpu
+    demo``'s, so a CPU sweep runs hpcgpu's own path, not another cluster's). ``tcp`` (the
+    references' protocol, dask-cuda's default) is plain TCP: without the certificate."""
 
     threads_per_worker: int = 1
 
     def _make(self, gpus: int):
+        from hpcgpu.cluster.local import LocalGPUCluster
         from hpcgpu.worker.gpuinfo import count_gpus
 
-        if count_gpus() >= gpus:
-            from hpcgpu.cluster.local import LocalGPUCluster
-
+        options = {} if count_gpus() >= gpus else {"gpus": []}
+        if self.protocol == "tcp":
+            options["security"] = False
+        with warnings.catch_warnings():  # plain TCP was asked for (--protocol tcp)
+            warnings.filterwarnings("ignore", message="security=False", category=UserWarning)
             return LocalGPUCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
-                                   protocol=self.protocol)
-        from distributed import LocalCluster
-
-        return LocalCluster(n_workers=gpus, threads_per_worker=self.threads_per_worker,
-                            processes=True, protocol=self.protocol, dashboard_address="localhost:0")
+                                   protocol=self.protocol, **options)
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,51 @@ def test_existing_scheduler_sweep_uses_only_n_of_its_workers():
         run_sweep(SweepSpec(("bootstrap",), (1,)), [ExistingTarget(address="tcp://127.0.0.1:1")])
 
 
+_EXECUTED: list = []  # appended by the tasks below: the cluster runs in this process
+_KEPT: list = []
+
+
+def _counted(n):
+    _EXECUTED.append(n)
+    return n
+
+
+def _same_graph(ctx, size, state):
+    """The same keys every run, as a workload's graph of the same persisted inputs."""
+    import dask
+
+    ctx.persist(dask.delayed(_counted, pure=True)(1))
+
+
+def _keeps_its_results(ctx, size, state):
+    import dask
+
+    _KEPT.append(ctx.persist(dask.delayed(_counted, pure=True)(2)))
+
+
+def test_every_run_computes_its_graph_and_one_that_keeps_its_results_fails():
+    """The next run submits the same keys: while the last run's results were still in
+    memory it found them there and measured nothing (Dask's svd in 0.015 s of 1 s). Each
+    run now waits, untimed, until the scheduler has forgotten them."""
+    from distributed import LocalCluster
+
+    def size(preset, gpus, scaling):
+        return Size("one task", 1.0, "tasks")
+
+    same = Workload("same", "the same graph every run", "graph", size, _same_graph)
+    keeps = Workload("keeps", "keeps its results", "graph", size, _keeps_its_results)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        target = ExistingTarget(address=cluster.scheduler_address)
+        runs = run_sweep(SweepSpec(("same", "keeps"), (1,), repeats=2, warmup=1, timeout=1),
+                         [target], {"same": same, "keeps": keeps})
+        target.shutdown()
+    assert [r.status for r in runs if r.workload == "same"] == ["ok"] * 3
+    assert _EXECUTED.count(1) == 3  # the warm-up and 2 runs: each computed
+    kept = [r for r in runs if r.workload == "keeps"]
+    assert kept[0].status == "failed" and "still held after 1 s" in kept[0].error, kept[0]
+    _KEPT.clear()
+
+
 def test_cli_end_to_end_on_a_local_cpu_cluster(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
