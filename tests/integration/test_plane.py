@@ -221,9 +221,12 @@ def test_a_worker_process_that_dies_mid_collective_is_recomputed_without_it(dies
     """The worker that dies holds input blocks while another runs the barrier task; or runs
     the barrier; or holds nothing (every task runs on the other, it only joins the spread
     group). The scheduler notices the death late, as under load: the barrier waits for it."""
+    from hpcgpu import LocalGPUCluster
+
+    # worker processes of their own (forked: hpcgpu's local path), so that one can die
     with dask.config.set({"hpcgpu.array.plane.timeout": 5}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                         dashboard_address=None) as cluster, Client(cluster) as c:
+            LocalGPUCluster(n_workers=2, gpus=[], threads_per_worker=1,
+                            dashboard_address=None) as cluster, Client(cluster) as c:
         xv = np.arange(900.0).reshape(30, 30)
         x = da.from_array(xv, chunks=6)
         c.run_on_scheduler(_notice_deaths_late)
