@@ -17,6 +17,27 @@ def job_output(directory: Path, pattern: str) -> str:
     return "".join(p.read_text() for p in sorted(directory.glob(pattern)) if p.exists())
 
 
+def process_name(pid: int) -> str:
+    """``/proc/PID/comm`` ("" once gone): ``dask-scheduler`` for ``hpcgpu run``'s scheduler,
+    a fork of it that keeps its command line."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def batch_scheduler(marker: str) -> list[int]:
+    """The pids of the Dask schedulers among :func:`processes_with` ``marker``'s."""
+    return [pid for pid, cmd in processes_with(marker)
+            if process_name(pid) == "dask-scheduler" or "dask_scheduler" in cmd]
+
+
+def hpcgpu_run(marker: str) -> list[int]:
+    """The pids of ``hpcgpu run`` (not its forked scheduler) among ``marker``'s processes."""
+    return [pid for pid, cmd in processes_with(marker)
+            if "-m hpcgpu run " in cmd and process_name(pid) != "dask-scheduler"]
+
+
 def processes_with(marker: str) -> list[tuple[int, str]]:
     """(pid, command line) of every live process whose environment holds ``marker``
     (``NAME=value``), this test process excepted."""

@@ -30,7 +30,7 @@ from hpcgpu.runner.reaper import any_running_in_group
 from hpcgpu.system.spawn import start_process
 from hpcgpu.system.threadsignals import start_thread
 
-__all__ = ["Child", "start_child", "start_process"]  # start_process: hpcgpu.system.spawn's
+__all__ = ["Child", "start_child", "fork_child", "start_process"]  # start_process: hpcgpu.system.spawn's
 
 
 @dataclass
@@ -38,6 +38,7 @@ class Child:
     """A started child process and the name it is reported by."""
 
     name: str
+    #: ``subprocess.Popen``, or :class:`~hpcgpu.runner.forkmain.ForkedProcess` (forked)
     popen: subprocess.Popen = field(repr=False)
     #: the last lines of its output, when it was started with ``keep_tail``
     tail: collections.deque | None = field(default=None, repr=False)
@@ -138,6 +139,21 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str] | None = 
         target=_copy_lines, args=(source, sink, tail), daemon=True, name=f"hpcgpu-{name}-output"))
         for source, sink in ((popen.stdout, sys.stdout), (popen.stderr, sys.stderr)))
     return Child(name, popen, tail, readers)
+
+
+def fork_child(name: str, main, argv: Sequence[str], env: Mapping[str, str],
+               close_fds: Sequence[int] = ()) -> Child | None:
+    """:func:`start_child` for a Python program forked from this process
+    (:func:`~hpcgpu.runner.forkmain.fork_main`): ``main(argv[1:])`` in a session of its
+    own, with ``env``, named ``name`` (its process name). None where this process cannot
+    fork it (another thread runs): start it anew."""
+    from hpcgpu.runner.forkmain import fork_main
+
+    process = fork_main(main, argv, env, close_fds, name)
+    if process is None:
+        return None
+    orphans.track(process.pid)
+    return Child(name, process)
 
 
 def _copy_lines(source: IO[bytes], sink: IO[str], tail: collections.deque) -> None:

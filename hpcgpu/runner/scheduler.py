@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 import os
 import select
+import sys
 import time
 from dataclasses import dataclass
 from typing import Mapping
 
 from hpcgpu.runner import address_pipe
 from hpcgpu.runner.dashboard import DEFAULT_DASHBOARD
-from hpcgpu.runner.processes import Child, start_child
+from hpcgpu.runner.processes import Child, fork_child, start_child
 from hpcgpu.system.pymain import module_argv
 from hpcgpu.runner.security import TLSFiles
 
-__all__ = ["SchedulerOptions", "scheduler_argv", "start_scheduler"]
+__all__ = ["SchedulerOptions", "scheduler_argv", "start_scheduler", "SCHEDULER_NAME"]
+
+#: the process name of a scheduler forked from ``hpcgpu run`` (``ps -o comm``, ``pgrep``):
+#: its command line is ``hpcgpu run``'s
+SCHEDULER_NAME = "dask-scheduler"
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,24 @@ def _read_identity(pipe: int, child: Child, timeout: float) -> dict:
     raise TimeoutError(f"the Dask scheduler did not start listening within {timeout:g} s")
 
 
+def _can_fork(python: str, options: SchedulerOptions) -> bool:
+    """Whether the scheduler may be a fork of this process: the same python, and not UCX
+    (whose libraries must not start from a copy of another process's state)."""
+    return (os.path.realpath(python) == os.path.realpath(sys.executable)
+            and not options.protocol.lower().startswith("ucx"))
+
+
+def _forked(argv: list[str], env: dict, read: int) -> Child | None:
+    """``argv`` (``python -m distributed.cli.dask_scheduler ...``) forked from this
+    process, which has imported distributed already; None where it cannot fork."""
+    from distributed.cli import dask_scheduler
+
+    def main(args):
+        return dask_scheduler.main(args=list(args), prog_name="dask scheduler")
+
+    return fork_child(SCHEDULER_NAME, main, [dask_scheduler.__file__, *argv[3:]], env, close_fds=(read,))
+
+
 def start_scheduler(python: str, options: SchedulerOptions, tls: TLSFiles | None,
                     env: Mapping[str, str], timeout: float = 120, log=None) -> tuple[Child, dict]:
     """Start the scheduler and wait until it says, over a pipe only it holds, where it listens.
@@ -118,10 +141,12 @@ def start_scheduler(python: str, options: SchedulerOptions, tls: TLSFiles | None
     """
     read, write = os.pipe()
     try:
+        argv = scheduler_argv(python, options, tls, _interface_address(options, tls))
+        env = {**env, "CUDA_VISIBLE_DEVICES": "", address_pipe.ENV: str(write)}
+        child = _forked(argv, env, read) if log is None and _can_fork(python, options) else None
         # not -m: a module in the job's (shared) working directory would be imported first
-        argv = module_argv(scheduler_argv(python, options, tls, _interface_address(options, tls)))
-        child = start_child("scheduler", argv, stdout=log, stderr=log, pass_fds=(write,),
-                            env={**env, "CUDA_VISIBLE_DEVICES": "", address_pipe.ENV: str(write)})
+        child = child or start_child("scheduler", module_argv(argv), stdout=log, stderr=log,
+                                     pass_fds=(write,), env=env)
         os.close(write)
         write = -1
         info = _read_identity(read, child, timeout)

@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 from hpcgpu.system.threadsignals import start_thread, unblock_in_child
 
-__all__ = ["run", "start_process"]
+__all__ = ["fork", "run", "start_process"]
 
 
 def start_process(argv: Sequence[str], die_with_parent: bool = True,
@@ -55,7 +55,7 @@ class _Spawner:
         # the main thread it interrupted holds it
         self._lock = threading.RLock()
 
-    def call(self, make: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    def call(self, make: Callable[[], object]):
         """``make()`` on the spawner thread; its result, or its exception raised here."""
         if threading.current_thread() is self._thread:
             return make()
@@ -104,6 +104,22 @@ def _in_child(die_with_parent: bool) -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGTERM)
 
     return preexec
+
+
+def fork(child: Callable[[], None]) -> int:
+    """``os.fork()`` on the spawner thread, as every other child is started (its death
+    signal then comes when this process ends). In the child, that thread runs ``child()``,
+    which must end the process (``os._exit``); here, returns the child's pid."""
+    def make() -> int:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child()
+            finally:
+                os._exit(1)
+        return pid
+
+    return _spawner.call(make)
 
 
 def run(argv: Sequence[str], timeout: float, input: str | None = None,

@@ -17,7 +17,8 @@ import uuid
 
 import pytest
 
-from batchtools import job_output, processes_with, sbatch_wrap, slurm_finished, slurm_state
+from batchtools import (batch_scheduler, hpcgpu_run, job_output, processes_with, sbatch_wrap,
+                        slurm_finished, slurm_state)
 from conftest import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -57,7 +58,7 @@ def start_job(tmp_path, script: str, *extra: str) -> str:
 
 def run_pid(job_id: str) -> int:
     """The pid of the job's ``hpcgpu run``."""
-    found = [pid for pid, cmd in processes_with(f"SLURM_JOB_ID={job_id}") if "-m hpcgpu run" in cmd]
+    found = hpcgpu_run(f"SLURM_JOB_ID={job_id}")
     assert len(found) == 1, processes_with(f"SLURM_JOB_ID={job_id}")
     return found[0]
 
@@ -91,7 +92,7 @@ def test_kill_9_of_hpcgpu_run_leaves_no_process(slurm, tmp_path):
                  what="the script to start")
         assert (tmp_path / "started").exists(), (tmp_path / f"{job_id}.out").read_text()[-4000:]
         names = " ".join(cmd for _, cmd in processes_with(marker))
-        assert "dask_scheduler" in names and "user.py" in names and "sleep 300" in names, names
+        assert batch_scheduler(marker) and "user.py" in names and "sleep 300" in names, names
         run = run_pid(job_id)
         # its signals go to its main thread (#39 item 3): client loop, spawner, output readers
         assert len(os.listdir(f"/proc/{run}/task")) >= 4 and unblocked_threads(run) == []
@@ -117,7 +118,7 @@ def test_a_dead_scheduler_ends_the_run(slurm, tmp_path):
     try:
         wait_for(lambda: (tmp_path / "started").exists() or slurm_finished(job_id), 240, 0.2,
                  what="the script to start")
-        scheduler = [pid for pid, cmd in processes_with(marker) if "dask_scheduler" in cmd]
+        scheduler = batch_scheduler(marker)
         assert len(scheduler) == 1, processes_with(marker)
         run = run_pid(job_id)
         os.kill(scheduler[0], signal.SIGKILL)
@@ -166,8 +167,7 @@ def test_grid_engine_kill_9_leaves_no_process(sge, tmp_path, victim):
         assert (tmp_path / "started").exists(), job_output(tmp_path, "*.o*")[-4000:]
         names = {pid: cmd for pid, cmd in processes_with(marker)}
         assert any("sleep 300" in cmd for cmd in names.values()), names
-        pattern = " -m hpcgpu run " if victim == "hpcgpu run" else "dask_scheduler"
-        (target,) = [pid for pid, cmd in names.items() if pattern in cmd]
+        (target,) = hpcgpu_run(marker) if victim == "hpcgpu run" else batch_scheduler(marker)
         os.kill(target, signal.SIGKILL)
         killed = time.monotonic()
         bound = ORPHANS_GONE if victim == "hpcgpu run" else SCHEDULER_GONE + 4  # the script's SIGKILL

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from batchtools import CHECK, ROOT, job_output, processes_with, sbatch_wrap, slurm_finished
+from batchtools import CHECK, ROOT, hpcgpu_run, job_output, processes_with, sbatch_wrap, slurm_finished
 from conftest import wait_for
 from hpcgpu.runner.jobdir import open_job_directory
 
@@ -146,7 +146,7 @@ def test_a_job_directory_left_by_sigkill_goes_with_the_next_run(slurm, tmp_path)
         wait_for(lambda: (tmp_path / "started").exists() or slurm_finished(job_id), 240, 0.2,
                  what="the script to start")
         (left,) = work.glob("*/key.pem")
-        (run,) = [pid for pid, cmdline in processes_with(marker) if " -m hpcgpu run " in cmdline]
+        (run,) = hpcgpu_run(marker)
         os.kill(run, signal.SIGKILL)
         wait_for(lambda: slurm_finished(job_id), 120, 0.2, what=f"job {job_id} to end")
         assert left.exists()  # nothing could remove it
