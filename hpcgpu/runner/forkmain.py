@@ -6,8 +6,9 @@ workers can be started). Forked, the scheduler starts from what is imported here
 child is what ``python -c SAFE_MAIN module args`` would be, as far as the program can
 tell: its environment (read again into Dask's configuration), ``sys.argv``, the working
 directory off its import path, the signal handlers and mask of a new interpreter, a session
-of its own, SIGTERM when this process ends, and only the given descriptors besides stdio
-that it needs; it ends with ``os._exit``, never returning into this process's code.
+of its own and SIGTERM when this process ends. It holds this process's open descriptors but
+those it is told to close (its end of a pipe), as the same user's process, and ends with
+``os._exit``, never returning into this process's code.
 
 :func:`fork_main` forks only where no other thread runs than the one that forks every
 child; otherwise it returns None and the caller starts a new interpreter (a fork copies no
@@ -61,8 +62,9 @@ def fork_main(main: Callable[[Sequence[str]], object], argv: Sequence[str], env:
 
     ``close_fds``: this process's descriptors the child must not hold (its end of a pipe).
     ``name``: the child's process name (``/proc/PID/comm``: ``ps -o comm``, ``top``,
-    ``pgrep NAME``; 15 bytes), as its command line stays this process's. It forks on :mod:`hpcgpu.system.spawn`'s thread, as every child hpcgpu starts; returns
-    None where another thread runs here (it could hold a lock that the child would need).
+    ``pgrep NAME``; 15 bytes), as its command line stays this process's. It forks on
+    :mod:`hpcgpu.system.spawn`'s thread, as every child hpcgpu starts; returns None where
+    another thread runs here (it could hold a lock that the child would need).
     """
     others = [thread for thread in threading.enumerate()
               if thread is not threading.current_thread() and thread.name != "hpcgpu-spawner"]
