@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from hpcgpu.runner.scheduler import SCHEDULER_NAME
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "examples" / "check_gpu_workers.py"
 OMPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -29,13 +31,13 @@ def process_name(pid: int) -> str:
 def batch_scheduler(marker: str) -> list[int]:
     """The pids of the Dask schedulers among :func:`processes_with` ``marker``'s."""
     return [pid for pid, cmd in processes_with(marker)
-            if process_name(pid) == "dask-scheduler" or "dask_scheduler" in cmd]
+            if process_name(pid) == SCHEDULER_NAME or "dask_scheduler" in cmd]
 
 
 def hpcgpu_run(marker: str) -> list[int]:
     """The pids of ``hpcgpu run`` (not its forked scheduler) among ``marker``'s processes."""
     return [pid for pid, cmd in processes_with(marker)
-            if "-m hpcgpu run " in cmd and process_name(pid) != "dask-scheduler"]
+            if "-m hpcgpu run " in cmd and process_name(pid) != SCHEDULER_NAME]
 
 
 def processes_with(marker: str) -> list[tuple[int, str]]:

@@ -107,13 +107,17 @@ def _in_child(die_with_parent: bool) -> Callable[[], None]:
 
 
 def fork(child: Callable[[], None]) -> int:
-    """``os.fork()`` on the spawner thread, as every other child is started (its death
-    signal then comes when this process ends). In the child, that thread runs ``child()``,
-    which must end the process (``os._exit``); here, returns the child's pid."""
+    """``os.fork()`` on the spawner thread, with what :func:`start_process` gives a child
+    before its ``exec`` (the normal signal mask, SIGTERM when this process ends). In the
+    child, that thread runs ``child()``, which must end the process (``os._exit``); here,
+    returns the child's pid."""
+    preexec = _in_child(sys.platform == "linux")
+
     def make() -> int:
         pid = os.fork()
         if pid == 0:
             try:
+                preexec()
                 child()
             finally:
                 os._exit(1)
