@@ -286,6 +286,30 @@ def test_a_persisted_input_is_put_by_one_task_per_worker_that_holds_it(client):
     assert np.allclose(y.compute(), av @ av.T)
 
 
+def test_a_sort_after_a_gather_runs_on_every_worker_that_holds_blocks():
+    """``x.compute()`` leaves a copy of every block on the worker that joined them: the sort
+    after it ran on that worker alone (a collective of one rank, seen on 2 x H200)."""
+    v = np.random.default_rng(8).standard_normal(600)
+    # no Active Memory Manager: it would drop the copies this test needs within 2 s
+    with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        x = client.persist(da.from_array(v, chunks=60))
+        wait(x)
+        first = sorted(client.scheduler_info()["workers"])[0]  # each block's first holder by name
+        assert np.array_equal(client.compute(x, workers=[first]).result(), v)  # joined on ``first``
+        held = client.who_has(x)
+        assert len({w for ws in held.values() for w in ws}) == 2 and max(map(len, held.values())) == 2, held
+        assert np.array_equal(plane.sort(x, method="collective").compute(), np.sort(v))
+        ranks = client.run(_last_ranks)  # None: the worker took no part
+        assert set(ranks.values()) == {2}, ranks
+
+
+def _last_ranks(dask_worker):
+    plane_state = getattr(dask_worker, "_hpcgpu_plane", None)
+    return plane_state.history[-1][3] if plane_state and plane_state.history else None
+
+
 @pytest.mark.parametrize("kind", ["float-nan", "int-ties"])
 def test_sort_and_argsort_on_three_workers_equal_numpy(client, kind):
     rng = np.random.default_rng(5)

@@ -11,7 +11,7 @@ import numpy as np
 from dask._task_spec import TaskRef
 from hypothesis import given, settings, strategies as st
 
-from hpcgpu.array.plane.graph import _markers, collective_tasks
+from hpcgpu.array.plane.graph import _markers, collective_tasks, deal_to_holders
 from hpcgpu.array.plane.ops import Matmul, Transpose
 from hpcgpu.array.plane.plan import block_grid
 
@@ -101,3 +101,53 @@ def test_a_client_that_lost_its_scheduler_gives_the_ungrouped_graph(monkeypatch)
     monkeypatch.setattr(distributed, "Future", Future)
     monkeypatch.setattr(distributed, "default_client", lambda: Lost())
     assert held_groups([x]) is None
+
+
+@st.composite
+def holders_of_blocks(draw):
+    """``{block: the workers that hold it}``: 1-D blocks, up to 4 workers, copies anywhere."""
+    workers = ["tcp://a", "tcp://b", "tcp://c", "tcp://d"][:draw(st.integers(1, 4))]
+    n = draw(st.integers(0, 30))
+    return {(i,): draw(st.sets(st.sampled_from(workers), max_size=len(workers))) for i in range(n)}
+
+
+@given(holders_of_blocks(), st.randoms())
+@settings(max_examples=200, deadline=None)
+def test_each_block_is_dealt_once_to_one_of_its_holders(held, rng):
+    dealt = deal_to_holders(held)
+    given_to = {b: w for w, blocks in dealt.items() for b in blocks}
+    assert sum(map(len, dealt.values())) == len(given_to)  # no block twice
+    assert given_to.keys() == {b for b, where in held.items() if where}
+    assert all(w in held[b] for b, w in given_to.items())
+    assert all(given_to[b] in where for b, where in held.items() if len(where) == 1)
+    shuffled = dict(rng.sample(sorted(held.items()), len(held)))  # who_has order is not an order
+    assert deal_to_holders({b: set(rng.sample(sorted(w), len(w))) for b, w in shuffled.items()}) == dealt
+    everywhere = {w for where in held.values() for w in where}
+    if everywhere and all(where == everywhere for where in held.values()):  # every block on every holder
+        loads = [len(dealt.get(w, [])) for w in everywhere]
+        assert max(loads) - min(loads) <= 1, dealt
+
+
+def test_copies_on_one_worker_do_not_take_every_block(monkeypatch):
+    """A gather (``x.compute()``) leaves a copy of every block on the worker that joined
+    them. Each block went to its first holder by name, so a sort ran as a collective of one
+    rank on that worker (seen on 2 x H200); the copies are dealt between the holders."""
+    import distributed
+
+    from hpcgpu.array.plane.graph import held_groups
+
+    class Future:  # a persisted array's layer holds futures only
+        def __init__(self, key):
+            self.key = key
+
+    class Copies:
+        asynchronous = False
+
+        def who_has(self, futures):
+            return {f.key: ["tcp://a", "tcp://b"] if f.key[1] % 2 else ["tcp://a"] for f in futures}
+
+    x = da.Array({("x", i): Future(("x", i)) for i in range(6)}, "x", ((2,) * 6,), dtype="f8")
+    monkeypatch.setattr(distributed, "Future", Future)
+    monkeypatch.setattr(distributed, "default_client", lambda: Copies())
+    (groups,) = held_groups([x])
+    assert sorted(map(len, groups)) == [3, 3] and [[0], [2], [4]] in groups, groups

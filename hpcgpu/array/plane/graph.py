@@ -21,7 +21,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from hpcgpu.array.plane.ops import Context
 from hpcgpu.array.plane.plan import block_grid
 
-__all__ = ["collective", "collective_tasks", "held_groups", "put", "put_group", "barrier", "unpack"]
+__all__ = ["collective", "collective_tasks", "deal_to_holders", "held_groups", "put", "put_group", "barrier", "unpack"]
 
 
 class PlaneTask(Task):
@@ -237,9 +237,27 @@ def held_groups(inputs: list) -> list | None:
             held = client.who_has([mapping[k] for k in keys])
         except (OSError, TimeoutError):  # a client that lost its scheduler: ungrouped is as right
             return None
-        by_worker: dict = {}
-        for key, where in held.items():
-            if where:
-                by_worker.setdefault(sorted(where)[0], []).append(list(key[1:]))
-        out.append([sorted(blocks) for _, blocks in sorted(by_worker.items())] or None)
+        dealt = deal_to_holders({tuple(key[1:]): where for key, where in held.items()})
+        out.append([[list(b) for b in blocks] for _, blocks in sorted(dealt.items())] or None)
     return out if any(out) else None
+
+
+def deal_to_holders(held: dict) -> dict:
+    """``{worker: [block, ...]}``: each block of ``held`` (``{block: the workers that hold
+    it}``) given to one of its holders, the one given fewest so far, blocks with fewer
+    holders first; ties go to the worker first by address.
+
+    A gather (``x.compute()``) leaves a copy of every block on the worker that joined them:
+    the collective's ranks are the workers given blocks, so each block's first holder would
+    make it a collective of that one worker.
+
+    Examples
+    --------
+    >>> deal_to_holders({(0,): {"tcp://a", "tcp://b"}, (1,): {"tcp://a", "tcp://b"}, (2,): {"tcp://a"}})
+    {'tcp://a': [(1,), (2,)], 'tcp://b': [(0,)]}
+    """
+    given: dict = {}
+    for block, where in sorted(((b, sorted(w)) for b, w in held.items() if w), key=lambda bw: (len(bw[1]), bw[0])):
+        worker = min(where, key=lambda w: (len(given.get(w, ())), w))
+        given.setdefault(worker, []).append(block)
+    return {worker: sorted(blocks) for worker, blocks in sorted(given.items())}
