@@ -21,7 +21,8 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from hpcgpu.array.plane.ops import Context
 from hpcgpu.array.plane.plan import block_grid
 
-__all__ = ["collective", "collective_tasks", "deal_to_holders", "held_groups", "put", "put_group", "barrier", "unpack"]
+__all__ = ["collective", "collective_tasks", "deal_to_holders", "held_groups", "put", "put_group", "barrier",
+           "unpack"]
 
 
 class PlaneTask(Task):
@@ -212,9 +213,10 @@ def collective(op, inputs: list, meta):
 
 
 def held_groups(inputs: list) -> list | None:
-    """Per input array, its blocks grouped by the worker that holds them, where the
-    array is persisted on this process's distributed client and its blocks are in memory
-    (None for an input that is not, and for all where no client is current)."""
+    """Per input array, its blocks grouped by the worker that hands them over (one of their
+    holders, :func:`deal_to_holders`), where the array is persisted on this process's
+    distributed client and its blocks are in memory (None for an input that is not, and for
+    all where no client is current)."""
     try:
         from distributed import Future, default_client
 
@@ -257,7 +259,8 @@ def deal_to_holders(held: dict) -> dict:
     {'tcp://a': [(1,), (2,)], 'tcp://b': [(0,)]}
     """
     given: dict = {}
-    for block, where in sorted(((b, sorted(w)) for b, w in held.items() if w), key=lambda bw: (len(bw[1]), bw[0])):
+    fewest_holders_first = sorted((len(w), b, sorted(w)) for b, w in held.items() if w)
+    for _, block, where in fewest_holders_first:
         worker = min(where, key=lambda w: (len(given.get(w, ())), w))
         given.setdefault(worker, []).append(block)
     return {worker: sorted(blocks) for worker, blocks in sorted(given.items())}
