@@ -125,6 +125,13 @@ def assert_checked_on_both_hosts(tmp_path: Path) -> None:
     assert_nothing_left()
 
 
+def assert_no_route_out_warning(tmp_path: Path) -> None:
+    """The compute hosts have no route out: Dask's search for one warned in every job's log
+    before the scheduler took the address toward the job's hosts (hpcgpu.network.routed)."""
+    for log in [*tmp_path.glob("*.out"), *tmp_path.glob("*.err")]:
+        assert "Couldn't detect a suitable IP address" not in log.read_text(), log.read_text()[-3000:]
+
+
 def mpi_over_both_hosts(tmp_path: Path, launcher: str, gpu_option: str) -> None:
     """``python -m hpcgpu.mpi`` started by ``launcher`` in a 2-node allocation (one task and
     one GPU a node, by ``gpu_option``) runs the checks on both compute hosts."""
@@ -134,3 +141,4 @@ def mpi_over_both_hosts(tmp_path: Path, launcher: str, gpu_option: str) -> None:
                     "--export=ALL,OMPI_ALLOW_RUN_AS_ROOT=1,OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
                     "--wrap", command)
     assert_checked_on_both_hosts(tmp_path)
+    assert_no_route_out_warning(tmp_path)

@@ -16,12 +16,14 @@ import asyncio
 import atexit
 import contextlib
 import os
+import socket
 import sys
 import traceback
 
 import dask
 
 from hpcgpu.mpi.idle import idle_bcast, wait_for_every_rank
+from hpcgpu.network.routed import scheduler_host
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.system.scratch import scratch_directory
 from hpcgpu.runner import ranks
@@ -146,6 +148,15 @@ def _start_rank0(security, options: dict):
     return loop_runner, scheduler
 
 
+def _scheduler_options(comm, interface, protocol, dashboard, dashboard_address) -> dict:
+    """Rank 0's scheduler's options. Every rank calls it: it gathers the ranks' hosts, toward
+    which the scheduler listens on a node without a route out (:mod:`hpcgpu.network.routed`)."""
+    hosts = comm.allgather(socket.gethostname())
+    host = scheduler_host(hosts) if interface is None and comm.Get_rank() == 0 else None
+    return dict(port=0, host=host, interface=interface, protocol=protocol, dashboard=dashboard,
+                dashboard_address=dashboard_address)
+
+
 def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="auto",
                nanny=False, dashboard=True, dashboard_address=DEFAULT_DASHBOARD, protocol=None,
                worker_class=ranks.GPU_WORKER, worker_options=None, comm=None, exit=True,
@@ -179,8 +190,8 @@ def initialize(interface=None, nthreads=1, local_directory=None, memory_limit="a
     rank = comm.Get_rank()
     with abort_on_error(comm):  # from here an error is one rank's: the others would wait in bcast
         tls, sec = _shared_security(comm, security)
-        scheduler_options = dict(port=0, interface=interface, protocol=protocol or ("tls" if sec else None),
-                                 dashboard=dashboard, dashboard_address=dashboard_address)
+        scheduler_options = _scheduler_options(comm, interface, protocol or ("tls" if sec else None),
+                                               dashboard, dashboard_address)
         address = None
         if rank == 0:
             loop_runner, scheduler = _start_rank0(sec, scheduler_options)

@@ -34,6 +34,7 @@ import dask
 from hpcgpu.system.closelog import quiet_expected_close
 from hpcgpu.launchers import get_launcher
 from hpcgpu.network import NetworkSettings, config_context, job_environment, worker_options
+from hpcgpu.network.routed import scheduler_host
 from hpcgpu.network.ucxauth import key_for
 from hpcgpu.runner.allocation import Allocation, detect_allocation
 from hpcgpu.runner.dashboard import dashboard_message
@@ -108,7 +109,8 @@ def _start_cluster(s: _Session) -> None:
         s.tls, s.own_tls = write_tls(s.directory.held)
     elif net.protocol == "tls":  # --no-key-files: PEM text in every role's environment
         s.own_tls = temporary_tls()
-    sched_options = SchedulerOptions(net.protocol, net.scheduler_interface, o.dashboard_address)
+    host = None if net.scheduler_interface else scheduler_host(s.allocation.hosts)
+    sched_options = SchedulerOptions(net.protocol, net.scheduler_interface, o.dashboard_address, host)
     s.scheduler, info = start_scheduler(o.python, sched_options, s.tls, _role_env(s, "scheduler"))
     s.address = info["address"]
     # for the script (HPCGPU_SCHEDULER_FILE); written by this process, read by none of hpcgpu's

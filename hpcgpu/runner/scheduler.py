@@ -40,11 +40,15 @@ class SchedulerOptions:
     dashboard_address : str or None
         Where the dashboard listens (``127.0.0.1:8787``: this node only; another port is
         taken when that one is in use); None turns it off.
+    host : str or None
+        The address to listen on where no interface is named
+        (:func:`hpcgpu.network.routed.scheduler_host`); None: Dask's choice.
     """
 
     protocol: str = "tls"
     interface: str | None = None
     dashboard_address: str | None = DEFAULT_DASHBOARD
+    host: str | None = None
 
 
 def scheduler_argv(python: str, options: SchedulerOptions, tls: TLSFiles | None,
@@ -141,7 +145,8 @@ def start_scheduler(python: str, options: SchedulerOptions, tls: TLSFiles | None
     """
     read, write = os.pipe()
     try:
-        argv = scheduler_argv(python, options, tls, _interface_address(options, tls))
+        host = _interface_address(options, tls) or (None if options.interface else options.host)
+        argv = scheduler_argv(python, options, tls, host)
         env = {**env, "CUDA_VISIBLE_DEVICES": "", address_pipe.ENV: str(write)}
         child = _forked(argv, env, read) if log is None and _can_fork(python, options) else None
         # not -m: a module in the job's (shared) working directory would be imported first

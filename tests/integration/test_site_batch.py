@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from site_helpers import (  # noqa: F401
-    CHECK, PYTHON, ROOT, assert_checked_on_both_hosts, assert_nothing_left, mpi_over_both_hosts,
-    sbatch_and_wait, site)
+    CHECK, PYTHON, ROOT, assert_checked_on_both_hosts, assert_no_route_out_warning, assert_nothing_left,
+    mpi_over_both_hosts, sbatch_and_wait, site)
 
 pytestmark = [pytest.mark.site, pytest.mark.slurm, pytest.mark.usefixtures("site")]
 
@@ -21,6 +21,7 @@ def run_check(tmp_path, *args: str, state: tuple[str, str] = ("COMPLETED", "0:0"
 def test_hpcgpu_run_over_two_hosts(tmp_path):
     run_check(tmp_path, "--expect", "2", "--json", "result.json")
     assert_checked_on_both_hosts(tmp_path)
+    assert_no_route_out_warning(tmp_path)
 
 
 def test_the_scripts_exit_code_is_the_jobs(tmp_path):
