@@ -149,10 +149,11 @@ def _start_rank0(security, options: dict):
 
 
 def _scheduler_options(comm, interface, protocol, dashboard, dashboard_address) -> dict:
-    """Rank 0's scheduler's options. Every rank calls it: it gathers the ranks' hosts, toward
-    which the scheduler listens on a node without a route out (:mod:`hpcgpu.network.routed`)."""
-    hosts = comm.allgather(socket.gethostname())
-    host = scheduler_host(hosts) if interface is None and comm.Get_rank() == 0 else None
+    """Rank 0's scheduler's options. Every rank calls it: without ``interface`` (the same on
+    every rank) it gathers the ranks' hosts, toward which the scheduler listens on a node
+    without a route out (:mod:`hpcgpu.network.routed`)."""
+    hosts = comm.allgather(socket.gethostname()) if interface is None else None
+    host = scheduler_host(hosts) if hosts is not None and comm.Get_rank() == 0 else None
     return dict(port=0, host=host, interface=interface, protocol=protocol, dashboard=dashboard,
                 dashboard_address=dashboard_address)
 
